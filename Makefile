@@ -1,0 +1,40 @@
+# carpool: every target goes through `setup`, which is idempotent and creates .venv/.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
+
+.PHONY: setup demo test bench synth lint layer clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip
+	@$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/carpool simulate examples/flex-first.yaml
+
+test: setup layer
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests
+
+bench: setup
+	$(BIN)/python -m bench
+
+layer: setup
+	$(BIN)/python -m infra.layer
+
+synth: setup layer
+	$(BIN)/python infra/app.py
+
+lint: setup
+	$(BIN)/ruff check shared/carpool functions infra tests bench
+	$(BIN)/mypy shared/carpool
+
+clean:
+	rm -rf $(VENV) build cdk.out .pytest_cache

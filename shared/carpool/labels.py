@@ -1,0 +1,79 @@
+"""Well-known label, annotation and taint keys (Karpenter v1 and the AWS provider), plus carpool's own.
+
+Kept in one place so that scheduling, launch, registration and disruption agree on spelling.
+"""
+
+from typing import Final
+
+# Kubernetes / Karpenter core
+NODEPOOL: Final = "karpenter.sh/nodepool"
+CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
+ZONE: Final = "topology.kubernetes.io/zone"
+REGION: Final = "topology.kubernetes.io/region"
+INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
+ARCH: Final = "kubernetes.io/arch"
+OS: Final = "kubernetes.io/os"
+HOSTNAME: Final = "kubernetes.io/hostname"
+NODE_INITIALIZED: Final = "karpenter.sh/initialized"
+REGISTERED: Final = "karpenter.sh/registered"
+DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+
+# AWS provider
+_P: Final = "karpenter.k8s.aws/"
+INSTANCE_FAMILY: Final = _P + "instance-family"
+INSTANCE_CATEGORY: Final = _P + "instance-category"
+INSTANCE_GENERATION: Final = _P + "instance-generation"
+INSTANCE_SIZE: Final = _P + "instance-size"
+INSTANCE_CPU: Final = _P + "instance-cpu"
+INSTANCE_CPU_MANUFACTURER: Final = _P + "instance-cpu-manufacturer"
+INSTANCE_MEMORY: Final = _P + "instance-memory"
+INSTANCE_GPU_COUNT: Final = _P + "instance-gpu-count"
+INSTANCE_GPU_NAME: Final = _P + "instance-gpu-name"
+INSTANCE_GPU_MANUFACTURER: Final = _P + "instance-gpu-manufacturer"
+INSTANCE_GPU_MEMORY: Final = _P + "instance-gpu-memory"
+INSTANCE_ACCELERATOR_COUNT: Final = _P + "instance-accelerator-count"
+INSTANCE_ACCELERATOR_NAME: Final = _P + "instance-accelerator-name"
+INSTANCE_HYPERVISOR: Final = _P + "instance-hypervisor"
+INSTANCE_NETWORK_BANDWIDTH: Final = _P + "instance-network-bandwidth"
+INSTANCE_LOCAL_NVME: Final = _P + "instance-local-nvme"
+CAPABILITY_FLEX: Final = _P + "capability-flex"
+EC2NODECLASS: Final = _P + "ec2nodeclass"
+
+# Values
+CAPACITY_SPOT: Final = "spot"
+CAPACITY_ON_DEMAND: Final = "on-demand"
+CAPACITY_RESERVED: Final = "reserved"
+
+# Cluster Autoscaler / EKS managed node groups
+EKS_NODEGROUP: Final = "eks.amazonaws.com/nodegroup"
+CAS_SCALE_DOWN_DISABLED: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+# carpool's own keys (Karpenter ignores unknown annotations, so manifests stay portable)
+_C: Final = "carpool.dev/"
+OWNED_BY: Final = _C + "owned-by"  # node label + EC2 tag: which carpool cluster launched it
+CLAIM: Final = _C + "nodeclaim"  # node label + EC2 tag: the claim name
+IMAGE_ID: Final = _C + "image-id"  # node label: the AMI the node was launched with
+PREFIX_DELEGATION: Final = _C + "prefix-delegation"  # EC2NodeClass annotation: "true"/"false" forces it
+CUSTOM_NETWORKING: Final = _C + "custom-networking"  # EC2NodeClass annotation: "true"/"false" forces it
+UNREGISTERED_TAINT: Final = "karpenter.sh/unregistered"
+DISRUPTED_TAINT: Final = "karpenter.sh/disrupted"
+
+# EC2 tags carpool puts on what it launches (ownership for IAM conditions and orphan cleanup)
+TAG_CLUSTER_OWNED: Final = "kubernetes.io/cluster/{cluster}"
+TAG_MANAGED_BY: Final = "carpool.dev/cluster"
+TAG_NODEPOOL: Final = NODEPOOL
+TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
+TAG_NODECLASS: Final = EC2NODECLASS
+
+#: Label keys every node gets from its instance type; a requirement on one of these is satisfiable only by
+#: the instance-type catalog, never by a user label.
+WELL_KNOWN: Final = frozenset(
+    {
+        NODEPOOL, CAPACITY_TYPE, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, HOSTNAME,
+        INSTANCE_FAMILY, INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_SIZE, INSTANCE_CPU,
+        INSTANCE_CPU_MANUFACTURER, INSTANCE_MEMORY, INSTANCE_GPU_COUNT, INSTANCE_GPU_NAME,
+        INSTANCE_GPU_MANUFACTURER, INSTANCE_GPU_MEMORY, INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_ACCELERATOR_NAME, INSTANCE_HYPERVISOR, INSTANCE_NETWORK_BANDWIDTH,
+        INSTANCE_LOCAL_NVME, CAPABILITY_FLEX, EC2NODECLASS,
+    }
+)
