@@ -1,0 +1,118 @@
+"""In-memory state repositories with the same semantics as the DynamoDB ones.
+
+Used by unit tests of the use cases and by `carpool plan`; a lock makes `reserve` atomic across threads,
+mirroring DynamoDB's TransactWriteItems.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from carpool import capacity as capacity_rules
+from carpool.state.models import ACTIVE_STATUSES, CapacityRecord, Claim, ClaimStatus, UnavailableOffering
+from carpool.state.ports import ReservationRefused
+
+
+class MemoryLedger:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.claims: dict[str, Claim] = {}
+        self.nominations: dict[str, tuple[str, datetime]] = {}
+        self.pool_usage: dict[str, dict[str, int]] = {}
+
+    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int) -> None:
+        with self._lock:
+            if claim.name in self.claims:
+                raise ReservationRefused(f"claim {claim.name} already exists")
+            for pod in claim.pods:
+                held = self.nominations.get(pod)
+                if held and held[1] > now and held[0] in self.claims:
+                    raise ReservationRefused(f"pod {pod} already nominated to {held[0]}")
+            usage = dict(self.pool_usage.get(claim.nodepool, {}))
+            for k, v in claim.reserved.items():
+                usage[k] = usage.get(k, 0) + v
+                if limits is not None and k in limits and usage[k] > limits[k]:
+                    raise ReservationRefused(f"limit {k} exhausted for nodepool {claim.nodepool}")
+            self.pool_usage[claim.nodepool] = usage
+            until = now + timedelta(seconds=ttl_seconds)
+            for pod in claim.pods:
+                self.nominations[pod] = (claim.name, until)
+            self.claims[claim.name] = claim.model_copy(deep=True)
+
+    def mark_launched(self, claim: Claim) -> None:
+        with self._lock:
+            self.claims[claim.name] = claim.model_copy(deep=True)
+
+    def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
+        with self._lock:
+            claim = self.claims.get(claim_name)
+            if claim is None:
+                return None
+            claim.status = ClaimStatus.REGISTERED
+            claim.node_name = node_name
+            claim.registered_at = now
+            for pod in claim.pods:
+                if self.nominations.get(pod, ("",))[0] == claim_name:
+                    del self.nominations[pod]
+            return claim.model_copy(deep=True)
+
+    def release(self, claim: Claim) -> None:
+        with self._lock:
+            stored = self.claims.pop(claim.name, None)
+            if stored is None:
+                return
+            usage = self.pool_usage.setdefault(stored.nodepool, {})
+            for k, v in stored.reserved.items():
+                usage[k] = max(0, usage.get(k, 0) - v)
+            for pod in stored.pods:
+                if self.nominations.get(pod, ("",))[0] == claim.name:
+                    del self.nominations[pod]
+
+    def get(self, name: str) -> Claim | None:
+        c = self.claims.get(name)
+        return c.model_copy(deep=True) if c else None
+
+    def find_by_instance(self, instance_id: str) -> Claim | None:
+        for c in self.claims.values():
+            if c.instance_id == instance_id:
+                return c.model_copy(deep=True)
+        return None
+
+    def active(self) -> list[Claim]:
+        return [c.model_copy(deep=True) for c in self.claims.values() if c.status in ACTIVE_STATUSES]
+
+    def nominated(self, now: datetime) -> dict[str, str]:
+        return {p: c for p, (c, until) in self.nominations.items() if until > now and c in self.claims}
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        return {k: dict(v) for k, v in self.pool_usage.items()}
+
+
+class MemoryOfferings:
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str, str], UnavailableOffering] = {}
+
+    def mark_unavailable(self, offerings: Iterable[UnavailableOffering]) -> None:
+        for o in offerings:
+            self._items[o.key] = o
+
+    def unavailable(self, now: datetime) -> set[tuple[str, str, str]]:
+        return {k for k, o in self._items.items() if o.until > now}
+
+
+class MemoryCapacityCache:
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str], CapacityRecord] = {}
+
+    def all(self, now: datetime) -> dict[tuple[str, str], CapacityRecord]:
+        return {k: r for k, r in self._items.items() if r.expires_at > now}
+
+    def observe(self, record: CapacityRecord, now: datetime) -> CapacityRecord:
+        existing = self._items.get(record.key)
+        if existing is not None and existing.expires_at <= now:
+            existing = None
+        merged = capacity_rules.merge(existing, record)
+        self._items[record.key] = merged
+        return merged

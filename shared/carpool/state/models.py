@@ -1,0 +1,99 @@
+"""What carpool remembers between invocations: claims, pod nominations, pool usage, unavailable
+offerings and learned capacity.
+
+These are plain pydantic models; `carpool.state.ports` says how they are stored and
+`carpool.adapters.aws.dynamodb_state` stores them in one DynamoDB table.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ClaimStatus(StrEnum):
+    """Life of a node claim. `RESERVED` is written before CreateFleet so a crash can be cleaned up."""
+
+    RESERVED = "reserved"  # pods nominated and pool usage reserved; no instance yet
+    LAUNCHED = "launched"  # CreateFleet returned an instance
+    REGISTERED = "registered"  # the node joined the cluster
+    TERMINATING = "terminating"
+    FAILED = "failed"
+
+
+ACTIVE_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED})
+IN_FLIGHT_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED})
+
+
+class Claim(BaseModel):
+    """One node carpool decided to launch (Karpenter's NodeClaim)."""
+
+    model_config = ConfigDict(frozen=False)
+
+    name: str
+    nodepool: str
+    nodeclass: str
+    status: ClaimStatus = ClaimStatus.RESERVED
+    created_at: datetime
+    #: instance types still acceptable for the claim, cheapest first (what CreateFleet may choose from)
+    instance_types: list[str] = Field(default_factory=list)
+    capacity_type: str | None = None
+    zone: str | None = None
+    #: pods this claim was opened for ("namespace/name"); they are not provisioned again while it lives
+    pods: list[str] = Field(default_factory=list)
+    #: resources counted against the pool's limits (the largest option), cpu millis / memory bytes / nodes
+    reserved: dict[str, int] = Field(default_factory=dict)
+    #: requests of the pods already packed onto it (for in-flight room accounting)
+    requested: dict[str, int] = Field(default_factory=dict)
+    instance_id: str | None = None
+    instance_type: str | None = None
+    image_id: str | None = None
+    max_pods: int | None = None
+    launched_at: datetime | None = None
+    registered_at: datetime | None = None
+    node_name: str | None = None
+    price: float | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    #: allocatable of the launched type (filled at launch) so in-flight room can be computed
+    allocatable: dict[str, int] = Field(default_factory=dict)
+
+
+class UnavailableOffering(BaseModel):
+    """An (instance type, zone, capacity type) that failed with a capacity error, until `until`."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    until: datetime
+    reason: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.instance_type, self.zone, self.capacity_type)
+
+
+class CapacityRecord(BaseModel):
+    """What nodes of one instance type running one AMI really report (the learned capacity cache)."""
+
+    instance_type: str
+    image_id: str
+    ami_family: str = ""
+    capacity: dict[str, int] = Field(default_factory=dict)
+    allocatable: dict[str, int] = Field(default_factory=dict)
+    samples: int = 1
+    first_seen: datetime
+    last_seen: datetime
+    expires_at: datetime
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.instance_type, self.image_id)
+
+
+class PoolUsage(BaseModel):
+    """Resources counted against a NodePool's limits: cpu millis, memory bytes, nodes."""
+
+    nodepool: str
+    usage: dict[str, int] = Field(default_factory=dict)

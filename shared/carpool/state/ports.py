@@ -1,0 +1,76 @@
+"""Repository interfaces for carpool's state. The app depends on these; adapters implement them.
+
+Concurrency contract (issue "Runtime reliability"): `ClaimLedger.reserve` is atomic. It writes the claim,
+nominates each pod to it, and adds the claim's size to its pool's usage, all or nothing, and refuses when
+a pod is already nominated to a live claim or the pool's limit would be exceeded. Two provisioners that
+race on the same pods therefore cannot both launch for them, and cannot together pass a limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Protocol
+
+from carpool.state.models import CapacityRecord, Claim, UnavailableOffering
+
+
+class ReservationRefused(Exception):
+    """`reserve` refused: a pod is already nominated, or a pool limit would be exceeded."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ClaimLedger(Protocol):
+    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int) -> None:
+        """Atomically write `claim`, nominate `claim.pods` to it until now+ttl, add `claim.reserved` to
+        the pool's usage within `limits`. Raises ReservationRefused."""
+        ...
+
+    def mark_launched(self, claim: Claim) -> None:
+        """Persist launch results (instance id/type, zone, capacity type, image, allocatable)."""
+        ...
+
+    def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
+        """Claim registered; its nominations are released (the pods now see a real node)."""
+        ...
+
+    def release(self, claim: Claim) -> None:
+        """Remove the claim, its nominations and its pool usage (launch failed, or node gone)."""
+        ...
+
+    def get(self, name: str) -> Claim | None: ...
+
+    def find_by_instance(self, instance_id: str) -> Claim | None: ...
+
+    def active(self) -> list[Claim]:
+        """Claims in RESERVED, LAUNCHED or REGISTERED state."""
+        ...
+
+    def nominated(self, now: datetime) -> dict[str, str]:
+        """Pod key -> claim name for every nomination that has not expired."""
+        ...
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """NodePool name -> usage (cpu millis, memory bytes, nodes)."""
+        ...
+
+
+class OfferingAvailability(Protocol):
+    def mark_unavailable(self, offerings: Iterable[UnavailableOffering]) -> None: ...
+
+    def unavailable(self, now: datetime) -> set[tuple[str, str, str]]:
+        """(instance type, zone, capacity type) still unavailable at `now` (expiry checked in code)."""
+        ...
+
+
+class CapacityCache(Protocol):
+    def all(self, now: datetime) -> dict[tuple[str, str], CapacityRecord]:
+        """Every unexpired record, keyed by (instance type, image id): one read per invocation."""
+        ...
+
+    def observe(self, record: CapacityRecord, now: datetime) -> CapacityRecord:
+        """Merge an observation (only-lower memory, sample count, last seen) with a conditional write."""
+        ...
