@@ -29,8 +29,9 @@ bench: setup
 layer: setup
 	$(BIN)/python -m infra.layer
 
+CLUSTER ?= demo
 synth: setup layer
-	$(BIN)/python infra/app.py
+	$(BIN)/python infra/app.py -c clusterName=$(CLUSTER)
 
 lint: setup
 	$(BIN)/ruff check shared/carpool functions infra tests bench

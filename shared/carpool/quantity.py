@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 _SUFFIX = {
     "": Decimal(1),
@@ -28,7 +28,14 @@ _SUFFIX = {
     "Pi": Decimal(2**50),
     "Ei": Decimal(2**60),
 }
-_PATTERN = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+# <signedNumber> then at most one of: a decimal exponent (`e3`), or a binary/decimal SI suffix (not both:
+# Kubernetes rejects `1e3Mi`). ASCII digits only.
+_PATTERN = re.compile(
+    r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
+)
+_EXPONENT = re.compile(r"[eE][+-]?[0-9]+$")
+#: Kubernetes caps quantities at 2^63-1 in magnitude.
+_MAX = Decimal(2**63 - 1)
 MIB = 2**20
 
 
@@ -41,16 +48,21 @@ def parse(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
-    text = str(value).strip()
-    match = _PATTERN.match(text)
-    if not match:
-        raise QuantityError(f"invalid quantity {value!r}")
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        return Decimal(number) * _SUFFIX[suffix]
-    except InvalidOperation as exc:  # pragma: no cover - regex already filters
-        raise QuantityError(f"invalid quantity {value!r}") from exc
+        result = Decimal(str(value))
+        if not result.is_finite():
+            raise QuantityError(f"invalid quantity {value!r}")
+    else:
+        text = str(value).strip()
+        match = _PATTERN.match(text)
+        number, suffix = (match.group(1), match.group(2) or "") if match else ("", "")
+        if not match or (suffix and _EXPONENT.search(number)):
+            raise QuantityError(f"invalid quantity {value!r}")
+        try:
+            result = Decimal(number) * _SUFFIX[suffix]
+        except ArithmeticError as exc:  # InvalidOperation, Overflow (`1e9999999`)
+            raise QuantityError(f"invalid quantity {value!r}") from exc
+    # Kubernetes caps rather than rejects (`resource.ParseQuantity`); clamping also keeps `to_int` cheap
+    return max(-_MAX, min(result, _MAX))
 
 
 def cpu_millis(value: str | int | float) -> int:

@@ -1,9 +1,58 @@
-"""`carpool simulate` (not yet implemented)."""
+"""`carpool simulate SCENARIO`: run carpool's real handlers against local AWS and a simulated cluster.
+
+This is how users try carpool without an AWS account, and how each capability is proven end to end.
+`--json` prints the machine-readable result (and nothing else on stdout), `--report` writes a
+self-contained HTML page, `--quiet` drops the progress bar and the summary.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from carpool.sim.scenario import ScenarioError, load_scenario
 
 
 def register(app: typer.Typer) -> None:
     """Attach this command to the CLI app."""
+    app.command("simulate")(simulate)
+
+
+def simulate(
+    scenario: Path = typer.Argument(..., help="Scenario YAML (see examples/)", exists=False),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+) -> None:
+    """Simulate a scenario: pods, NodePools and capacity errors played against carpool's Lambdas."""
+    from carpool.sim import report as report_page
+    from carpool.sim import summary
+    from carpool.sim.runner import simulate as run
+
+    err = Console(stderr=True)
+    try:
+        sc = load_scenario(scenario)
+    except ScenarioError as exc:
+        err.print(f"[red]invalid scenario[/]\n{exc}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+    show_progress = not quiet and sys.stderr.isatty()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"
+                  "{task.total:.0f}s simulated"), TimeElapsedColumn(), console=err, disable=not show_progress,
+                  transient=True) as bar:
+        task = bar.add_task(sc.name, total=sc.duration)
+        result = run(sc, progress=lambda now, _total: bar.update(task, completed=now))
+    if report is not None:
+        report_page.write(result, str(report))
+        if not quiet and not as_json:
+            err.print(f"report written to {report}")
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json_dict(), indent=2) + "\n")
+    elif not quiet:
+        summary.show(result, Console())
+    if result.expectations and not all(result.expectations.values()):
+        raise typer.Exit(1)

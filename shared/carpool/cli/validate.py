@@ -1,9 +1,52 @@
-"""`carpool validate` (not yet implemented)."""
+"""`carpool validate FILE...`: check Karpenter v1 (and Kubernetes) manifests the way carpool will read them.
+
+Prints every problem as `document: path: message` and exits 2, so it can gate a CI pipeline; exits 0
+with a one-line summary when everything loads. NodePool -> EC2NodeClass references are checked when the
+files include at least one EC2NodeClass (a NodePool file alone is still worth validating).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+from carpool.api.loader import ManifestError, ManifestErrors, load
+
+EXIT_INVALID = 2
+
+
+def validate(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="YAML/JSON manifests or directories of them (NodePool, EC2NodeClass, Pod, ...)."),
+    ],
+) -> None:
+    """Validate Karpenter v1 NodePool/EC2NodeClass YAML (and pods, workloads, nodes) as carpool reads them."""
+    out = Console(soft_wrap=True, highlight=False)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    try:
+        manifests = load(files)
+    except ManifestErrors as exc:
+        _report(err, exc.errors)
+        raise typer.Exit(EXIT_INVALID) from None
+    problems = manifests.check_references() if manifests.nodeclasses else []
+    if problems:
+        _report(err, problems)
+        raise typer.Exit(EXIT_INVALID)
+    out.print(f"ok: {manifests.summary()}", markup=False)
+    if manifests.nodepools and not manifests.nodeclasses:
+        out.print("note: no EC2NodeClass given, nodeClassRef references were not checked", markup=False)
+
+
+def _report(console: Console, errors: list[ManifestError]) -> None:
+    for e in errors:
+        console.print(str(e), markup=False, style="red")
+    console.print(f"{len(errors)} error{'s' if len(errors) != 1 else ''}", markup=False, style="bold red")
 
 
 def register(app: typer.Typer) -> None:
     """Attach this command to the CLI app."""
+    app.command("validate")(validate)

@@ -1,0 +1,1 @@
+"""Scheduler benchmarks (`make bench` = `python -m bench`)."""

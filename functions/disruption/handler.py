@@ -1,0 +1,21 @@
+"""Disruption Lambda (scheduled): orphans, registration timeouts, and voluntary disruption."""
+
+from dataclasses import asdict
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from carpool.app import disrupt, wiring
+
+logger = Logger(service="carpool-disruption")
+tracer = Tracer(service="carpool-disruption")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    parse(event=event, model=EventBridgeModel)
+    return asdict(disrupt.run(wiring.get()))

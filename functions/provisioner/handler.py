@@ -1,0 +1,19 @@
+"""Provisioner Lambda: SQS batches of `Pod Unschedulable` events -> schedule -> CreateFleet -> claims."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from carpool.app import batch, parsing, provision, wiring
+
+logger = Logger(service="carpool-provisioner")
+tracer = Tracer(service="carpool-provisioner")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    deps = wiring.get()
+    outcome = batch.process(event, parsing.pod_unschedulable, lambda parsed: provision.run(parsed, deps))
+    return outcome.response()

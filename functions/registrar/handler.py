@@ -1,0 +1,19 @@
+"""Registrar Lambda: `Node Registered` / `Node Deleted` -> claim settled, real capacity learned."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from carpool.app import batch, parsing, register, wiring
+
+logger = Logger(service="carpool-registrar")
+tracer = Tracer(service="carpool-registrar")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    deps = wiring.get()
+    outcome = batch.process(event, parsing.node_lifecycle, lambda parsed: register.run(parsed, deps))
+    return outcome.response()

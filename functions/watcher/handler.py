@@ -1,0 +1,27 @@
+"""Watcher Lambda (every minute): resync the cluster, publish pending pods and node changes to the bus,
+then follow the watch stream for the rest of the period."""
+
+import os
+from dataclasses import asdict
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from carpool import observability
+from carpool.app import watch, wiring
+
+logger = Logger(service="carpool-watcher")
+tracer = Tracer(service="carpool-watcher")
+WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", "50"))
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    parse(event=event, model=EventBridgeModel)
+    summary = watch.run(wiring.get(), watch_seconds=WATCH_SECONDS)
+    observability.emit("WatcherRuns")
+    return asdict(summary)

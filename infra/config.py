@@ -1,0 +1,162 @@
+"""The NodePool/EC2NodeClass YAML that the functions read from SSM (``/carpool/<cluster>/config``).
+
+Why SSM and not the cluster: carpool does not install CRDs into the cluster, so the same Karpenter v1
+manifests live in one versioned parameter instead, written by every ``cdk deploy`` (pass ``-c
+configFile=nodepools.yaml``). Without a file, a conservative default is deployed so that ``cdk deploy -c
+clusterName=NAME`` alone gives a working autoscaler: one pool, AL2023, spot and on-demand, c/m/r families
+of generation 5+, and a 100 vCPU limit so a runaway workload cannot buy an unbounded fleet.
+
+The YAML is checked at synth time: parseable, under the 8 KB ADVANCED-tier limit, and (when the library's
+loader is available) valid Karpenter v1, so a typo fails ``cdk synth`` instead of the next scale-up.
+The NodePool limits found here also define the "pool near its limit" alarms (one per pool and resource).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.settings import Settings
+
+#: SSM ADVANCED tier parameters hold up to 8 KB (STANDARD: 4 KB; NodePools grow past that quickly).
+MAX_PARAMETER_BYTES = 8 * 1024
+#: Stands in for the node role name while validating the default config (the real one is a CDK token).
+_ROLE_PLACEHOLDER = "carpool-node-role"
+
+
+class ConfigError(ValueError):
+    """The NodePool/EC2NodeClass YAML is unusable; the message names the document and field."""
+
+
+@dataclass(frozen=True)
+class PoolLimit:
+    """A ``spec.limits`` entry of a NodePool: the alarm compares NodePoolUsage to NodePoolLimit for it."""
+
+    nodepool: str
+    resource: str
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The text stored in the parameter, where it came from, and the limits it declares."""
+
+    text: str
+    source: str
+    pool_limits: tuple[PoolLimit, ...]
+    nodepools: tuple[str, ...]
+
+
+def default_config(settings: Settings, node_role_name: str) -> str:
+    """Karpenter v1 manifests for a sensible first pool; ``node_role_name`` may be a CDK token."""
+    subnet, group = settings.discovery_subnet_tag, settings.discovery_security_group_tag
+    documents: list[dict[str, Any]] = [
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                        "requirements": [
+                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+                            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+                            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                            {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+                        ],
+                        "expireAfter": "720h",
+                    }
+                },
+                "limits": {"cpu": "100", "memory": "400Gi"},
+                "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"},
+            },
+        },
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "role": node_role_name,
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {subnet.key: subnet.value}}],
+                "securityGroupSelectorTerms": [{"tags": {group.key: group.value}}],
+            },
+        },
+    ]
+    return yaml.safe_dump_all(documents, sort_keys=False, width=200)
+
+
+def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
+    """Read ``configFile`` (or render the default), check it and list its pool limits."""
+    if settings.config_file is not None:
+        text = settings.config_file.read_text()
+        source = str(settings.config_file)
+        checked = text
+    else:
+        text = default_config(settings, node_role_name)
+        source = "built-in default"
+        checked = default_config(settings, _ROLE_PLACEHOLDER)
+    size = len(checked.encode())
+    if size > MAX_PARAMETER_BYTES:
+        raise ConfigError(
+            f"{source} is {size} bytes; the SSM parameter holds at most {MAX_PARAMETER_BYTES} "
+            "(ADVANCED tier). Remove comments or split rarely used pools out."
+        )
+    documents = _parse(checked, source)
+    if settings.validate_config:
+        _validate_with_library(checked, source)
+    nodepools = tuple(_name(doc, source) for doc in documents if doc.get("kind") == "NodePool")
+    limits = tuple(
+        PoolLimit(_name(doc, source), str(resource))
+        for doc in documents
+        if doc.get("kind") == "NodePool"
+        for resource in sorted(((doc.get("spec") or {}).get("limits") or {}))
+    )
+    return ClusterConfig(text=text, source=source, pool_limits=limits, nodepools=nodepools)
+
+
+def _parse(text: str, source: str) -> list[dict[str, Any]]:
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
+    for index, doc in enumerate(documents, start=1):
+        if not isinstance(doc, dict) or "kind" not in doc:
+            raise ConfigError(f"{source}#{index}: every document needs a kind (NodePool or EC2NodeClass)")
+    if not any(doc["kind"] == "NodePool" for doc in documents):
+        raise ConfigError(f"{source}: no NodePool; carpool would never launch a node")
+    return documents
+
+
+def _name(doc: dict[str, Any], source: str) -> str:
+    name = (doc.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{source}: a {doc.get('kind')} has no metadata.name")
+    return name
+
+
+def _validate_with_library(text: str, source: str) -> None:
+    """Run carpool's own manifest loader, the one the functions use, when it can be imported.
+
+    The import is optional because the deployment must not depend on every library module being
+    importable on the deploying machine; when it is, a bad field fails here with its path.
+    """
+    try:
+        from carpool.api import loader  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "config.yaml")
+        path.write_text(text)
+        try:
+            loader.load([path])
+        except getattr(loader, "ManifestErrors", ()) as exc:  # type: ignore[misc]
+            details = "\n".join(
+                f"  {err.document} {err.path}: {err.message}" for err in getattr(exc, "errors", [])
+            )
+            raise ConfigError(f"{source} is not valid carpool/Karpenter v1 config:\n{details or exc}") from exc

@@ -1,0 +1,207 @@
+"""EventBridge bus, rules, SQS work queues and dead-letter queues: how work reaches the functions.
+
+Why a queue between every rule and its function: EventBridge invokes Lambda asynchronously, one event at
+a time. A queue lets the provisioner take up to 100 pending pods in one batch after a 10 s window (the
+same batching Karpenter does in memory), keeps events while a function is failing or throttled, and
+gives per-message retries (``reportBatchItemFailures``) ending in a dead-letter queue after 3 receives,
+so a poison event is parked with its body instead of blocking or vanishing.
+
+Queues use SQS-managed encryption (SSE-SQS): EventBridge can deliver to it without a key policy, which
+the AWS managed ``aws/sqs`` KMS key would not allow, and a customer managed key would add cost and a key
+policy for data that is only pod and instance names. Every queue denies non-TLS access.
+
+A queue's visibility timeout is six times its consumer's timeout plus the batching window, as AWS
+recommends for SQS event sources, so a message is not redelivered while a slow batch is still running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.settings import Settings
+
+#: Events the watcher puts on the carpool bus (``carpool.api.events`` parses them).
+CLUSTER_SOURCE = "carpool.cluster"
+POD_UNSCHEDULABLE = "Pod Unschedulable"
+NODE_REGISTERED = "Node Registered"
+NODE_DELETED = "Node Deleted"
+#: AWS events on the default bus that the interruption function handles (reference section 7).
+SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
+REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
+INSTANCE_STATE_CHANGE = "EC2 Instance State-change Notification"
+HEALTH_EVENT = "AWS Health Event"
+#: Only these states mean a node is going away; "pending"/"running" would be noise.
+LEAVING_STATES = ["stopping", "stopped", "shutting-down", "terminated"]
+
+MAX_RECEIVE_COUNT = 3
+DLQ_RETENTION = Duration.days(14)
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """How a function reads its queue (the SQS event source mapping)."""
+
+    batch_size: int
+    max_batching_window: Duration
+    #: Upper bound of concurrent batches; 2 is the lowest SQS event sources accept.
+    max_concurrency: int | None = None
+
+
+#: Provisioner: batch like Karpenter (wait for pods to accumulate, at most 10 s) and run at most two
+#: batches at once so two schedulers rarely race for the same pool limit.
+PROVISIONER = Consumer(batch_size=100, max_batching_window=Duration.seconds(10), max_concurrency=2)
+#: Registrar: a joining node waits for its startup taint to go, so keep the window short.
+REGISTRAR = Consumer(batch_size=50, max_batching_window=Duration.seconds(2))
+#: Interruption: a spot warning gives two minutes; do not wait for company.
+INTERRUPTION = Consumer(batch_size=10, max_batching_window=Duration.seconds(0))
+
+
+def visibility_timeout(function_timeout: Duration, consumer: Consumer) -> Duration:
+    """Six times the function timeout plus the batching window (AWS guidance for SQS event sources)."""
+    return Duration.seconds(6 * function_timeout.to_seconds() + consumer.max_batching_window.to_seconds())
+
+
+class WorkQueue(Construct):
+    """An encrypted, TLS-only queue with its own dead-letter queue (3 receives, 14-day retention)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, consumer: Consumer, function_timeout: Duration) -> None:
+        super().__init__(scope, construct_id)
+        self.consumer = consumer
+        self.dlq = dead_letter_queue(self, "Dlq")
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            visibility_timeout=visibility_timeout(function_timeout, consumer),
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=MAX_RECEIVE_COUNT, queue=self.dlq),
+        )
+
+
+def dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
+    """A DLQ keeps messages for the SQS maximum (14 days) so a long weekend does not lose evidence."""
+    return sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=DLQ_RETENTION,
+    )
+
+
+class EventRouting(Construct):
+    """The carpool bus, the work queues and every rule that feeds them.
+
+    ``timeouts`` are the consumer functions' timeouts (provisioner, registrar, interruption), needed for
+    the visibility timeouts before the functions exist.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, timeouts: dict[str, Duration]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # One bus per cluster: rules need no cluster filter and two clusters can never cross-talk.
+        self.bus = events.EventBus(self, "Bus", event_bus_name=settings.bus_name)
+        #: Events EventBridge could not deliver to a target, and failed scheduled invocations.
+        self.delivery_dlq = dead_letter_queue(self, "DeliveryDlq")
+        self.provisioner = WorkQueue(
+            self, "Provisioner", consumer=PROVISIONER, function_timeout=timeouts["provisioner"]
+        )
+        self.registrar = WorkQueue(self, "Registrar", consumer=REGISTRAR, function_timeout=timeouts["registrar"])
+        self.interruption = WorkQueue(
+            self, "Interruption", consumer=INTERRUPTION, function_timeout=timeouts["interruption"]
+        )
+
+        self.pod_unschedulable = self._rule(
+            "PodUnschedulable",
+            "Pending pods the watcher saw -> provisioner queue",
+            events.EventPattern(source=[CLUSTER_SOURCE], detail_type=[POD_UNSCHEDULABLE]),
+            self.provisioner.queue,
+            bus=self.bus,
+        )
+        self.node_lifecycle = self._rule(
+            "NodeLifecycle",
+            "Nodes joining or leaving -> registrar queue",
+            events.EventPattern(source=[CLUSTER_SOURCE], detail_type=[NODE_REGISTERED, NODE_DELETED]),
+            self.registrar.queue,
+            bus=self.bus,
+        )
+        # AWS service events only arrive on the default bus; the function drops instances it does not own.
+        self.spot_interruption = self._rule(
+            "SpotInterruption",
+            "Spot two-minute warnings and rebalance recommendations -> interruption queue",
+            events.EventPattern(source=["aws.ec2"], detail_type=[SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION]),
+            self.interruption.queue,
+        )
+        self.instance_state_change = self._rule(
+            "InstanceStateChange",
+            "Instances stopping or terminating -> interruption queue",
+            events.EventPattern(
+                source=["aws.ec2"], detail_type=[INSTANCE_STATE_CHANGE], detail={"state": LEAVING_STATES}
+            ),
+            self.interruption.queue,
+        )
+        self.scheduled_change = self._rule(
+            "ScheduledChange",
+            "AWS Health scheduled EC2 maintenance -> interruption queue",
+            events.EventPattern(
+                source=["aws.health"],
+                detail_type=[HEALTH_EVENT],
+                detail={"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+            ),
+            self.interruption.queue,
+        )
+
+    @property
+    def work_queues(self) -> dict[str, WorkQueue]:
+        return {"provisioner": self.provisioner, "registrar": self.registrar, "interruption": self.interruption}
+
+    @property
+    def dead_letter_queues(self) -> dict[str, sqs.IQueue]:
+        """Every DLQ by a short name, for the "DLQ not empty" alarms."""
+        return {**{name: q.dlq for name, q in self.work_queues.items()}, "delivery": self.delivery_dlq}
+
+    def add_schedule(self, construct_id: str, function: lambda_.IFunction, *, description: str) -> events.Rule:
+        """Invoke ``function`` every minute from the default bus (schedules only run there).
+
+        A missed tick is not worth replaying once the next one is due, hence one minute of event age.
+        """
+        return events.Rule(
+            self,
+            construct_id,
+            description=description,
+            schedule=events.Schedule.rate(Duration.minutes(1)),
+            targets=[
+                targets.LambdaFunction(
+                    function,
+                    dead_letter_queue=self.delivery_dlq,
+                    retry_attempts=2,
+                    max_event_age=Duration.minutes(1),
+                )
+            ],
+        )
+
+    def _rule(
+        self,
+        construct_id: str,
+        description: str,
+        pattern: events.EventPattern,
+        queue: sqs.IQueue,
+        *,
+        bus: events.IEventBus | None = None,
+    ) -> events.Rule:
+        return events.Rule(
+            self,
+            construct_id,
+            description=description,
+            event_bus=bus,
+            event_pattern=pattern,
+            targets=[targets.SqsQueue(queue, dead_letter_queue=self.delivery_dlq)],
+        )

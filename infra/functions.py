@@ -1,0 +1,486 @@
+"""The five Lambda functions, their layer, roles, log groups and triggers.
+
+Each function has its own role so that a bug (or a compromise) in the watcher cannot launch instances and
+the registrar cannot terminate them. What each may do to EC2 (everything else is common: state tables,
+config parameter, ``eks:DescribeCluster``, read-only ``ec2:Describe*``):
+
+============  ==============================================================================
+watcher       put events on the carpool bus
+provisioner   launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags on create,
+              PassRole of the node role), delete own launch templates, AMI parameters, prices
+registrar     tag own instances (Name, nodeclaim keys only)
+interruption  terminate own instances, put events (replacements)
+disruption    terminate own instances, delete own launch templates, AMI parameters (drift),
+              prices (consolidation), put events
+============  ==============================================================================
+
+"Own" is enforced by tags, the same scheme Karpenter's controller policy uses: a launch must *request*
+``kubernetes.io/cluster/<cluster>=owned`` and ``carpool.dev/cluster=<cluster>`` on every resource it
+creates (instance, volume, network interface, fleet, launch template, spot request), tags may only be
+written by those create calls, and terminate/delete require both tags on the *resource*. So no mutating
+action is allowed on ``*``: the roles can only touch what carpool itself started. X-Ray's
+``PutTraceSegments`` is the one write on ``*``, because X-Ray has no resource-level permissions.
+
+Logs: an explicit log group per function (retention from ``-c logRetentionDays``, default 30) and a role
+that may write only to it; the AWSLambdaBasicExecutionRole managed policy would allow every log group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
+from carpool import labels
+from constructs import Construct
+
+from infra.cluster import ClusterAccess
+from infra.events import EventRouting
+from infra.layer import LAYER_DIR, REPO_ROOT
+from infra.settings import Settings
+from infra.state import StateTables
+
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+HANDLER = "handler.handler"
+SERVICE_NAME = "carpool"
+METRICS_NAMESPACE = "Carpool"
+
+#: Launch-created resource types that must carry the ownership tags.
+LAUNCHED_RESOURCE_TYPES = (
+    "fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request",
+)  # fmt: skip
+#: Existing resources a launch reads (no tags to check; AMIs and snapshots have no account in their ARN).
+LAUNCH_INPUT_RESOURCES = ("image", "snapshot", "subnet", "security-group")
+#: Tags the registrar may set on a running instance; never the ownership tags.
+REGISTRAR_TAG_KEYS = ("Name", labels.TAG_NODECLAIM, labels.CLAIM)
+#: Public SSM parameters holding EKS-optimized, Bottlerocket and Windows AMI ids (reference section 4).
+AMI_PARAMETER_PATHS = ("/aws/service/eks/*", "/aws/service/bottlerocket/*", "/aws/service/ami-windows-latest/*")
+
+
+class LayerMissingError(FileNotFoundError):
+    """The layer folder was not built; the message tells the user what to run."""
+
+
+class VpcLookupError(ValueError):
+    """``-c vpcId`` was given to an environment-agnostic stack (no account/region to look it up in)."""
+
+
+class Capability(Enum):
+    """A group of EC2-side permissions, granted per function (see the table in the module docstring)."""
+
+    LAUNCH = auto()
+    DELETE_LAUNCH_TEMPLATES = auto()
+    TERMINATE = auto()
+    TAG_INSTANCES = auto()
+    AMI_LOOKUP = auto()
+    PRICING = auto()
+    PUT_EVENTS = auto()
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """Sizing and permissions of one function; code lives in ``functions/<name>/handler.py``."""
+
+    name: str
+    description: str
+    timeout: Duration
+    memory_mib: int
+    capabilities: frozenset[Capability]
+    #: Writes to the Kubernetes API (cordon, evict, untaint, delete) rather than only reading it.
+    kubernetes_write: bool
+    #: Reserved concurrency (``None``: unreserved); skipped entirely with ``-c reservedConcurrency=false``.
+    reserved_concurrency: int | None = None
+
+
+C = Capability
+SPECS: dict[str, FunctionSpec] = {
+    spec.name: spec
+    for spec in (
+        FunctionSpec(
+            "watcher",
+            "Lists/watches the cluster and puts Pod Unschedulable / Node events on the carpool bus",
+            # Watches for about a minute per run; the schedule starts the next run while this one ends.
+            timeout=Duration.seconds(70),
+            memory_mib=512,
+            capabilities=frozenset({C.PUT_EVENTS}),
+            kubernetes_write=False,
+            # Two: the overlap between consecutive runs, never a third one stacking up on a slow API.
+            reserved_concurrency=2,
+        ),
+        FunctionSpec(
+            "provisioner",
+            "Schedules pending pods onto new capacity and launches it with CreateFleet",
+            timeout=Duration.seconds(120),
+            # The scheduler is CPU-bound; 2 GB buys more than one vCPU.
+            memory_mib=2048,
+            capabilities=frozenset({C.LAUNCH, C.DELETE_LAUNCH_TEMPLATES, C.AMI_LOOKUP, C.PRICING}),
+            kubernetes_write=False,
+        ),
+        FunctionSpec(
+            "registrar",
+            "Marks claims registered when their node joins and learns real node capacity",
+            timeout=Duration.seconds(60),
+            memory_mib=512,
+            capabilities=frozenset({C.TAG_INSTANCES}),
+            kubernetes_write=True,
+        ),
+        FunctionSpec(
+            "interruption",
+            "Handles spot interruptions, rebalance, health and state-change events: cordon, drain, replace",
+            timeout=Duration.seconds(60),
+            memory_mib=512,
+            capabilities=frozenset({C.TERMINATE, C.PUT_EVENTS}),
+            kubernetes_write=True,
+        ),
+        FunctionSpec(
+            "disruption",
+            "Removes orphaned, expired, drifted, empty and underutilized nodes",
+            # Shorter than the one-minute schedule, so runs never overlap (see reserved concurrency).
+            timeout=Duration.seconds(50),
+            memory_mib=1024,
+            capabilities=frozenset({C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.AMI_LOOKUP, C.PRICING, C.PUT_EVENTS}),
+            kubernetes_write=True,
+            # One: two disruption passes deciding at once could both take the last node of a budget.
+            reserved_concurrency=1,
+        ),
+    )
+}
+#: Functions fed by an SQS queue (the rest run on a schedule).
+QUEUE_CONSUMERS = ("provisioner", "registrar", "interruption")
+SCHEDULED = ("watcher", "disruption")
+
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS, 120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS, 180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS, 1096: logs.RetentionDays.THREE_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS, 2557: logs.RetentionDays.SEVEN_YEARS, 2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS, 3653: logs.RetentionDays.TEN_YEARS,
+}  # fmt: skip
+
+
+def carpool_layer(scope: Construct, construct_id: str, layer_dir: Path = LAYER_DIR) -> lambda_.LayerVersion:
+    """The layer built by ``python -m infra.layer`` (no Docker: see ``infra/layer.py``)."""
+    if not (layer_dir / "python" / "carpool").is_dir():
+        raise LayerMissingError(
+            f"the Lambda layer is not built ({layer_dir}/python/carpool is missing): run `make layer` "
+            "(or `.venv/bin/python -m infra.layer`) before cdk synth/deploy"
+        )
+    return lambda_.LayerVersion(
+        scope,
+        construct_id,
+        code=lambda_.Code.from_asset(str(layer_dir)),
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
+        description="carpool library and its runtime dependencies (boto3 from the runtime)",
+    )
+
+
+class Functions(Construct):
+    """All five functions with their roles, log groups, event sources and schedules."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        tables: StateTables,
+        routing: EventRouting,
+        cluster: ClusterAccess,
+        config_parameter: ssm.IStringParameter,
+        layer_dir: Path = LAYER_DIR,
+        functions_dir: Path = FUNCTIONS_DIR,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._settings = settings
+        self._cluster = cluster
+        self._routing = routing
+        self.layer = carpool_layer(self, "Layer", layer_dir)
+        self.vpc, self.security_group = self._network(settings)
+        self.environment = self._environment(settings, tables, routing, cluster, config_parameter)
+        self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
+        self.log_groups: dict[str, logs.LogGroup] = {}
+        for spec in SPECS.values():
+            role = self._role(spec)
+            log_group = logs.LogGroup(
+                self,
+                f"{spec.name.title()}Logs",
+                retention=_RETENTION[settings.log_retention_days],
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            log_group.grant_write(role)
+            function = lambda_.Function(
+                self,
+                spec.name.title(),
+                description=spec.description,
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                handler=HANDLER,
+                code=lambda_.Code.from_asset(
+                    str(functions_dir / spec.name), exclude=["__pycache__", "*.pyc", "tests"]
+                ),
+                layers=[self.layer],
+                role=role,
+                timeout=spec.timeout,
+                memory_size=spec.memory_mib,
+                tracing=lambda_.Tracing.ACTIVE,
+                environment=self.environment,
+                log_group=log_group,
+                reserved_concurrent_executions=spec.reserved_concurrency if settings.reserved_concurrency else None,
+                vpc=self.vpc,
+                vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS) if self.vpc else None,
+                security_groups=[self.security_group] if self.security_group else None,
+            )
+            tables.state.grant_read_write_data(role)
+            tables.idempotency.grant_read_write_data(role)
+            config_parameter.grant_read(role)
+            cluster.grant_kubernetes_access(spec.name, role, write=spec.kubernetes_write)
+            self.functions[spec.name] = function
+            self.roles[spec.name] = role
+            self.log_groups[spec.name] = log_group
+
+        for name in QUEUE_CONSUMERS:
+            work = routing.work_queues[name]
+            self.functions[name].add_event_source(
+                sources.SqsEventSource(
+                    work.queue,
+                    batch_size=work.consumer.batch_size,
+                    max_batching_window=work.consumer.max_batching_window,
+                    report_batch_item_failures=True,
+                    max_concurrency=work.consumer.max_concurrency,
+                )
+            )
+        self.schedules = {}
+        for name in SCHEDULED:
+            function = self.functions[name]
+            # A failed tick is superseded by the next one: no retries, keep the failure for inspection.
+            function.configure_async_invoke(
+                retry_attempts=0,
+                max_event_age=Duration.minutes(1),
+                on_failure=destinations.SqsDestination(routing.delivery_dlq),
+            )
+            self.schedules[name] = routing.add_schedule(
+                f"{name.title()}Schedule", function, description=f"Runs the carpool {name} every minute"
+            )
+
+    # --- pieces -----------------------------------------------------------------------------------
+
+    def _network(self, settings: Settings) -> tuple[ec2.IVpc | None, ec2.SecurityGroup | None]:
+        """With ``-c vpcId``, run in its private subnets so a private-only API endpoint is reachable."""
+        if settings.vpc_id is None:
+            return None, None
+        stack = Stack.of(self)
+        if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+            raise VpcLookupError(
+                f"context vpcId={settings.vpc_id} needs the stack's account and region to look the VPC up: "
+                "deploy with credentials through the cdk CLI (it sets CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION)"
+            )
+        vpc = ec2.Vpc.from_lookup(self, "Vpc", vpc_id=settings.vpc_id)
+        group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"carpool functions of EKS cluster {settings.cluster_name}",
+            allow_all_outbound=False,
+        )
+        # Everything carpool talks to (Kubernetes API, AWS APIs via NAT or endpoints) is HTTPS.
+        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "Kubernetes API and AWS APIs over HTTPS")
+        if settings.cluster_security_group_id:
+            ec2.CfnSecurityGroupIngress(
+                self,
+                "ClusterApiIngress",
+                group_id=settings.cluster_security_group_id,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                source_security_group_id=group.security_group_id,
+                description="carpool functions to the Kubernetes API server",
+            )
+        return vpc, group
+
+    @staticmethod
+    def _environment(
+        settings: Settings,
+        tables: StateTables,
+        routing: EventRouting,
+        cluster: ClusterAccess,
+        config_parameter: ssm.IStringParameter,
+    ) -> dict[str, str]:
+        """The variables ``carpool.app.config`` reads; identical for every function on purpose."""
+        environment = {
+            "CARPOOL_CLUSTER_NAME": settings.cluster_name,
+            "CARPOOL_TABLE": tables.state.table_name,
+            "CARPOOL_IDEMPOTENCY_TABLE": tables.idempotency.table_name,
+            "CARPOOL_EVENT_BUS": routing.bus.event_bus_name,
+            "CARPOOL_CONFIG_PARAMETER": config_parameter.parameter_name,
+            "CARPOOL_NODE_ROLE_ARN": cluster.node_role.role_arn,
+            "CARPOOL_INSTANCE_PROFILE": cluster.instance_profile.instance_profile_name,
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "LOG_LEVEL": settings.log_level,
+        }
+        if settings.cluster_endpoint:
+            environment["CARPOOL_CLUSTER_ENDPOINT"] = settings.cluster_endpoint
+        if settings.cluster_ca:
+            environment["CARPOOL_CLUSTER_CA"] = settings.cluster_ca
+        return environment
+
+    def _role(self, spec: FunctionSpec) -> iam.Role:
+        role = iam.Role(
+            self,
+            f"{spec.name.title()}Role",
+            description=f"carpool {spec.name} of EKS cluster {self._settings.cluster_name}",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        )
+        if self._settings.vpc_id:
+            # Lambda creates the function's ENIs with the execution role; no resource-scoped equivalent.
+            role.add_managed_policy(
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaVPCAccessExecutionRole")
+            )
+        for statement in self._common_statements():
+            role.add_to_policy(statement)
+        for capability in sorted(spec.capabilities, key=lambda c: c.value):
+            for statement in self._capability_statements(capability):
+                role.add_to_policy(statement)
+            if capability is Capability.PUT_EVENTS:
+                self._routing.bus.grant_put_events_to(role)
+        return role
+
+    def _common_statements(self) -> list[iam.PolicyStatement]:
+        stack = Stack.of(self)
+        return [
+            iam.PolicyStatement(
+                sid="DescribeCluster",
+                actions=["eks:DescribeCluster"],
+                resources=[self._cluster.cluster_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ReadEc2",
+                # Describe calls support no resource-level permissions; they change nothing.
+                actions=["ec2:Describe*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+            ),
+        ]
+
+    def _capability_statements(self, capability: Capability) -> list[iam.PolicyStatement]:
+        stack = Stack.of(self)
+        cluster = self._settings.cluster_name
+        owned_tag = labels.TAG_CLUSTER_OWNED.format(cluster=cluster)
+        request_tags = {
+            f"aws:RequestTag/{owned_tag}": "owned",
+            f"aws:RequestTag/{labels.TAG_MANAGED_BY}": cluster,
+        }
+        resource_tags = {
+            f"aws:ResourceTag/{owned_tag}": "owned",
+            f"aws:ResourceTag/{labels.TAG_MANAGED_BY}": cluster,
+        }
+
+        def ec2_arns(*types: str, account: str = "*") -> list[str]:
+            return [f"arn:{stack.partition}:ec2:{stack.region}:{account}:{t}/*" for t in types]
+
+        if capability is Capability.LAUNCH:
+            inputs = [
+                *[f"arn:{stack.partition}:ec2:{stack.region}::{t}/*" for t in ("image", "snapshot")],
+                *ec2_arns("subnet", "security-group"),
+            ]
+            return [
+                iam.PolicyStatement(
+                    sid="LaunchFromExistingInputs",
+                    actions=["ec2:RunInstances", "ec2:CreateFleet"],
+                    resources=inputs,
+                ),
+                iam.PolicyStatement(
+                    sid="LaunchFromOwnLaunchTemplates",
+                    actions=["ec2:RunInstances", "ec2:CreateFleet"],
+                    resources=ec2_arns("launch-template", account=stack.account),
+                    conditions={"StringEquals": {f"aws:ResourceTag/{labels.TAG_MANAGED_BY}": cluster}},
+                ),
+                iam.PolicyStatement(
+                    sid="LaunchOnlyTaggedResources",
+                    actions=["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+                    resources=ec2_arns(*LAUNCHED_RESOURCE_TYPES, account=stack.account),
+                    conditions={"StringEquals": request_tags},
+                ),
+                iam.PolicyStatement(
+                    sid="TagOnlyOnCreate",
+                    actions=["ec2:CreateTags"],
+                    resources=ec2_arns(*LAUNCHED_RESOURCE_TYPES, account=stack.account),
+                    conditions={
+                        "StringEquals": {
+                            **request_tags,
+                            "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                        }
+                    },
+                ),
+                iam.PolicyStatement(
+                    sid="PassNodeRole",
+                    actions=["iam:PassRole"],
+                    resources=[self._cluster.node_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                ),
+            ]
+        if capability is Capability.DELETE_LAUNCH_TEMPLATES:
+            return [
+                iam.PolicyStatement(
+                    sid="DeleteOwnLaunchTemplates",
+                    actions=["ec2:DeleteLaunchTemplate"],
+                    resources=ec2_arns("launch-template", account=stack.account),
+                    conditions={"StringEquals": resource_tags},
+                )
+            ]
+        if capability is Capability.TERMINATE:
+            return [
+                iam.PolicyStatement(
+                    sid="TerminateOwnInstances",
+                    actions=["ec2:TerminateInstances"],
+                    resources=ec2_arns("instance", account=stack.account),
+                    conditions={"StringEquals": resource_tags},
+                )
+            ]
+        if capability is Capability.TAG_INSTANCES:
+            return [
+                iam.PolicyStatement(
+                    sid="TagOwnInstances",
+                    actions=["ec2:CreateTags"],
+                    resources=ec2_arns("instance", account=stack.account),
+                    conditions={
+                        "StringEquals": resource_tags,
+                        "ForAllValues:StringEquals": {"aws:TagKeys": list(REGISTRAR_TAG_KEYS)},
+                    },
+                )
+            ]
+        if capability is Capability.AMI_LOOKUP:
+            return [
+                iam.PolicyStatement(
+                    sid="ReadAmiParameters",
+                    actions=["ssm:GetParameter", "ssm:GetParameters"],
+                    resources=[
+                        f"arn:{stack.partition}:ssm:{stack.region}::parameter{path}" for path in AMI_PARAMETER_PATHS
+                    ],
+                )
+            ]
+        if capability is Capability.PRICING:
+            return [
+                iam.PolicyStatement(
+                    sid="ReadPrices",
+                    # The Pricing API has no resources to scope to; it is read-only.
+                    actions=["pricing:GetProducts"],
+                    resources=["*"],
+                )
+            ]
+        return []  # PUT_EVENTS is granted with the bus's own grant method

@@ -1,0 +1,228 @@
+"""Deployment settings read from CDK context (``cdk deploy -c clusterName=NAME -c key=value``).
+
+One typed object instead of ``try_get_context`` calls spread over the constructs: every value is checked
+once, here, with an error that names the context key, before CloudFormation gets a chance to fail
+twenty minutes into a deploy. Values from ``-c`` arrive as strings, values from ``cdk.json`` may be JSON
+types; both are accepted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: EKS cluster names: 1-100 characters, alphanumeric first, then alphanumerics, hyphens, underscores.
+_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SG_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_TAG = re.compile(r"^([^=]+)=(.*)$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_OUR_KEY = re.compile(r"^[a-z][A-Za-z0-9]*$")
+_K8S_GROUP = re.compile(r"^(?!system:)[a-z0-9]([-a-z0-9:.]*[a-z0-9])?$")
+
+#: CloudWatch Logs accepts only these retention values.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
+                      2557, 2922, 3288, 3653)  # fmt: skip
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+#: Every context key the app reads; an unknown ``-c`` key is almost always a typo worth stopping for.
+KNOWN_KEYS = frozenset(
+    {
+        "clusterName", "configFile", "nodeRoleArn", "subnetTag", "securityGroupTag", "vpcId",
+        "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
+        "alarmEmail", "alarmTopic", "logRetentionDays", "logLevel", "reservedConcurrency",
+        "retainState", "validateConfig",
+    }
+)  # fmt: skip
+
+
+class SettingsError(ValueError):
+    """A context value is missing or malformed; the message names the key and shows an example."""
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A ``key=value`` discovery tag (subnets and security groups of the default EC2NodeClass)."""
+
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the stack is parameterised by. Only ``cluster_name`` is required."""
+
+    cluster_name: str
+    config_file: Path | None = None
+    node_role_arn: str | None = None
+    subnet_tag: Tag | None = None
+    security_group_tag: Tag | None = None
+    vpc_id: str | None = None
+    cluster_security_group_id: str | None = None
+    cluster_endpoint: str | None = None
+    cluster_ca: str | None = None
+    access_entries: bool = True
+    kubernetes_group: str | None = None
+    alarm_email: str | None = None
+    alarm_topic: bool = False
+    log_retention_days: int = 30
+    log_level: str = "INFO"
+    reserved_concurrency: bool = True
+    retain_state: bool = True
+    validate_config: bool = True
+
+    @property
+    def discovery_subnet_tag(self) -> Tag:
+        """Subnet selector of the default EC2NodeClass; Karpenter's convention unless overridden."""
+        return self.subnet_tag or Tag("karpenter.sh/discovery", self.cluster_name)
+
+    @property
+    def discovery_security_group_tag(self) -> Tag:
+        return self.security_group_tag or Tag("karpenter.sh/discovery", self.cluster_name)
+
+    @property
+    def stack_name(self) -> str:
+        """CloudFormation stack names allow no underscore, EKS cluster names do."""
+        return f"carpool-{self.cluster_name.replace('_', '-')}"
+
+    @property
+    def bus_name(self) -> str:
+        return f"carpool-{self.cluster_name}"
+
+    @property
+    def config_parameter_name(self) -> str:
+        return f"/carpool/{self.cluster_name}/config"
+
+    @property
+    def wants_alarm_topic(self) -> bool:
+        return self.alarm_topic or self.alarm_email is not None
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any], *, base_dir: Path | None = None) -> Settings:
+        """Parse and validate; ``base_dir`` resolves a relative ``configFile`` (the directory of cdk.json)."""
+        # CDK itself stores keys such as "@aws-cdk/...", "aws:cdk:...", "vpc-provider:account=..." and
+        # "acknowledged-issue-numbers"; only bare camelCase keys can be ours.
+        unknown = sorted(k for k in context if _OUR_KEY.match(k) and k not in KNOWN_KEYS)
+        if unknown:
+            raise SettingsError(f"unknown context key(s) {unknown}; known keys: {sorted(KNOWN_KEYS)}")
+        cluster = _text(context, "clusterName")
+        if cluster is None:
+            raise SettingsError(
+                "context clusterName is required: cdk deploy -c clusterName=<your EKS cluster name>"
+            )
+        if not _CLUSTER_NAME.match(cluster):
+            raise SettingsError(
+                f"context clusterName={cluster!r} is not an EKS cluster name "
+                "(1-100 characters: letters, digits, '-' and '_', starting with a letter or digit)"
+            )
+        return cls(
+            cluster_name=cluster,
+            config_file=_config_file(context, base_dir),
+            node_role_arn=_matching(context, "nodeRoleArn", _ROLE_ARN, "arn:aws:iam::123456789012:role/NAME"),
+            subnet_tag=_tag(context, "subnetTag"),
+            security_group_tag=_tag(context, "securityGroupTag"),
+            vpc_id=_matching(context, "vpcId", _VPC_ID, "vpc-0123456789abcdef0"),
+            cluster_security_group_id=_matching(
+                context, "clusterSecurityGroupId", _SG_ID, "sg-0123456789abcdef0"
+            ),
+            cluster_endpoint=_endpoint(context),
+            cluster_ca=_text(context, "clusterCa"),
+            access_entries=_flag(context, "accessEntries", default=True),
+            kubernetes_group=_matching(context, "kubernetesGroup", _K8S_GROUP, "carpool-controller"),
+            alarm_email=_matching(context, "alarmEmail", _EMAIL, "ops@example.com"),
+            alarm_topic=_flag(context, "alarmTopic", default=False),
+            log_retention_days=_retention(context),
+            log_level=_choice(context, "logLevel", LOG_LEVELS, default="INFO"),
+            reserved_concurrency=_flag(context, "reservedConcurrency", default=True),
+            retain_state=_flag(context, "retainState", default=True),
+            validate_config=_flag(context, "validateConfig", default=True),
+        )._checked()
+
+    def _checked(self) -> Settings:
+        if self.cluster_security_group_id and not self.vpc_id:
+            raise SettingsError("context clusterSecurityGroupId needs vpcId (the functions must run in the VPC)")
+        if self.kubernetes_group and not self.access_entries:
+            raise SettingsError("context kubernetesGroup is used by access entries; drop accessEntries=false")
+        return self
+
+
+def _text(context: Mapping[str, Any], key: str) -> str | None:
+    value = context.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise SettingsError(f"context {key} must be a string, got {type(value).__name__}")
+    text = str(value).strip()
+    return text or None
+
+
+def _matching(context: Mapping[str, Any], key: str, pattern: re.Pattern[str], example: str) -> str | None:
+    value = _text(context, key)
+    if value is not None and not pattern.match(value):
+        raise SettingsError(f"context {key}={value!r} is malformed; expected something like {example}")
+    return value
+
+
+def _flag(context: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = context.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"true", "yes", "1", "on"}:
+        return True
+    if text in {"false", "no", "0", "off"}:
+        return False
+    raise SettingsError(f"context {key}={value!r} must be true or false")
+
+
+def _tag(context: Mapping[str, Any], key: str) -> Tag | None:
+    value = _text(context, key)
+    if value is None:
+        return None
+    match = _TAG.match(value)
+    if not match or not match.group(1).strip():
+        raise SettingsError(f"context {key}={value!r} must be key=value, e.g. karpenter.sh/discovery=my-cluster")
+    return Tag(match.group(1).strip(), match.group(2).strip())
+
+
+def _endpoint(context: Mapping[str, Any]) -> str | None:
+    value = _text(context, "clusterEndpoint")
+    if value is not None and not value.startswith("https://"):
+        raise SettingsError(f"context clusterEndpoint={value!r} must be the https:// API server URL")
+    return value
+
+
+def _retention(context: Mapping[str, Any]) -> int:
+    value = context.get("logRetentionDays", 30)
+    try:
+        days = int(value)
+    except (TypeError, ValueError):
+        days = -1
+    if days not in LOG_RETENTION_DAYS:
+        raise SettingsError(f"context logRetentionDays={value!r} must be one of {LOG_RETENTION_DAYS}")
+    return days
+
+
+def _choice(context: Mapping[str, Any], key: str, choices: tuple[str, ...], *, default: str) -> str:
+    value = (_text(context, key) or default).upper()
+    if value not in choices:
+        raise SettingsError(f"context {key}={value!r} must be one of {choices}")
+    return value
+
+
+def _config_file(context: Mapping[str, Any], base_dir: Path | None) -> Path | None:
+    value = _text(context, "configFile")
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if not path.is_file():
+        raise SettingsError(f"context configFile={value!r}: no such file ({path})")
+    return path

@@ -1,0 +1,105 @@
+"""``CarpoolStack``: one stack per EKS cluster, composed of one construct per concern.
+
+Everything a cluster needs lives in one stack named ``carpool-<cluster>`` so that ``cdk deploy`` and
+``cdk destroy`` are the whole lifecycle, and two clusters in one account never share a bus, a table or a
+role. The constructs are wired here and nowhere else: state, cluster access, config, events, functions,
+monitoring, then the cdk-nag suppressions (which need to see all of them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from infra.cluster import ClusterAccess
+from infra.config import load_config
+from infra.events import EventRouting
+from infra.functions import FUNCTIONS_DIR, QUEUE_CONSUMERS, SPECS, Functions
+from infra.layer import LAYER_DIR
+from infra.monitoring import Monitoring
+from infra.nag import add_suppressions
+from infra.settings import Settings
+from infra.state import StateTables
+
+
+class CarpoolStack(Stack):
+    """carpool for one EKS cluster (see ``infra/settings.py`` for every parameter)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        layer_dir: Path = LAYER_DIR,
+        functions_dir: Path = FUNCTIONS_DIR,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description=f"carpool: serverless node autoscaler for EKS cluster {settings.cluster_name}",
+            **kwargs,
+        )
+        self.settings = settings
+        # Not carpool.dev/cluster: that tag means "carpool may terminate/delete this" to the IAM policies.
+        Tags.of(self).add("carpool.dev/deployment", settings.cluster_name)
+
+        self.tables = StateTables(self, "State", retain_state=settings.retain_state)
+        self.cluster = ClusterAccess(self, "Cluster", settings=settings)
+        self.cluster_config = load_config(settings, self.cluster.node_role.role_name)
+        self.config_parameter = ssm.StringParameter(
+            self,
+            "Config",
+            parameter_name=settings.config_parameter_name,
+            description=f"carpool NodePools and EC2NodeClasses ({self.cluster_config.source})",
+            string_value=self.cluster_config.text,
+            tier=ssm.ParameterTier.ADVANCED,
+        )
+        self.routing = EventRouting(
+            self, "Events", settings=settings, timeouts={name: SPECS[name].timeout for name in QUEUE_CONSUMERS}
+        )
+        self.functions = Functions(
+            self,
+            "Functions",
+            settings=settings,
+            tables=self.tables,
+            routing=self.routing,
+            cluster=self.cluster,
+            config_parameter=self.config_parameter,
+            layer_dir=layer_dir,
+            functions_dir=functions_dir,
+        )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            settings=settings,
+            functions=self.functions.functions,
+            work_queues={name: work.queue for name, work in self.routing.work_queues.items()},
+            dead_letter_queues=self.routing.dead_letter_queues,
+            pool_limits=self.cluster_config.pool_limits,
+        )
+        self._outputs()
+        add_suppressions(self)
+
+    def _outputs(self) -> None:
+        """What an operator needs after ``cdk deploy`` (the watcher is the first thing to check)."""
+        outputs: dict[str, tuple[str, str]] = {
+            "EventBusName": (self.routing.bus.event_bus_name, "carpool bus; the watcher puts events here"),
+            "StateTableName": (self.tables.state.table_name, "claims, pool usage, unavailable offerings"),
+            "ConfigParameterName": (self.config_parameter.parameter_name, "NodePools/EC2NodeClasses YAML"),
+            "NodeRoleArn": (self.cluster.node_role.role_arn, "role carpool nodes run as"),
+            "InstanceProfileName": (self.cluster.instance_profile.instance_profile_name, "its instance profile"),
+            "DashboardName": (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+        }
+        for name, function in self.functions.functions.items():
+            outputs[f"{name.title()}FunctionName"] = (function.function_name, f"the {name} Lambda function")
+            outputs[f"{name.title()}RoleArn"] = (self.functions.roles[name].role_arn, f"the {name} role")
+        if self.monitoring.topic is not None:
+            outputs["AlarmTopicArn"] = (self.monitoring.topic.topic_arn, "subscribe here for alarms")
+        for name, (value, description) in outputs.items():
+            CfnOutput(self, name, value=value, description=description)

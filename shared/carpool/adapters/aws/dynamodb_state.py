@@ -1,0 +1,668 @@
+"""carpool's state repositories on one DynamoDB table (layout in docs/design.md, `carpool.state`).
+
+They behave exactly like `carpool.state.memory` (the same tests run on both). What DynamoDB adds is
+that the guarantees hold across concurrent Lambdas:
+
+- `DynamoLedger.reserve` is one TransactWriteItems: the claim Put (`attribute_not_exists`), one Put per pod
+  nomination (free, or the previous nomination expired), and the pool-usage Update whose condition keeps
+  every limited resource within its limit. Two provisioners racing on the same pods or the same limit
+  cannot both succeed; the loser gets `ReservationRefused` naming the pod or the resource.
+- Capacity observations use optimistic locking (`version`), so concurrent registrars never lose a sample.
+- Expiry is always checked in code: DynamoDB's TTL deletes items up to days late, and moto never does.
+
+Items carry a `gsi1pk` so that "all claims", "all nominations" and "all pools" are each one Query on the
+`gsi1` index instead of a Scan (the index must project ALL attributes). Index reads are eventually
+consistent; only `reserve`'s conditions decide races, and they read the table itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+from pydantic.alias_generators import to_camel
+
+from carpool import capacity as capacity_rules
+from carpool.adapters.aws import session
+from carpool.state.models import (
+    ACTIVE_STATUSES,
+    CapacityRecord,
+    Claim,
+    ClaimStatus,
+    UnavailableOffering,
+)
+from carpool.state.ports import ReservationRefused
+
+log = logging.getLogger(__name__)
+
+TABLE_ENV = "CARPOOL_TABLE"
+GSI = "gsi1"
+TTL_ATTR = "expiresAt"
+#: TransactWriteItems' limit on items per transaction.
+MAX_TRANSACTION_ITEMS = 100
+#: `reserve` puts the claim and the usage update in its first transaction, so it has room for 98 pods.
+FIRST_CHUNK_PODS = MAX_TRANSACTION_ITEMS - 2
+#: attempts for a transaction that lost a TransactionConflict, and for optimistic capacity updates
+CONFLICT_ATTEMPTS = 5
+#: keep nomination items this long past their expiry before DynamoDB's TTL may delete them
+NOMINATION_TTL_GRACE = timedelta(hours=1)
+
+CLAIMS, NOMINATIONS, POOLS = "CLAIMS", "NOMINATIONS", "POOLS"
+ICE, CAP = "ICE", "CAP"
+_KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", TTL_ATTR})
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+# -- value conversion -----------------------------------------------------------------------------------
+def _utc(dt: datetime) -> datetime:
+    """Naive datetimes are taken as UTC (the app injects aware ones; tests sometimes do not)."""
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch(dt: datetime) -> Decimal:
+    """Exact epoch seconds (microsecond precision) as a DynamoDB number; float would round."""
+    micros = (_utc(dt) - _EPOCH) // timedelta(microseconds=1)
+    return Decimal(micros) / Decimal(1_000_000)
+
+
+def from_epoch(value: Decimal | int | float) -> datetime:
+    return _EPOCH + timedelta(microseconds=int(Decimal(value) * 1_000_000))
+
+
+def ttl_epoch(dt: datetime) -> int:
+    """Whole epoch seconds for DynamoDB's TTL attribute, rounded up so TTL never deletes early."""
+    return math.ceil(epoch(dt))
+
+
+def to_dynamo(value: Any) -> Any:
+    """Python value -> something TypeSerializer accepts (floats become Decimals, exactly as printed)."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, Mapping):
+        return {str(k): to_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_dynamo(v) for v in value]
+    return value
+
+
+def from_dynamo(value: Any) -> Any:
+    """Deserialized value -> plain Python (Decimals become int when integral, else float)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {k: from_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [from_dynamo(v) for v in value]
+    return value
+
+
+def serialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(to_dynamo(v)) for k, v in item.items() if v is not None}
+
+
+def deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def values(**kv: Any) -> dict[str, Any]:
+    """ExpressionAttributeValues from keyword arguments (`values(now=...)` -> `{":now": {...}}`)."""
+    return {f":{k}": _serializer.serialize(to_dynamo(v)) for k, v in kv.items()}
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+# -- item shapes ----------------------------------------------------------------------------------------
+def claim_key(name: str) -> dict[str, Any]:
+    return serialize({"pk": f"CLAIM#{name}", "sk": "CLAIM"})
+
+
+def nomination_key(pod: str) -> dict[str, Any]:
+    return serialize({"pk": f"POD#{pod}", "sk": "NOMINATION"})
+
+
+def usage_key(nodepool: str) -> dict[str, Any]:
+    return serialize({"pk": f"POOL#{nodepool}", "sk": "USAGE"})
+
+
+_CLAIM_FIELDS = {to_camel(name): name for name in Claim.model_fields}
+
+
+def claim_item(claim: Claim) -> dict[str, Any]:
+    """Claim fields as top-level camelCase attributes (so `instanceId` is the design's attribute)."""
+    body = {to_camel(k): v for k, v in claim.model_dump(mode="json", exclude_none=True).items()}
+    return {
+        "pk": f"CLAIM#{claim.name}",
+        "sk": "CLAIM",
+        "gsi1pk": CLAIMS,
+        "gsi1sk": f"{claim.status.value}#{claim.name}",
+        **body,
+    }
+
+
+def claim_from_item(item: Mapping[str, Any]) -> Claim:
+    plain = from_dynamo(deserialize(item))
+    return Claim.model_validate({_CLAIM_FIELDS[k]: v for k, v in plain.items() if k in _CLAIM_FIELDS})
+
+
+_RECORD_DATES = ("first_seen", "last_seen")
+
+
+def record_item(record: CapacityRecord, version: int) -> dict[str, Any]:
+    return {
+        "pk": CAP,
+        "sk": f"{record.instance_type}#{record.image_id}",
+        "instanceType": record.instance_type,
+        "imageId": record.image_id,
+        "amiFamily": record.ami_family,
+        "capacity": record.capacity,
+        "allocatable": record.allocatable,
+        "samples": record.samples,
+        "firstSeen": _utc(record.first_seen).isoformat(),
+        "lastSeen": _utc(record.last_seen).isoformat(),
+        # exact expiry for the code, whole seconds for DynamoDB's TTL
+        "expires": _utc(record.expires_at).isoformat(),
+        TTL_ATTR: ttl_epoch(record.expires_at),
+        "version": version,
+    }
+
+
+def record_from_item(item: Mapping[str, Any]) -> tuple[CapacityRecord, int]:
+    plain = from_dynamo(deserialize(item))
+    record = CapacityRecord(
+        instance_type=plain["instanceType"],
+        image_id=plain["imageId"],
+        ami_family=plain.get("amiFamily", ""),
+        capacity=plain.get("capacity", {}),
+        allocatable=plain.get("allocatable", {}),
+        samples=plain.get("samples", 1),
+        first_seen=datetime.fromisoformat(plain["firstSeen"]),
+        last_seen=datetime.fromisoformat(plain["lastSeen"]),
+        expires_at=datetime.fromisoformat(plain["expires"]),
+    )
+    return record, int(plain.get("version", 0))
+
+
+# -- table access ---------------------------------------------------------------------------------------
+class _Table:
+    """The state table: name from `CARPOOL_TABLE` unless given, client from `session` unless given."""
+
+    def __init__(self, table_name: str | None = None, client: Any | None = None) -> None:
+        self.name = table_name or os.environ.get(TABLE_ENV, "")
+        if not self.name:
+            raise ValueError(f"no state table: set {TABLE_ENV}")
+        self.client = client if client is not None else session.client("dynamodb")
+
+    def query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a Query, page after page."""
+        for page in self.client.get_paginator("query").paginate(TableName=self.name, **kwargs):
+            yield from page.get("Items", [])
+
+    def query_partition(self, pk: str) -> Iterator[dict[str, Any]]:
+        return self.query(KeyConditionExpression="pk = :pk", ExpressionAttributeValues=values(pk=pk))
+
+    def query_index(self, gsi1pk: str) -> Iterator[dict[str, Any]]:
+        return self.query(
+            IndexName=GSI, KeyConditionExpression="gsi1pk = :pk", ExpressionAttributeValues=values(pk=gsi1pk)
+        )
+
+    def get(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self.client.get_item(TableName=self.name, Key=dict(key), ConsistentRead=True).get("Item")
+
+    def batch_put(self, items: Iterable[Mapping[str, Any]], sleep: Callable[[float], None]) -> None:
+        """BatchWriteItem in groups of 25, resending unprocessed items with backoff."""
+        requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
+        for start in range(0, len(requests), 25):
+            pending = requests[start : start + 25]
+            for attempt in range(8):
+                out = self.client.batch_write_item(RequestItems={self.name: pending})
+                pending = out.get("UnprocessedItems", {}).get(self.name, [])
+                if not pending:
+                    break
+                sleep(random.random() * min(2.0, 0.05 * 2**attempt))
+            else:
+                raise RuntimeError(f"{len(pending)} items left unprocessed in {self.name}")
+
+
+# -- transactions ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Op:
+    """One TransactWriteItems entry plus what it stands for (to explain a cancellation)."""
+
+    request: dict[str, Any]
+    what: str  # "claim", "usage" or "pod"
+    subject: str  # claim name, nodepool or pod key
+
+
+class _Cancelled(Exception):
+    def __init__(self, failures: list[tuple[_Op, str, dict[str, Any] | None]]) -> None:
+        super().__init__(", ".join(f"{op.what} {op.subject}: {code}" for op, code, _ in failures))
+        self.failures = failures
+
+    @property
+    def conflict_only(self) -> bool:
+        return all(code == "TransactionConflict" for _, code, _ in self.failures)
+
+
+def _transact(table: _Table, ops: list[_Op], sleep: Callable[[float], None]) -> None:
+    """TransactWriteItems, retried while the only reason is a TransactionConflict (another transaction
+    touching the same items right now); conditional failures raise `_Cancelled` with the failed ops."""
+    for attempt in range(CONFLICT_ATTEMPTS):
+        try:
+            table.client.transact_write_items(TransactItems=[op.request for op in ops])
+            return
+        except ClientError as e:
+            if error_code(e) != "TransactionCanceledException":
+                raise
+            cancelled = _cancellation(ops, e)
+            if not cancelled.conflict_only or attempt == CONFLICT_ATTEMPTS - 1:
+                raise cancelled from e
+            sleep(random.random() * 0.05 * 2**attempt)
+
+
+def _cancellation(ops: list[_Op], error: ClientError) -> _Cancelled:
+    reasons = error.response.get("CancellationReasons") or []
+    failures = []
+    for op, reason in zip(ops, reasons, strict=False):
+        code = reason.get("Code", "None")
+        if code and code != "None":
+            failures.append((op, code, reason.get("Item")))
+    if not failures:  # no reasons returned: blame every op rather than nothing
+        failures = [(op, "Unknown", None) for op in ops]
+    return _Cancelled(failures)
+
+
+class DynamoLedger:
+    """`carpool.state.ports.ClaimLedger` on DynamoDB.
+
+    Claims with more than 98 pods are reserved in several transactions (TransactWriteItems takes at most
+    100 items): the first carries the claim, the usage update and the first 98 nominations, each later one
+    up to 100 more nominations. The trade-off: such a reservation is atomic per chunk, not as a whole.
+    Safety still holds, because every nomination is individually conditional and the pool's usage is taken
+    in the first chunk, so no pod is ever nominated twice and no limit is ever passed. If a later chunk is
+    refused, the claim is released again (claim, usage and the nominations already written), and a
+    concurrent provisioner may meanwhile have been refused a pod that ends up free; it retries on its next
+    batch. A crash between chunks leaves a RESERVED claim holding some pods until the nominations expire
+    and the claim is reaped like any claim that never launched.
+    """
+
+    def __init__(
+        self,
+        table_name: str | None = None,
+        client: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._table = _Table(table_name, client)
+        self._sleep = sleep
+
+    # -- reserve --------------------------------------------------------------------------------------
+    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int) -> None:
+        _refuse_impossible(claim, limits)
+        pods = list(dict.fromkeys(claim.pods))
+        until = now + timedelta(seconds=ttl_seconds)
+        first, rest = pods[:FIRST_CHUNK_PODS], pods[FIRST_CHUNK_PODS:]
+        ops = [self._claim_put(claim), self._usage_reserve(claim, limits)]
+        ops += [self._nominate(pod, claim.name, now, until) for pod in first]
+        try:
+            _transact(self._table, ops, self._sleep)
+        except _Cancelled as c:
+            raise ReservationRefused(_refusal_reason(c, claim, limits)) from c
+        for start in range(0, len(rest), MAX_TRANSACTION_ITEMS):
+            chunk = rest[start : start + MAX_TRANSACTION_ITEMS]
+            try:
+                _transact(self._table, [self._nominate(p, claim.name, now, until) for p in chunk], self._sleep)
+            except _Cancelled as c:
+                self.release(claim)
+                raise ReservationRefused(_refusal_reason(c, claim, limits)) from c
+
+    def _claim_put(self, claim: Claim) -> _Op:
+        request = {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": serialize(claim_item(claim)),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        return _Op(request, "claim", claim.name)
+
+    def _nominate(self, pod: str, claim_name: str, now: datetime, until: datetime) -> _Op:
+        item = {
+            "pk": f"POD#{pod}",
+            "sk": "NOMINATION",
+            "gsi1pk": NOMINATIONS,
+            "gsi1sk": pod,
+            "pod": pod,
+            "claim": claim_name,
+            "until": epoch(until),
+            TTL_ATTR: ttl_epoch(until + NOMINATION_TTL_GRACE),
+        }
+        request = {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": serialize(item),
+                # free, or the previous nomination has expired (the same rule as MemoryLedger: until <= now)
+                "ConditionExpression": "attribute_not_exists(pk) OR #until <= :now",
+                "ExpressionAttributeNames": {"#until": "until"},
+                "ExpressionAttributeValues": values(now=epoch(now)),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        return _Op(request, "pod", pod)
+
+    def _usage_reserve(self, claim: Claim, limits: Mapping[str, int] | None) -> _Op:
+        """Add the claim's size to its pool's usage; for each limited resource r the condition is
+        `usage[r] <= limit - delta` (`attribute_not_exists` covers the pool's first claim, whose sum is
+        `if_not_exists(r, 0) + delta`, already checked against the limit by `_refuse_impossible`)."""
+        names = {"#gpk": "gsi1pk", "#gsk": "gsi1sk", "#pool": "nodepool"}
+        vals: dict[str, Any] = {"pools": POOLS, "pool": claim.nodepool}
+        sets = ["#gpk = :pools", "#gsk = :pool", "#pool = :pool"]
+        conditions = []
+        for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
+            names[f"#r{i}"] = resource
+            vals.update({"zero": 0, f"d{i}": delta})
+            sets.append(f"#r{i} = if_not_exists(#r{i}, :zero) + :d{i}")
+            if limits is not None and resource in limits:
+                vals[f"m{i}"] = limits[resource] - delta
+                conditions.append(f"(attribute_not_exists(#r{i}) OR #r{i} <= :m{i})")
+        update: dict[str, Any] = {
+            "TableName": self._table.name,
+            "Key": usage_key(claim.nodepool),
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values(**vals),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+        return _Op({"Update": update}, "usage", claim.nodepool)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def mark_launched(self, claim: Claim) -> None:
+        """Store the whole claim as it is now (like MemoryLedger, which replaces it)."""
+        self._table.client.put_item(TableName=self._table.name, Item=serialize(claim_item(claim)))
+
+    def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
+        try:
+            out = self._table.client.update_item(
+                TableName=self._table.name,
+                Key=claim_key(claim_name),
+                UpdateExpression="SET #s = :s, #n = :n, #r = :r, #gsk = :gsk",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#s": "status", "#n": "nodeName", "#r": "registeredAt", "#gsk": "gsi1sk"},
+                ExpressionAttributeValues=values(
+                    s=ClaimStatus.REGISTERED.value,
+                    n=node_name,
+                    r=_utc(now).isoformat(),
+                    gsk=f"{ClaimStatus.REGISTERED.value}#{claim_name}",
+                ),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as e:
+            if error_code(e) == "ConditionalCheckFailedException":
+                return None
+            raise
+        claim = claim_from_item(out["Attributes"])
+        self._release_nominations(claim.name, claim.pods)
+        return claim
+
+    def release(self, claim: Claim) -> None:
+        """Delete the stored claim and give back its usage in one transaction (so two releases cannot
+        both subtract), then free the nominations it still holds."""
+        item = self._table.get(claim_key(claim.name))
+        if item is None:
+            return
+        stored = claim_from_item(item)
+        ops = [
+            _Op(
+                {
+                    "Delete": {
+                        "TableName": self._table.name,
+                        "Key": claim_key(stored.name),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+                "claim",
+                stored.name,
+            )
+        ]
+        if stored.reserved:
+            ops.append(self._usage_release(stored))
+        try:
+            _transact(self._table, ops, self._sleep)
+        except _Cancelled:
+            log.info("claim %s was released concurrently", stored.name)
+            return
+        self._release_nominations(stored.name, stored.pods)
+
+    def _usage_release(self, claim: Claim) -> _Op:
+        names: dict[str, str] = {}
+        vals: dict[str, Any] = {"zero": 0}
+        sets = []
+        for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
+            names[f"#r{i}"] = resource
+            vals[f"d{i}"] = delta
+            sets.append(f"#r{i} = if_not_exists(#r{i}, :zero) - :d{i}")
+        request = {
+            "Update": {
+                "TableName": self._table.name,
+                "Key": usage_key(claim.nodepool),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values(**vals),
+            }
+        }
+        return _Op(request, "usage", claim.nodepool)
+
+    def _release_nominations(self, claim_name: str, pods: Iterable[str]) -> None:
+        """Delete the nominations of `pods` that `claim_name` still holds, 100 per transaction. A pod whose
+        nomination expired and went to another claim fails its condition; it is dropped and the rest of
+        the chunk retried, so another claim's nomination is never deleted."""
+        pending = list(dict.fromkeys(pods))
+        while pending:
+            chunk, pending = pending[:MAX_TRANSACTION_ITEMS], pending[MAX_TRANSACTION_ITEMS:]
+            while chunk:
+                try:
+                    _transact(self._table, [self._unnominate(p, claim_name) for p in chunk], self._sleep)
+                    break
+                except _Cancelled as c:
+                    failed = {op.subject for op, code, _ in c.failures if code == "ConditionalCheckFailed"}
+                    if not failed:
+                        raise
+                    chunk = [p for p in chunk if p not in failed]
+
+    def _unnominate(self, pod: str, claim_name: str) -> _Op:
+        request = {
+            "Delete": {
+                "TableName": self._table.name,
+                "Key": nomination_key(pod),
+                "ConditionExpression": "#claim = :claim",
+                "ExpressionAttributeNames": {"#claim": "claim"},
+                "ExpressionAttributeValues": values(claim=claim_name),
+            }
+        }
+        return _Op(request, "pod", pod)
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def get(self, name: str) -> Claim | None:
+        item = self._table.get(claim_key(name))
+        return claim_from_item(item) if item is not None else None
+
+    def _claims(self) -> list[Claim]:
+        return [claim_from_item(i) for i in self._table.query_index(CLAIMS)]
+
+    def find_by_instance(self, instance_id: str) -> Claim | None:
+        items = self._table.query(
+            IndexName=GSI,
+            KeyConditionExpression="gsi1pk = :pk",
+            FilterExpression="instanceId = :id",
+            ExpressionAttributeValues=values(pk=CLAIMS, id=instance_id),
+        )
+        return next((claim_from_item(i) for i in items), None)
+
+    def active(self) -> list[Claim]:
+        return [c for c in self._claims() if c.status in ACTIVE_STATUSES]
+
+    def nominated(self, now: datetime) -> dict[str, str]:
+        """Unexpired nominations whose claim still exists (as MemoryLedger: two index queries)."""
+        claims = {c.name for c in self._claims()}
+        limit = epoch(now)
+        out = {}
+        for item in self._table.query_index(NOMINATIONS):
+            plain = deserialize(item)
+            if plain["until"] > limit and plain["claim"] in claims:
+                out[str(plain["pod"])] = str(plain["claim"])
+        return out
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for item in self._table.query_index(POOLS):
+            plain = from_dynamo(deserialize(item))
+            pool = plain.pop("nodepool")
+            out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS}
+        return out
+
+
+def _refuse_impossible(claim: Claim, limits: Mapping[str, int] | None) -> None:
+    """A claim larger than a limit on its own can never fit; say so without a transaction."""
+    for resource, delta in sorted(claim.reserved.items()):
+        if limits is not None and resource in limits and delta > limits[resource]:
+            raise ReservationRefused(f"limit {resource} exhausted for nodepool {claim.nodepool}")
+
+
+def _refusal_reason(cancelled: _Cancelled, claim: Claim, limits: Mapping[str, int] | None) -> str:
+    """The first cause, in MemoryLedger's order (claim, pods, limits), worded like MemoryLedger."""
+    order = {"claim": 0, "pod": 1, "usage": 2}
+    op, code, old = min(cancelled.failures, key=lambda f: order[f[0].what])
+    if code == "TransactionConflict":
+        return f"concurrent update of {op.what} {op.subject}, try again"
+    if op.what == "claim":
+        return f"claim {claim.name} already exists"
+    if op.what == "pod":
+        holder = from_dynamo(deserialize(old)).get("claim") if old else None
+        return f"pod {op.subject} already nominated to {holder or 'another claim'}"
+    return f"limit {_exhausted(claim, limits, old)} exhausted for nodepool {claim.nodepool}"
+
+
+def _exhausted(claim: Claim, limits: Mapping[str, int] | None, old: Mapping[str, Any] | None) -> str:
+    if not limits:
+        return "?"
+    usage = from_dynamo(deserialize(old)) if old else {}
+    limited = [r for r in sorted(claim.reserved) if r in limits]
+    for resource in limited:
+        if int(usage.get(resource, 0)) + claim.reserved[resource] > limits[resource]:
+            return resource
+    return limited[0] if limited else "?"
+
+
+class DynamoOfferings:
+    """`carpool.state.ports.OfferingAvailability`: items `ICE` / `<type>#<zone>#<capacity type>`."""
+
+    def __init__(
+        self,
+        table_name: str | None = None,
+        client: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._table = _Table(table_name, client)
+        self._sleep = sleep
+
+    def mark_unavailable(self, offerings: Iterable[UnavailableOffering]) -> None:
+        latest = {o.key: o for o in offerings}  # one write per key (BatchWriteItem refuses duplicates)
+        self._table.batch_put((self._item(o) for o in latest.values()), self._sleep)
+
+    @staticmethod
+    def _item(o: UnavailableOffering) -> dict[str, Any]:
+        return {
+            "pk": ICE,
+            "sk": "#".join(o.key),
+            "instanceType": o.instance_type,
+            "zone": o.zone,
+            "capacityType": o.capacity_type,
+            "until": epoch(o.until),
+            "reason": o.reason,
+            TTL_ATTR: ttl_epoch(o.until),
+        }
+
+    def unavailable(self, now: datetime) -> set[tuple[str, str, str]]:
+        limit = epoch(now)
+        out = set()
+        for item in self._table.query_partition(ICE):
+            plain = deserialize(item)
+            if plain["until"] > limit:
+                out.add((str(plain["instanceType"]), str(plain["zone"]), str(plain["capacityType"])))
+        return out
+
+
+class CapacityUpdateConflict(RuntimeError):
+    """`observe` lost the optimistic-locking race more than `CONFLICT_ATTEMPTS` times in a row."""
+
+
+class DynamoCapacityCache:
+    """`carpool.state.ports.CapacityCache`: items `CAP` / `<type>#<image id>` with a `version`."""
+
+    def __init__(
+        self,
+        table_name: str | None = None,
+        client: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._table = _Table(table_name, client)
+        self._sleep = sleep
+
+    def all(self, now: datetime) -> dict[tuple[str, str], CapacityRecord]:
+        out = {}
+        for item in self._table.query_partition(CAP):
+            record, _ = record_from_item(item)
+            if not capacity_rules.is_expired(record, now):
+                out[record.key] = record
+        return out
+
+    def observe(self, record: CapacityRecord, now: datetime) -> CapacityRecord:
+        """Read, merge (`carpool.capacity.merge`), write back only if nobody wrote in between."""
+        key = serialize({"pk": CAP, "sk": f"{record.instance_type}#{record.image_id}"})
+        for attempt in range(CONFLICT_ATTEMPTS):
+            item = self._table.get(key)
+            existing, version = record_from_item(item) if item is not None else (None, 0)
+            if existing is not None and capacity_rules.is_expired(existing, now):
+                existing = None  # an expired value is no evidence, but its version still guards the write
+            merged = capacity_rules.merge(existing, record)
+            if self._put_if_version(merged, version, item is not None):
+                return merged
+            self._sleep(random.random() * 0.05 * 2**attempt)
+        raise CapacityUpdateConflict(f"capacity of {record.key} changed {CONFLICT_ATTEMPTS} times while merging")
+
+    def _put_if_version(self, record: CapacityRecord, version: int, existed: bool) -> bool:
+        condition: dict[str, Any] = (
+            {
+                "ConditionExpression": "#v = :v",
+                "ExpressionAttributeNames": {"#v": "version"},
+                "ExpressionAttributeValues": values(v=version),
+            }
+            if existed
+            else {"ConditionExpression": "attribute_not_exists(pk)"}
+        )
+        try:
+            self._table.client.put_item(
+                TableName=self._table.name, Item=serialize(record_item(record, version + 1)), **condition
+            )
+            return True
+        except ClientError as e:
+            if error_code(e) == "ConditionalCheckFailedException":
+                return False
+            raise

@@ -1,0 +1,39 @@
+"""`carpool.amis.AmiSource` on boto3: SSM alias parameters plus paginated DescribeImages.
+
+Deprecated images are included on purpose: AMI resolution prefers non-deprecated ones but may still need
+a deprecated image that a NodeClass pins by id or name, and DescribeImages hides them by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from carpool.adapters.aws import session
+from carpool.adapters.aws.ssm import SsmParameters
+
+
+class AwsAmiSource:
+    """Implements `carpool.amis.AmiSource` (`get_parameter`, `describe_images`)."""
+
+    def __init__(self, parameters: SsmParameters | None = None, ec2_client: Any | None = None) -> None:
+        self.parameters = parameters if parameters is not None else SsmParameters()
+        self.client = ec2_client if ec2_client is not None else session.client("ec2")
+
+    def get_parameter(self, path: str) -> str | None:
+        return self.parameters.get_parameter(path)
+
+    def describe_images(
+        self,
+        image_ids: list[str] | None = None,
+        filters: list[dict[str, Any]] | None = None,
+        owners: list[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"IncludeDeprecated": True}
+        if image_ids:
+            kwargs["ImageIds"] = list(image_ids)
+        if filters:
+            kwargs["Filters"] = list(filters)
+        if owners:
+            kwargs["Owners"] = list(owners)
+        pages = self.client.get_paginator("describe_images").paginate(**kwargs)
+        return [image for page in pages for image in page.get("Images", [])]

@@ -1,0 +1,84 @@
+"""Pure helpers between lightkube objects / Kubernetes JSON and carpool's pydantic models.
+
+Kept apart from `cluster.py` so they can be tested without a cluster or even `carpool.api`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from carpool.taints import Taint
+
+
+class _Validates(Protocol):
+    @classmethod
+    def model_validate(cls, obj: Any) -> Any: ...
+
+
+M = TypeVar("M", bound=_Validates)
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A lightkube object (`to_dict()`, camelCase, defaults omitted) or an already-plain mapping."""
+    if hasattr(obj, "to_dict"):
+        return dict(obj.to_dict())
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError(f"cannot convert {type(obj).__name__} to a Kubernetes dict")
+
+
+def to_model(obj: Any, model: type[M]) -> M:
+    """`model.model_validate(obj.to_dict())`: lightkube speaks Kubernetes JSON, so do carpool's models."""
+    return model.model_validate(as_dict(obj))  # type: ignore[no-any-return]
+
+
+def to_models(objs: Iterable[Any], model: type[M]) -> list[M]:
+    return [to_model(o, model) for o in objs]
+
+
+def container_env(workload: Mapping[str, Any], container_name: str) -> dict[str, str]:
+    """Literal env vars (`name`/`value`) of one container of a workload's pod template. Vars set from
+    `valueFrom` have no value to read here and are skipped."""
+    containers = workload.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    for container in containers:
+        if container.get("name") == container_name:
+            return {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "valueFrom" not in e}
+    return {}
+
+
+def split_pod_key(key: str) -> tuple[str, str]:
+    """("namespace", "name") from "namespace/name" (a bare name is in `default`)."""
+    namespace, sep, name = key.partition("/")
+    return (namespace, name) if sep else ("default", namespace)
+
+
+def taint_dict(taint: Taint) -> dict[str, str]:
+    out = {"key": taint.key, "effect": taint.effect}
+    if taint.value:
+        out["value"] = taint.value
+    return out
+
+
+def taints_with(existing: Iterable[Mapping[str, Any]], taint: Taint) -> list[dict[str, Any]] | None:
+    """The node's taint list with `taint` added or its value updated; None when nothing changes.
+
+    Node taints have no merge key, so a patch must carry the whole list (a strategic merge would replace
+    it): read, add, patch with the resourceVersion that was read."""
+    current = [dict(t) for t in existing]
+    for t in current:
+        if t.get("key") == taint.key and t.get("effect") == taint.effect:
+            if t.get("value", "") == taint.value:
+                return None
+            t["value"] = taint.value
+            return current
+    return [*current, taint_dict(taint)]
+
+
+def resource_version(obj: Any) -> str | None:
+    metadata = getattr(obj, "metadata", None)
+    if metadata is not None:
+        return getattr(metadata, "resourceVersion", None)
+    if isinstance(obj, Mapping):
+        return obj.get("metadata", {}).get("resourceVersion")
+    return None

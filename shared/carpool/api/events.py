@@ -1,0 +1,318 @@
+"""EventBridge events carpool sends and receives, as pydantic models, parsers and PutEvents builders.
+
+The cluster side (a watcher in the cluster or the simulator) publishes on source `carpool.cluster`:
+`Pod Unschedulable` {cluster, pod, observedAt}, `Node Registered` {cluster, node}, `Node Deleted`
+{cluster, nodeName, providerId}. AWS publishes the interruption events carpool reacts to (reference.md
+section 7). Every envelope subclasses Powertools' `EventBridgeModel` with a typed `detail`, so handlers
+can also use `@event_parser(model=...)` directly.
+
+Parsing never guesses: an unknown detail-type or a bad field raises `EventError` whose message names the
+event (detail-type and id) and the field path, so the record can go to the DLQ with a useful reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final, Literal, TypeVar
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from carpool.api.base import KubeModel
+from carpool.api.errors import describe_all
+from carpool.api.k8s import Node, Pod
+
+__all__ = [
+    "AWS_DETAIL_TYPES",
+    "CLUSTER_DETAIL_TYPES",
+    "EC2_SOURCE",
+    "HEALTH_EVENT",
+    "HEALTH_SOURCE",
+    "INSTANCE_STATE_CHANGE",
+    "MAX_ENTRY_BYTES",
+    "NODE_DELETED",
+    "NODE_REGISTERED",
+    "POD_UNSCHEDULABLE",
+    "REBALANCE_RECOMMENDATION",
+    "SOURCE",
+    "SPOT_INTERRUPTION",
+    "AffectedEntity",
+    "AwsEvent",
+    "ClusterEvent",
+    "EventError",
+    "HealthEvent",
+    "HealthEventDetail",
+    "InstanceStateChangeDetail",
+    "InstanceStateChangeEvent",
+    "NodeDeletedDetail",
+    "NodeDeletedEvent",
+    "NodeRegisteredDetail",
+    "NodeRegisteredEvent",
+    "PodUnschedulableDetail",
+    "PodUnschedulableEvent",
+    "RebalanceRecommendationDetail",
+    "RebalanceRecommendationEvent",
+    "SpotInterruptionDetail",
+    "SpotInterruptionEvent",
+    "delivered_event",
+    "node_deleted_entry",
+    "node_registered_entry",
+    "parse_aws_event",
+    "parse_cluster_event",
+    "pod_unschedulable_entry",
+]
+
+SOURCE: Final = "carpool.cluster"
+EC2_SOURCE: Final = "aws.ec2"
+HEALTH_SOURCE: Final = "aws.health"
+
+POD_UNSCHEDULABLE: Final = "Pod Unschedulable"
+NODE_REGISTERED: Final = "Node Registered"
+NODE_DELETED: Final = "Node Deleted"
+SPOT_INTERRUPTION: Final = "EC2 Spot Instance Interruption Warning"
+REBALANCE_RECOMMENDATION: Final = "EC2 Instance Rebalance Recommendation"
+INSTANCE_STATE_CHANGE: Final = "EC2 Instance State-change Notification"
+HEALTH_EVENT: Final = "AWS Health Event"
+
+CLUSTER_DETAIL_TYPES: Final = (POD_UNSCHEDULABLE, NODE_REGISTERED, NODE_DELETED)
+AWS_DETAIL_TYPES: Final = (SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION, INSTANCE_STATE_CHANGE, HEALTH_EVENT)
+#: EventBridge's limit for one PutEvents entry (publishers must check before sending).
+MAX_ENTRY_BYTES: Final = 256 * 1024
+
+
+class EventError(ValueError):
+    """An event carpool cannot act on; the message names the event and the offending field."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        detail_type: str | None = None,
+        event_id: str | None = None,
+        problems: list[tuple[str, str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.detail_type = detail_type
+        self.event_id = event_id
+        self.problems: list[tuple[str, str]] = problems or []
+
+
+# --- details: cluster ---------------------------------------------------------------------------------
+class PodUnschedulableDetail(KubeModel):
+    cluster: str
+    pod: Pod
+    observed_at: datetime
+
+
+class NodeRegisteredDetail(KubeModel):
+    cluster: str
+    node: Node
+
+
+class NodeDeletedDetail(KubeModel):
+    cluster: str
+    node_name: str
+    provider_id: str | None = None
+
+
+# --- details: AWS -------------------------------------------------------------------------------------
+class _Ec2Detail(BaseModel):
+    """EC2 event details use hyphenated keys (`instance-id`)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-z]+$")
+
+
+class SpotInterruptionDetail(_Ec2Detail):
+    instance_action: str = Field(alias="instance-action")  # terminate | stop | hibernate
+
+
+class RebalanceRecommendationDetail(_Ec2Detail):
+    pass
+
+
+class InstanceStateChangeDetail(_Ec2Detail):
+    state: str  # pending | running | stopping | stopped | shutting-down | terminated
+
+
+class AffectedEntity(KubeModel):
+    entity_value: str
+
+
+class HealthEventDetail(KubeModel):
+    service: str
+    event_type_category: str  # issue | accountNotification | scheduledChange | investigation
+    event_type_code: str | None = None
+    event_arn: str | None = None
+    affected_entities: list[AffectedEntity] = Field(default_factory=list)
+    start_time: str | None = None
+    end_time: str | None = None
+
+    def instance_ids(self) -> list[str]:
+        return [e.entity_value for e in self.affected_entities if e.entity_value.startswith("i-")]
+
+
+# --- envelopes ----------------------------------------------------------------------------------------
+class PodUnschedulableEvent(EventBridgeModel):
+    source: Literal["carpool.cluster"]
+    detail_type: Literal["Pod Unschedulable"] = Field(alias="detail-type")
+    detail: PodUnschedulableDetail
+
+
+class NodeRegisteredEvent(EventBridgeModel):
+    source: Literal["carpool.cluster"]
+    detail_type: Literal["Node Registered"] = Field(alias="detail-type")
+    detail: NodeRegisteredDetail
+
+
+class NodeDeletedEvent(EventBridgeModel):
+    source: Literal["carpool.cluster"]
+    detail_type: Literal["Node Deleted"] = Field(alias="detail-type")
+    detail: NodeDeletedDetail
+
+
+class SpotInterruptionEvent(EventBridgeModel):
+    source: Literal["aws.ec2"]
+    detail_type: Literal["EC2 Spot Instance Interruption Warning"] = Field(alias="detail-type")
+    detail: SpotInterruptionDetail
+
+    def instance_ids(self) -> list[str]:
+        return [self.detail.instance_id]
+
+
+class RebalanceRecommendationEvent(EventBridgeModel):
+    source: Literal["aws.ec2"]
+    detail_type: Literal["EC2 Instance Rebalance Recommendation"] = Field(alias="detail-type")
+    detail: RebalanceRecommendationDetail
+
+    def instance_ids(self) -> list[str]:
+        return [self.detail.instance_id]
+
+
+class InstanceStateChangeEvent(EventBridgeModel):
+    source: Literal["aws.ec2"]
+    detail_type: Literal["EC2 Instance State-change Notification"] = Field(alias="detail-type")
+    detail: InstanceStateChangeDetail
+
+    def instance_ids(self) -> list[str]:
+        return [self.detail.instance_id]
+
+
+class HealthEvent(EventBridgeModel):
+    source: Literal["aws.health"]
+    detail_type: Literal["AWS Health Event"] = Field(alias="detail-type")
+    detail: HealthEventDetail
+
+    def instance_ids(self) -> list[str]:
+        return self.detail.instance_ids()
+
+
+ClusterEvent = PodUnschedulableEvent | NodeRegisteredEvent | NodeDeletedEvent
+AwsEvent = SpotInterruptionEvent | RebalanceRecommendationEvent | InstanceStateChangeEvent | HealthEvent
+
+_CLUSTER_MODELS: dict[str, type[EventBridgeModel]] = {
+    POD_UNSCHEDULABLE: PodUnschedulableEvent,
+    NODE_REGISTERED: NodeRegisteredEvent,
+    NODE_DELETED: NodeDeletedEvent,
+}
+_AWS_MODELS: dict[str, type[EventBridgeModel]] = {
+    SPOT_INTERRUPTION: SpotInterruptionEvent,
+    REBALANCE_RECOMMENDATION: RebalanceRecommendationEvent,
+    INSTANCE_STATE_CHANGE: InstanceStateChangeEvent,
+    HEALTH_EVENT: HealthEvent,
+}
+
+_E = TypeVar("_E", bound=EventBridgeModel)
+
+
+# --- parsing ------------------------------------------------------------------------------------------
+def _as_dict(raw: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
+    if isinstance(raw, str | bytes):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise EventError(f"event is not valid JSON: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise EventError(f"event must be a JSON object, got {type(raw).__name__}")
+    return dict(raw)
+
+
+def _parse(raw: Mapping[str, Any] | str | bytes, models: Mapping[str, type[_E]], family: str) -> _E:
+    data = _as_dict(raw)
+    detail_type, event_id = data.get("detail-type"), str(data.get("id", "?"))
+    model = models.get(detail_type) if isinstance(detail_type, str) else None
+    if model is None:
+        raise EventError(
+            f"event {event_id}: unsupported detail-type {detail_type!r} for {family} events "
+            f"(expected one of {', '.join(models)})",
+            detail_type=detail_type if isinstance(detail_type, str) else None,
+            event_id=event_id,
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = describe_all(model, exc)
+        listing = "; ".join(f"{path}: {message}" if path else message for path, message in problems)
+        raise EventError(
+            f"{detail_type} event {event_id}: {listing}", detail_type=detail_type, event_id=event_id, problems=problems
+        ) from None
+
+
+def parse_cluster_event(raw: Mapping[str, Any] | str | bytes) -> ClusterEvent:
+    """A `carpool.cluster` event, typed by its detail-type."""
+    return _parse(raw, _CLUSTER_MODELS, "cluster")  # type: ignore[return-value]
+
+
+def parse_aws_event(raw: Mapping[str, Any] | str | bytes) -> AwsEvent:
+    """An EC2 interruption / state-change / rebalance or AWS Health event, typed by its detail-type."""
+    return _parse(raw, _AWS_MODELS, "AWS")  # type: ignore[return-value]
+
+
+# --- building -----------------------------------------------------------------------------------------
+def _entry(detail_type: str, detail: BaseModel, now: datetime, bus_name: str) -> dict[str, Any]:
+    return {
+        "Time": now,
+        "Source": SOURCE,
+        "DetailType": detail_type,
+        "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
+        "EventBusName": bus_name,
+    }
+
+
+def pod_unschedulable_entry(cluster: str, pod: Pod, now: datetime, bus_name: str) -> dict[str, Any]:
+    """A PutEvents entry announcing that `pod` was found unschedulable at `now`."""
+    return _entry(POD_UNSCHEDULABLE, PodUnschedulableDetail(cluster=cluster, pod=pod, observed_at=now), now, bus_name)
+
+
+def node_registered_entry(cluster: str, node: Node, now: datetime, bus_name: str) -> dict[str, Any]:
+    """A PutEvents entry announcing that `node` joined the cluster."""
+    return _entry(NODE_REGISTERED, NodeRegisteredDetail(cluster=cluster, node=node), now, bus_name)
+
+
+def node_deleted_entry(
+    cluster: str, node_name: str, provider_id: str | None, now: datetime, bus_name: str
+) -> dict[str, Any]:
+    """A PutEvents entry announcing that Node `node_name` left the cluster."""
+    detail = NodeDeletedDetail(cluster=cluster, node_name=node_name, provider_id=provider_id)
+    return _entry(NODE_DELETED, detail, now, bus_name)
+
+
+def delivered_event(
+    entry: Mapping[str, Any], *, event_id: str, account: str = "000000000000", region: str = "us-east-1"
+) -> dict[str, Any]:
+    """The event a rule target receives for a PutEvents `entry` (for the simulator and tests)."""
+    when = entry.get("Time")
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": entry["DetailType"],
+        "source": entry["Source"],
+        "account": account,
+        "time": when.isoformat().replace("+00:00", "Z") if isinstance(when, datetime) else when,
+        "region": region,
+        "resources": list(entry.get("Resources", [])),
+        "detail": json.loads(entry["Detail"]),
+    }

@@ -1,0 +1,278 @@
+"""Load multi-document YAML/JSON (files or text) into typed objects, reporting every error at once.
+
+Users hand carpool the same files they `kubectl apply`. The loader dispatches each document on
+(apiVersion, kind), expands workloads into pending pods, and converts every validation problem into a
+`ManifestError` that names the document (`examples/x.yaml#2 (NodePool default)`) and the YAML field path
+(`spec.template.spec.requirements[0].operator`), so a user can fix all problems in one pass. Errors of
+all documents are collected and raised together as `ManifestErrors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from carpool.api import nodeclass as nodeclass_api
+from carpool.api import nodepool as nodepool_api
+from carpool.api.errors import describe_all
+from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.api.nodeclass import EC2NodeClass
+from carpool.api.nodepool import NodePool
+from carpool.api.workloads import WORKLOAD_KINDS, as_pending
+
+__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load"]
+
+Source = str | Path | Mapping[str, Any]
+_EXTENSIONS = (".yaml", ".yml", ".json")
+
+#: kind -> (apiVersion, model, Manifests attribute). Workload kinds are added below.
+_KINDS: dict[str, tuple[str, type[BaseModel], str]] = {
+    "NodePool": (nodepool_api.API_VERSION, NodePool, "nodepools"),
+    "EC2NodeClass": (nodeclass_api.API_VERSION, EC2NodeClass, "nodeclasses"),
+    "Pod": ("v1", Pod, "pods"),
+    "Node": ("v1", Node, "nodes"),
+    "DaemonSet": ("apps/v1", DaemonSet, "daemonsets"),
+    "PodDisruptionBudget": ("policy/v1", PodDisruptionBudget, "pdbs"),
+}
+for (_api, _kind), _model in WORKLOAD_KINDS.items():
+    _KINDS[_kind] = (_api, _model, "pods")
+_WORKLOADS = tuple(WORKLOAD_KINDS.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestError:
+    """One problem: which document, which field (camelCase YAML path, "" for the whole document), why."""
+
+    document: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.document}: {self.path}: {self.message}" if self.path else f"{self.document}: {self.message}"
+
+
+class ManifestErrors(Exception):
+    """Every problem found in one `load` call."""
+
+    def __init__(self, errors: Iterable[ManifestError]) -> None:
+        self.errors: list[ManifestError] = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+@dataclass
+class Manifests:
+    """What a set of files describes. `pods` includes the pods of expanded workloads."""
+
+    nodepools: list[NodePool] = field(default_factory=list)
+    nodeclasses: list[EC2NodeClass] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    #: (kind, name or namespace/name) -> the document it came from, for later error messages.
+    documents: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+
+    def nodepool(self, name: str) -> NodePool | None:
+        return next((p for p in self.nodepools if p.name == name), None)
+
+    def nodeclass(self, name: str) -> EC2NodeClass | None:
+        return next((c for c in self.nodeclasses if c.name == name), None)
+
+    def check_references(self) -> list[ManifestError]:
+        """NodePools whose `nodeClassRef` does not name a loaded EC2NodeClass (or names another kind)."""
+        known = {c.name for c in self.nodeclasses}
+        errors = []
+        for pool in self.nodepools:
+            ref = pool.spec.template.spec.node_class_ref
+            document = self.documents.get(("NodePool", pool.name), f"NodePool {pool.name}")
+            if (ref.group, ref.kind) != ("karpenter.k8s.aws", "EC2NodeClass"):
+                errors.append(
+                    ManifestError(
+                        document,
+                        "spec.template.spec.nodeClassRef",
+                        f"carpool launches only karpenter.k8s.aws/EC2NodeClass (got {ref.group}/{ref.kind})",
+                    )
+                )
+            elif ref.name not in known:
+                loaded = ", ".join(sorted(known)) or "none"
+                errors.append(
+                    ManifestError(
+                        document,
+                        "spec.template.spec.nodeClassRef.name",
+                        f"EC2NodeClass {ref.name!r} is not among the loaded manifests (loaded: {loaded})",
+                    )
+                )
+        return errors
+
+    def summary(self) -> str:
+        """"2 NodePools, 2 EC2NodeClasses, 12 pods" (pools and classes always, the rest when present)."""
+        counts = [
+            (len(self.nodepools), "NodePool", True),
+            (len(self.nodeclasses), "EC2NodeClass", True),
+            (len(self.pods), "pod", False),
+            (len(self.daemonsets), "DaemonSet", False),
+            (len(self.nodes), "node", False),
+            (len(self.pdbs), "PodDisruptionBudget", False),
+        ]
+        return ", ".join(_plural(n, word) for n, word, always in counts if always or n)
+
+
+def _plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def load(sources: Source | Iterable[Source]) -> Manifests:
+    """Load files, directories (their *.yaml/*.yml/*.json), YAML/JSON text or parsed dicts.
+
+    A string is text when it spans lines, starts with "{" or contains ": "; otherwise it is a path.
+    Raises `ManifestErrors` with every problem of every document.
+    """
+    loader = _Loader()
+    items = [sources] if isinstance(sources, str | Path | Mapping) else list(sources)
+    for index, source in enumerate(items, 1):
+        loader.source(source, index)
+    if loader.errors:
+        raise ManifestErrors(loader.errors)
+    return loader.out
+
+
+def _is_text(source: str) -> bool:
+    stripped = source.lstrip()
+    return "\n" in source or stripped.startswith(("{", "[")) or ": " in source
+
+
+def _describe(kind: str, doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        return kind
+    ns = meta.get("namespace")
+    return f"{kind} {ns}/{meta['name']}" if isinstance(ns, str) and ns else f"{kind} {meta['name']}"
+
+
+class _Loader:
+    def __init__(self) -> None:
+        self.out = Manifests()
+        self.errors: list[ManifestError] = []
+
+    def error(self, document: str, path: str, message: str) -> None:
+        self.errors.append(ManifestError(document, path, message))
+
+    # -- sources ------------------------------------------------------------------------------------
+    def source(self, source: Source, index: int) -> None:
+        if isinstance(source, Mapping):
+            self.document(dict(source), f"<input {index}>#1")
+        elif isinstance(source, Path) or not _is_text(source):
+            self.path(Path(source), str(source))
+        else:
+            self.text(source, f"<input {index}>")
+
+    def path(self, path: Path, name: str) -> None:
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in _EXTENSIONS and p.is_file())
+            if not files:
+                self.error(name, "", "directory holds no .yaml, .yml or .json file")
+            for f in files:
+                self.path(f, str(f))
+            return
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            self.error(name, "", "file not found")
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            self.error(name, "", f"cannot read file: {exc}")
+            return
+        self.text(text, name)
+
+    def text(self, text: str, name: str) -> None:
+        number = 0
+        try:
+            for number, doc in enumerate(yaml.safe_load_all(text), 1):
+                if doc is not None:
+                    self.document(doc, f"{name}#{number}")
+        except yaml.YAMLError as exc:
+            where = ""
+            mark = getattr(exc, "problem_mark", None)
+            if mark is not None:
+                where = f" at line {mark.line + 1}, column {mark.column + 1}"
+            problem = getattr(exc, "problem", None) or str(exc)
+            self.error(f"{name}#{number + 1}", "", f"invalid YAML: {problem}{where}")
+
+    # -- documents ----------------------------------------------------------------------------------
+    def document(self, doc: Any, label: str, prefix: str = "") -> None:
+        """Validate one object; `prefix` is its field path inside an enclosing List (`items[3]`)."""
+        if not isinstance(doc, Mapping):
+            self.error(label, prefix, f"expected a Kubernetes object with apiVersion and kind, got {type(doc).__name__}")
+            return
+        kind, api_version = doc.get("kind"), doc.get("apiVersion")
+        at = f"{prefix}." if prefix else ""
+        if not isinstance(kind, str) or not kind:
+            self.error(label, at + "kind", "required field is missing")
+            return
+        if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
+            self.list(doc, f"{label} ({kind})" if not prefix else label, at)
+            return
+        described = f"{label} ({_describe(kind, doc)})" if not prefix else label
+        if kind not in _KINDS:
+            self.error(
+                described,
+                at + "kind",
+                f"unsupported kind {kind!r} (apiVersion {api_version!r}); carpool reads "
+                + ", ".join(sorted(_KINDS))
+                + " and List",
+            )
+            return
+        expected_api, model, attribute = _KINDS[kind]
+        if api_version != expected_api:
+            hint = " (carpool reads Karpenter v1 objects)" if "karpenter" in expected_api else ""
+            self.error(
+                described,
+                at + "apiVersion",
+                f"apiVersion {api_version!r} is not supported for {kind}; expected {expected_api!r}{hint}",
+            )
+            return
+        try:
+            obj = model.model_validate(doc)
+        except ValidationError as exc:
+            for path, message in describe_all(model, exc):
+                self.error(described, at + path if path else prefix, message)
+            return
+        self.add(obj, doc, kind, attribute, described)
+
+    def list(self, doc: Mapping[str, Any], label: str, at: str) -> None:
+        items = doc.get("items")
+        if items is None:
+            return
+        if not isinstance(items, list):
+            self.error(label, at + "items", "expected a list of objects")
+            return
+        for i, item in enumerate(items):
+            self.document(item, label, f"{at}items[{i}]")
+
+    def add(self, obj: BaseModel, doc: Mapping[str, Any], kind: str, attribute: str, label: str) -> None:
+        if isinstance(obj, Pod) and "status" not in doc and not obj.spec.node_name:
+            as_pending(obj)  # a hand-written pod: just created, and no node fits it yet
+        produced: list[tuple[str, BaseModel]] = [(kind, obj)]
+        if isinstance(obj, _WORKLOADS):
+            produced = [("Pod", pod) for pod in obj.pods()]
+        for produced_kind, item in produced:
+            key = (produced_kind, _key(item))
+            first = self.out.documents.get(key)
+            if first is not None:
+                self.error(label, "metadata.name", f"duplicate {produced_kind} {key[1]!r} (first defined in {first})")
+                continue
+            self.out.documents[key] = label
+            getattr(self.out, attribute).append(item)
+
+
+def _key(obj: BaseModel) -> str:
+    if isinstance(obj, Pod | PodDisruptionBudget | DaemonSet):
+        return f"{obj.namespace}/{obj.name}"
+    return str(getattr(obj, "name", ""))

@@ -1,0 +1,75 @@
+"""SQS batches in two phases: parse every record on its own (a bad record fails alone, with its
+reason), then act on all the good ones together (the provisioner packs a whole batch of pods at once).
+
+Powertools' `BatchProcessor` does the per-record bookkeeping and builds the partial-batch response, so
+SQS redelivers only the failed records and, after `maxReceiveCount`, moves them to the DLQ.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class BatchOutcome(Generic[T]):
+    """Parsed records by message id, failures by message id with their reasons, and the use case's
+    own result."""
+
+    parsed: dict[str, T] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    result: Any = None
+
+    def response(self) -> dict[str, list[dict[str, str]]]:
+        return {"batchItemFailures": [{"itemIdentifier": mid} for mid in self.failures]}
+
+
+def process(
+    event: Mapping[str, Any],
+    parse: Callable[[str], T],
+    act: Callable[[dict[str, T]], tuple[Any, Mapping[str, str]]],
+) -> BatchOutcome[T]:
+    """Parse each record's body with `parse`; call `act` once with the good ones.
+
+    `act` returns (result, {message id: reason}) for records that must be retried (transient trouble).
+    A non-dict event or one without `Records` is rejected as a whole with a clear error.
+    """
+    if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
+        raise ValueError("event: expected an SQS batch with a 'Records' list")
+    outcome: BatchOutcome[T] = BatchOutcome()
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+    def handle(record: SQSRecord) -> None:
+        try:
+            outcome.parsed[record.message_id] = parse(record.body)
+        except Exception as exc:  # every bad record is reported, never raised
+            reason = f"{type(exc).__name__}: {exc}"
+            outcome.failures[record.message_id] = reason
+            log.warning("rejected record %s: %s", record.message_id, reason)
+            raise
+
+    records = [r for r in event["Records"] if _identifiable(r)]
+    for bad in (r for r in event["Records"] if not _identifiable(r)):
+        # without a message id SQS cannot be told about it; it returns after its visibility timeout
+        log.warning("skipping a record without a messageId: %.200r", bad)
+    with processor(records, handle):
+        processor.process()
+    if outcome.parsed:
+        outcome.result, retry = act(outcome.parsed)
+        for mid, reason in retry.items():
+            outcome.failures[mid] = reason
+            log.warning("record %s will be retried: %s", mid, reason)
+    return outcome
+
+
+def _identifiable(record: object) -> bool:
+    return isinstance(record, Mapping) and isinstance(record.get("messageId"), str)

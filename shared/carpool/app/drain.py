@@ -1,0 +1,67 @@
+"""Cordon and drain a node carpool owns, the way `kubectl drain` would but within a deadline.
+
+Evictions go through the Eviction API, so PodDisruptionBudgets are enforced by the API server itself;
+pods marked `karpenter.sh/do-not-disrupt` (or Cluster Autoscaler's scale-down-disabled) are skipped for
+voluntary disruption. DaemonSet pods are left: they die with the node.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from carpool import labels
+from carpool.api.k8s import Pod
+from carpool.ports import Cluster, EvictionBlocked
+from carpool.taints import NO_SCHEDULE, Taint
+
+log = logging.getLogger(__name__)
+DISRUPTED = Taint(labels.DISRUPTED_TAINT, NO_SCHEDULE)
+
+
+@dataclass
+class DrainResult:
+    evicted: list[str] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)
+
+
+def pods_on(cluster: Cluster, node_name: str) -> list[Pod]:
+    """Pods a node runs that need a new home if it goes (not DaemonSet, static or finished pods)."""
+    return [
+        p for p in cluster.list_pods()
+        if p.spec.node_name == node_name and not p.is_daemonset_pod() and not p.is_static_pod() and not p.is_terminal()
+    ]
+
+
+def protected(pod: Pod) -> str | None:
+    """Why a pod blocks voluntary disruption, if it does."""
+    ann = pod.annotations
+    if ann.get(labels.DO_NOT_DISRUPT) == "true":
+        return f"pod {pod.key} has {labels.DO_NOT_DISRUPT}"
+    if ann.get(labels.CAS_SCALE_DOWN_DISABLED) == "true":
+        return f"pod {pod.key} has {labels.CAS_SCALE_DOWN_DISABLED}"
+    return None
+
+
+def cordon(cluster: Cluster, node_name: str) -> None:
+    cluster.cordon(node_name)
+    cluster.taint(node_name, DISRUPTED)
+
+
+def drain(cluster: Cluster, node_name: str, voluntary: bool) -> DrainResult:
+    """Evict every movable pod. `voluntary` drains skip do-not-disrupt pods; a node that is already
+    stopping (`voluntary=False`) takes them with it anyway, so they are evicted too."""
+    result = DrainResult()
+    for pod in pods_on(cluster, node_name):
+        reason = protected(pod) if voluntary else None
+        if reason:
+            result.blocked[pod.key] = reason
+            continue
+        try:
+            cluster.evict(pod.key)
+            result.evicted.append(pod.key)
+        except EvictionBlocked as exc:
+            result.blocked[pod.key] = f"PodDisruptionBudget: {exc}"
+    if result.blocked:
+        log.info("drain of %s left %d pods: %s", node_name, len(result.blocked), result.blocked)
+    return result

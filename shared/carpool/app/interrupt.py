@@ -1,0 +1,97 @@
+"""The interruption handler: EC2 spot warnings, rebalance recommendations, state changes and AWS Health
+scheduled changes for instances carpool owns (reference.md section 7).
+
+Order matters for a two-minute spot notice: mark the offering unavailable (so the replacement does not
+land on the same doomed capacity), launch the replacement for the node's pods first, then cordon and
+drain, so pods spend as little time pending as possible.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from carpool import labels, observability
+from carpool.api import events as ev
+from carpool.app import drain, provision
+from carpool.app.wiring import Dependencies
+from carpool.state.models import Claim, UnavailableOffering
+
+log = logging.getLogger(__name__)
+
+STOPPING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+
+
+@dataclass
+class InterruptSummary:
+    handled: dict[str, str] = field(default_factory=dict)
+    ignored: dict[str, str] = field(default_factory=dict)
+    replacements: list[str] = field(default_factory=list)
+
+
+def run(batch: dict[str, ev.AwsEvent], deps: Dependencies) -> tuple[InterruptSummary, dict[str, str]]:
+    summary = InterruptSummary()
+    for event in batch.values():
+        for instance_id in ev.instance_ids(event):
+            claim = deps.ledger.find_by_instance(instance_id)
+            if claim is None:
+                summary.ignored[instance_id] = f"{event.detail_type}: instance not owned by carpool"
+                log.info("ignoring %s for %s: not carpool's", event.detail_type, instance_id)
+                continue
+            kind = _handle(event, claim, deps, summary)
+            observability.emit("InterruptionsReceived", kind=kind)
+            summary.handled[instance_id] = kind
+    return summary, {}
+
+
+def _handle(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary) -> str:
+    if isinstance(event, ev.SpotInterruptionEvent):
+        _mark_unavailable(claim, deps)
+        _replace_and_drain(claim, deps, summary)
+        return "spot-interruption"
+    if isinstance(event, ev.HealthEvent):
+        _replace_and_drain(claim, deps, summary)
+        return "scheduled-change"
+    if isinstance(event, ev.RebalanceRecommendationEvent):
+        if _early_replacement(claim, deps):
+            _replace_and_drain(claim, deps, summary)
+        return "rebalance-recommendation"
+    if isinstance(event, ev.InstanceStateChangeEvent) and event.detail.state in STOPPING_STATES:
+        if claim.node_name:
+            drain.cordon(deps.cluster, claim.node_name)
+            drain.drain(deps.cluster, claim.node_name, voluntary=False)
+            deps.cluster.delete_node(claim.node_name)
+        deps.ledger.release(claim)
+        return "state-change"
+    return "ignored"
+
+
+def _mark_unavailable(claim: Claim, deps: Dependencies) -> None:
+    if not (claim.instance_type and claim.zone):
+        return
+    until = deps.clock() + timedelta(seconds=deps.settings.unavailable_seconds)
+    deps.offerings.mark_unavailable(
+        [UnavailableOffering(instance_type=claim.instance_type, zone=claim.zone,
+                             capacity_type=claim.capacity_type or labels.CAPACITY_SPOT, until=until,
+                             reason="spot interruption")]
+    )
+
+
+def _early_replacement(claim: Claim, deps: Dependencies) -> bool:
+    """Opt-in per NodePool: annotation `carpool.dev/rebalance-replace: "true"`."""
+    pools = {p.metadata.name: p for p in deps.config.load().nodepools}
+    pool = pools.get(claim.nodepool)
+    return bool(pool and (pool.metadata.annotations or {}).get("carpool.dev/rebalance-replace") == "true")
+
+
+def _replace_and_drain(claim: Claim, deps: Dependencies, summary: InterruptSummary) -> None:
+    if not claim.node_name:
+        return
+    pods = drain.pods_on(deps.cluster, claim.node_name)
+    drain.cordon(deps.cluster, claim.node_name)
+    if pods:
+        outcome = provision.provision_pods(pods, deps, reason="interruption", exclude_claims={claim.name})
+        summary.replacements.extend(c.name for c in outcome.launched)
+    # PDBs and do-not-disrupt are honoured within the notice window; what they hold back goes with the node
+    drain.drain(deps.cluster, claim.node_name, voluntary=True)

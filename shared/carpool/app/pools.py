@@ -1,0 +1,149 @@
+"""Turns NodePools + EC2NodeClasses + the catalog into what the scheduler packs with (`PoolSpec`) and what
+the launcher needs (`PoolContext`), in one pass, so both see the same instance types, AMIs and sizes.
+
+Per pool: the catalog types its requirements admit -> those some AMI of its node class can boot (strict
+mapping; others are not offered) -> each sized for the node class and the cluster's CNI mode, with learned
+(or extrapolated) memory where the capacity cache has it -> offerings marked unavailable where a capacity
+error was recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from carpool import amis as ami_mapping
+from carpool import capacity, labels
+from carpool.amis import ResolvedAmi
+from carpool.api.loader import Manifests
+from carpool.api.nodeclass import EC2NodeClass
+from carpool.api.nodepool import NodePool
+from carpool.app.launching import PoolContext
+from carpool.catalog import Catalog, InstanceType
+from carpool.scheduling import inputs as si
+from carpool.sizing import KubeletSettings, LearnedCapacity, NodeSize, network_settings, size_node
+from carpool.state.models import CapacityRecord
+
+log = logging.getLogger(__name__)
+
+ORDERED_ANNOTATION = "carpool.dev/ordered-requirements"
+SPLIT_ANNOTATION = "carpool.dev/split"
+SPLIT_BY_ANNOTATION = "carpool.dev/split-by"
+
+
+@dataclass
+class Prepared:
+    specs: list[si.PoolSpec] = field(default_factory=list)
+    contexts: dict[str, PoolContext] = field(default_factory=dict)
+    #: pool -> instance type -> "learned" | "extrapolated" | "default" (for `plan` and metrics)
+    capacity_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: pool -> why it offers nothing / what was dropped
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+
+def prepare(
+    manifests: Manifests,
+    catalog: Catalog,
+    resolve_amis: Callable[[EC2NodeClass], list[ResolvedAmi]],
+    cni_env: Mapping[str, str],
+    learned: Mapping[tuple[str, str], CapacityRecord],
+    unavailable: set[tuple[str, str, str]],
+    usage: Mapping[str, Mapping[str, int]],
+) -> Prepared:
+    out = Prepared()
+    classes = {c.name: c for c in manifests.nodeclasses}
+    for pool in manifests.nodepools:
+        nodeclass = classes.get(pool.node_class_name)
+        if nodeclass is None:
+            out.notes[pool.name] = [f"EC2NodeClass {pool.node_class_name!r} not found"]
+            continue
+        _prepare_pool(pool, nodeclass, catalog, resolve_amis(nodeclass), cni_env, learned, unavailable,
+                      usage.get(pool.name, {}), out)
+    return out
+
+
+def _prepare_pool(
+    pool: NodePool,
+    nodeclass: EC2NodeClass,
+    catalog: Catalog,
+    resolved: list[ResolvedAmi],
+    cni_env: Mapping[str, str],
+    learned: Mapping[tuple[str, str], CapacityRecord],
+    unavailable: set[tuple[str, str, str]],
+    usage: Mapping[str, int],
+    out: Prepared,
+) -> None:
+    reqs = pool.requirements()
+    candidates = [it for it in catalog.types.values() if it.requirements.intersects(reqs) is None]
+    mapping = ami_mapping.map_instance_types(resolved, candidates)
+    family = nodeclass.ami_family()
+    network = network_settings(cni_env, nodeclass.metadata.annotations or {})
+    kubelet = _kubelet(nodeclass)
+    sizes: dict[str, NodeSize] = {}
+    sources: dict[str, str] = {}
+    options: list[si.InstanceOption] = []
+    for it in candidates:
+        ami = mapping.get(it.name)
+        if ami is None:
+            continue
+        estimate = capacity.estimate_memory(
+            it.name, it.labels.get(labels.INSTANCE_FAMILY, ""), it.memory_mib, it.arch, ami.id, family, learned,
+            lambda name: catalog.types[name].memory_mib if name in catalog.types else None,
+        )
+        sources[it.name] = estimate.source
+        lc = LearnedCapacity(memory_bytes=estimate.memory_bytes) if estimate.source != "default" else None
+        size = size_node(it, family, network, kubelet, learned=lc)
+        sizes[it.name] = size
+        options.append(_option(it, size, unavailable))
+    dropped = len(candidates) - len(options)
+    out.notes[pool.name] = ([f"{dropped} instance types have no compatible AMI and are not offered"] if dropped else [])
+    if not options:
+        out.notes[pool.name].append("no instance type is both admitted by the requirements and bootable by an AMI")
+    out.capacity_sources[pool.name] = sources
+    out.contexts[pool.name] = PoolContext(pool, nodeclass, family, {n: mapping[n] for n in sizes}, sizes,
+                                          {n: catalog.types[n] for n in sizes})
+    out.specs.append(_spec(pool, options, usage))
+
+
+def _kubelet(nodeclass: EC2NodeClass) -> KubeletSettings:
+    k = nodeclass.spec.kubelet
+    if k is None:
+        return KubeletSettings()
+    return KubeletSettings(
+        max_pods=k.max_pods, pods_per_core=k.pods_per_core, kube_reserved=dict(k.kube_reserved or {}),
+        system_reserved=dict(k.system_reserved or {}), eviction_hard=dict(k.eviction_hard or {}),
+    )
+
+
+def _option(it: InstanceType, size: NodeSize, unavailable: set[tuple[str, str, str]]) -> si.InstanceOption:
+    offerings = tuple(
+        si.Offering(o.zone, o.capacity_type, o.price, o.available and (it.name, o.zone, o.capacity_type) not in unavailable)
+        for o in it.offerings
+    )
+    return si.InstanceOption(it.name, it.requirements, size.allocatable, offerings, size.capacity)
+
+
+def _spec(pool: NodePool, options: list[si.InstanceOption], usage: Mapping[str, int]) -> si.PoolSpec:
+    ann = pool.metadata.annotations or {}
+    ordered = tuple(k.strip() for k in ann.get(ORDERED_ANNOTATION, "").split(",") if k.strip())
+    split = ann.get(SPLIT_ANNOTATION)
+    split_by = ann.get(SPLIT_BY_ANNOTATION, "nodes")
+    return si.PoolSpec(
+        name=pool.name,
+        instance_types=options,
+        weight=pool.weight,
+        requirements=pool.requirements(),
+        labels=dict(pool.spec.template.metadata.labels or {}) if pool.spec.template.metadata else {},
+        taints=tuple(pool.taints()),
+        startup_taints=tuple(pool.startup_taints()),
+        limits=pool.limits(),
+        usage=dict(usage),
+        ordered_keys=ordered,
+        split_share=float(split) if split else None,
+        split_by="cpu" if split_by == "cpu" else "nodes",
+    )
+
+
+def by_ami_for(ctx: PoolContext, type_name: str) -> ResolvedAmi | None:
+    return ctx.amis.get(type_name)

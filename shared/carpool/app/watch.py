@@ -1,0 +1,91 @@
+"""The watcher: turns the cluster's state into carpool events on the bus.
+
+Level-triggered on purpose: every run starts with a full list (resync) and publishes every pod that is
+still pending, so an event lost anywhere downstream only delays a pod by one watcher period. The
+provisioner's pod nominations make the repeats harmless (no double launch). After the resync it follows
+the API's watch stream until the period is over, publishing changes as they happen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from carpool import labels
+from carpool.api import events
+from carpool.api.k8s import Node, Pod
+from carpool.app.wiring import Dependencies
+from carpool.state.models import ClaimStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WatchSummary:
+    pending_pods: int = 0
+    registered_nodes: int = 0
+    deleted_nodes: int = 0
+    published: int = 0
+    failed: int = 0
+    watch_events: int = 0
+    resource_versions: dict[str, str] = field(default_factory=dict)
+
+
+def owned(node: Node, cluster: str) -> bool:
+    """carpool only ever touches nodes it launched (Cluster Autoscaler coexistence)."""
+    return node.labels.get(labels.OWNED_BY) == cluster
+
+
+def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
+    """One watcher period: resync, publish, then follow changes for `watch_seconds`."""
+    cluster, now = deps.settings.cluster_name, deps.clock()
+    summary = WatchSummary()
+    entries = list(_resync(deps, summary, now))
+    if watch_seconds > 0:
+        entries.extend(_follow(deps, summary, now, watch_seconds))
+    summary.published = len(entries)
+    summary.failed = deps.publisher.put_events(entries) if entries else 0
+    log.info("watcher published %d events for cluster %s (%d failed)", summary.published, cluster, summary.failed)
+    return summary
+
+
+def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterable[dict[str, Any]]:
+    bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
+    for pod in deps.cluster.list_pods():
+        if pod.is_provisionable():
+            summary.pending_pods += 1
+            yield events.pod_unschedulable_entry(cluster, pod, now, bus)
+    nodes = {n.name: n for n in deps.cluster.list_nodes()}
+    claims = deps.ledger.active()
+    by_node = {c.node_name: c for c in claims if c.node_name}
+    for node in nodes.values():
+        if not owned(node, cluster) or not node.is_ready():
+            continue
+        claim_name = node.labels.get(labels.CLAIM)
+        claim = deps.ledger.get(claim_name) if claim_name else None
+        if claim is not None and claim.status != ClaimStatus.REGISTERED:
+            summary.registered_nodes += 1
+            yield events.node_registered_entry(cluster, node, now, bus)
+    for name, claim in by_node.items():
+        if name not in nodes and claim.status == ClaimStatus.REGISTERED:
+            summary.deleted_nodes += 1
+            yield events.node_deleted_entry(cluster, name, None, now, bus)
+
+
+def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float) -> Iterable[dict[str, Any]]:
+    bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
+    for change in deps.cluster.watch(summary.resource_versions, seconds):
+        summary.watch_events += 1
+        if change.resource_version:
+            summary.resource_versions[change.kind] = change.resource_version
+        obj = change.obj
+        if isinstance(obj, Pod) and change.type != "DELETED" and obj.is_provisionable():
+            yield events.pod_unschedulable_entry(cluster, obj, now, bus)
+        elif isinstance(obj, Node) and owned(obj, cluster):
+            if change.type == "DELETED":
+                yield events.node_deleted_entry(cluster, obj.name, obj.provider_id, now, bus)
+            elif obj.is_ready():
+                yield events.node_registered_entry(cluster, obj, now, bus)

@@ -1,0 +1,195 @@
+"""CreateFleet requests for one NodeClaim, and what the response means.
+
+One claim = one instance: `Type=instant`, total capacity 1. EC2 picks among the overrides (instance
+type x zone) with the allocation strategy: spot `price-capacity-optimized` (cheap *and* deep pools,
+fewer interruptions), on-demand `lowest-price`. The overrides are capped at the 60 cheapest instance
+types (Karpenter's limit; larger requests are slow and rejected past the API's override cap), and each
+zone gets exactly one subnet (EC2 rejects the same type+zone in two subnets of one request).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple
+
+from carpool import labels as wk
+from carpool.launch.templates import ownership_tags, tag_list
+
+MAX_INSTANCE_TYPES: Final = 60
+SPOT_STRATEGY: Final = "price-capacity-optimized"
+ON_DEMAND_STRATEGY: Final = "lowest-price"
+
+#: Errors that mean "no capacity for this offering right now" (reference.md section 6): the offering is
+#: marked unavailable for a few minutes and the claim retried elsewhere, instead of failing the claim.
+CAPACITY_ERROR_CODES: Final = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+    }
+)
+
+
+class FleetOverride(NamedTuple):
+    launch_template_name: str
+    instance_type: str
+    subnet_id: str
+    zone: str
+    price: float
+
+
+class FleetInstance(NamedTuple):
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str | None
+
+
+class CapacityError(NamedTuple):
+    instance_type: str | None
+    zone: str | None
+    error_code: str
+
+
+class FleetError(NamedTuple):
+    code: str
+    message: str
+
+
+class FleetOutcome(NamedTuple):
+    instances: list[FleetInstance]
+    capacity_errors: list[CapacityError]
+    other_errors: list[FleetError]
+
+
+# -- subnets ----------------------------------------------------------------------------------------
+def pick_subnets(subnets: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Zone -> the subnet with the most free IPs (DescribeSubnets shape), ties to the lowest id.
+
+    Subnets with no free address (or not `available`) are skipped: launching into them can only fail
+    with InsufficientFreeAddressesInSubnet, so a zone with only such subnets is left out.
+    """
+    best: dict[str, tuple[int, str]] = {}
+    for s in subnets:
+        free = int(s.get("AvailableIpAddressCount", 0))
+        if free <= 0 or s.get("State", "available") != "available":
+            continue
+        zone, sid = str(s["AvailabilityZone"]), str(s["SubnetId"])
+        current = best.get(zone)
+        if current is None or (-free, sid) < (-current[0], current[1]):
+            best[zone] = (free, sid)
+    return {zone: sid for zone, (_, sid) in sorted(best.items())}
+
+
+# -- request ----------------------------------------------------------------------------------------
+def fleet_tags(
+    cluster: str, nodepool: str, nodeclaim: str, nodeclass: str, user_tags: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """User tags plus ownership tags; ownership wins, so a node class cannot spoof another cluster's."""
+    return {
+        **(user_tags or {}),
+        **ownership_tags(cluster),
+        wk.TAG_NODEPOOL: nodepool,
+        wk.TAG_NODECLAIM: nodeclaim,
+        wk.TAG_NODECLASS: nodeclass,
+    }
+
+
+def cheapest_overrides(overrides: Iterable[FleetOverride], limit: int = MAX_INSTANCE_TYPES) -> list[FleetOverride]:
+    """Cheapest first, only the `limit` cheapest instance types (by their cheapest zone), one subnet per
+    zone (the subnet of the cheapest override seen for that zone), no duplicate (template, type, zone)."""
+    ordered = sorted(overrides, key=lambda o: (o.price, o.instance_type, o.zone, o.launch_template_name))
+    kept_types: list[str] = []
+    zone_subnet: dict[str, str] = {}
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for o in ordered:
+        if o.instance_type not in kept_types:
+            if len(kept_types) >= limit:
+                continue
+            kept_types.append(o.instance_type)
+        subnet = zone_subnet.setdefault(o.zone, o.subnet_id)
+        key = (o.launch_template_name, o.instance_type, o.zone)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(o._replace(subnet_id=subnet))
+    return out
+
+
+def build_fleet_request(
+    claim_name: str, capacity_type: str, overrides: Iterable[FleetOverride], tags: Mapping[str, str]
+) -> dict[str, Any]:
+    """boto3 `ec2.create_fleet(**request)` kwargs for one instance of `capacity_type`."""
+    if capacity_type not in (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND):
+        raise ValueError(f"capacity type {capacity_type!r}: expected spot or on-demand")
+    chosen = cheapest_overrides(overrides)
+    if not chosen:
+        raise ValueError(f"claim {claim_name}: no launchable overrides (no instance type, zone and subnet left)")
+    request: dict[str, Any] = {
+        "Type": "instant",
+        "LaunchTemplateConfigs": _launch_template_configs(chosen),
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
+        "TagSpecifications": [
+            {"ResourceType": rt, "Tags": tag_list(tags)} for rt in ("instance", "volume", "fleet")
+        ],
+        "ClientToken": client_token(claim_name, capacity_type, chosen),
+    }
+    if capacity_type == wk.CAPACITY_SPOT:
+        request["SpotOptions"] = {"AllocationStrategy": SPOT_STRATEGY}
+    else:
+        request["OnDemandOptions"] = {"AllocationStrategy": ON_DEMAND_STRATEGY}
+    return request
+
+
+def _launch_template_configs(chosen: list[FleetOverride]) -> list[dict[str, Any]]:
+    """One config per template, in order of each template's cheapest override."""
+    by_template: dict[str, list[dict[str, str]]] = {}
+    for o in chosen:
+        by_template.setdefault(o.launch_template_name, []).append(
+            {"InstanceType": o.instance_type, "SubnetId": o.subnet_id, "AvailabilityZone": o.zone}
+        )
+    return [
+        {"LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"}, "Overrides": items}
+        for name, items in by_template.items()
+    ]
+
+
+def client_token(claim_name: str, capacity_type: str, chosen: list[FleetOverride]) -> str:
+    """Idempotency token: a retried invocation with the same request launches nothing new, while a retry
+    with different overrides (after capacity errors) gets a new token. 64 characters max."""
+    doc = json.dumps([claim_name, capacity_type, [list(o) for o in chosen]], sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:64]
+
+
+# -- response ---------------------------------------------------------------------------------------
+def parse_fleet_response(resp: Mapping[str, Any]) -> FleetOutcome:
+    """Split a CreateFleet response into launched instances, capacity errors (mark offerings
+    unavailable) and other errors (configuration problems worth surfacing)."""
+    instances = [
+        FleetInstance(iid, str(item.get("InstanceType", "")), _zone(item), item.get("Lifecycle"))
+        for item in resp.get("Instances", [])
+        for iid in item.get("InstanceIds", [])
+    ]
+    capacity, other = [], []
+    for err in resp.get("Errors", []):
+        code = str(err.get("ErrorCode", ""))
+        if code in CAPACITY_ERROR_CODES:
+            ov = _overrides(err)
+            capacity.append(CapacityError(ov.get("InstanceType"), ov.get("AvailabilityZone"), code))
+        else:
+            other.append(FleetError(code, str(err.get("ErrorMessage", ""))))
+    return FleetOutcome(instances, capacity, other)
+
+
+def _overrides(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    return item.get("LaunchTemplateAndOverrides", {}).get("Overrides", {}) or {}
+
+
+def _zone(item: Mapping[str, Any]) -> str:
+    return str(_overrides(item).get("AvailabilityZone", ""))

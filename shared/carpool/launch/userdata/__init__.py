@@ -1,0 +1,34 @@
+"""User data for carpool's nodes, per AMI family, from one `NodeBootstrap`.
+
+`render(family, bootstrap)` returns plain text; `encode` gives the base64 a launch template carries.
+Families: `al2023` (nodeadm NodeConfig in MIME), `bottlerocket` (TOML), `al2` (bootstrap.sh),
+`custom` (the user's user data verbatim: carpool cannot know how a custom image joins).
+Windows is not rendered yet (a clear error says so).
+"""
+
+from __future__ import annotations
+
+import base64
+
+from carpool.launch.userdata import al2, al2023, bottlerocket
+from carpool.launch.userdata.bootstrap import UNREGISTERED, NodeBootstrap, quantities
+from carpool.launch.userdata.mime import UserDataError
+
+_RENDERERS = {"al2023": al2023.render, "bottlerocket": bottlerocket.render, "al2": al2.render}
+
+
+def render(family: str, bootstrap: NodeBootstrap) -> str:
+    family = family.lower()
+    if family == "custom":
+        return bootstrap.user_data or ""
+    renderer = _RENDERERS.get(family)
+    if renderer is None:
+        raise UserDataError(f"user data for AMI family {family!r} is not supported by carpool yet")
+    return renderer(bootstrap)
+
+
+def encode(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+__all__ = ["UNREGISTERED", "NodeBootstrap", "UserDataError", "encode", "quantities", "render"]

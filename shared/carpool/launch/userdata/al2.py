@@ -1,0 +1,70 @@
+"""AL2 user data: a bash script calling `/etc/eks/bootstrap.sh` with carpool's kubelet settings.
+
+Without user data the script is the whole user data. With user data (a script or a MIME archive) the
+result is a MIME archive with the user's parts first and carpool's bootstrap part last, as Karpenter
+does (pkg/providers/amifamily/bootstrap/eksbootstrap.go): cloud-init runs parts in order, so the user's
+preparation (mounts, sysctls, proxy settings) is in place before the kubelet starts, and carpool's
+script is never spliced into a script whose shebang or `exit` it cannot know.
+"""
+
+from __future__ import annotations
+
+from carpool.launch.userdata.bootstrap import NodeBootstrap, joined, quantities
+from carpool.launch.userdata.mime import SHELL_SCRIPT, MimePart, looks_like_mime, parse_archive, serialize
+
+BOOTSTRAP = "/etc/eks/bootstrap.sh"
+
+
+def render(b: NodeBootstrap) -> str:
+    script = bootstrap_script(b)
+    if not b.user_data or not b.user_data.strip():
+        return script
+    user = parse_archive(b.user_data) if looks_like_mime(b.user_data) else [MimePart(SHELL_SCRIPT, b.user_data)]
+    return serialize([*user, MimePart(SHELL_SCRIPT, script.rstrip("\n"))])
+
+
+def quote(s: str) -> str:
+    """Single-quote for bash (always quoted, so the output does not depend on the characters used)."""
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def bootstrap_script(b: NodeBootstrap) -> str:
+    args = [
+        f"{BOOTSTRAP} {quote(b.cluster_name)}",
+        f"--apiserver-endpoint {quote(b.endpoint)}",
+        f"--b64-cluster-ca {quote(b.ca_bundle)}",
+    ]
+    if b.ipv6:
+        args.append("--ip-family ipv6")
+    if b.cluster_dns:
+        args.append(f"--dns-cluster-ip {quote(b.cluster_dns)}")
+    if b.max_pods is not None:
+        # Otherwise bootstrap.sh writes its own ENI-based max pods, ignoring what carpool planned for.
+        args.append("--use-max-pods false")
+    args.append(f"--kubelet-extra-args {quote(' '.join(kubelet_extra_args(b)))}")
+    return "\n".join(
+        [
+            "#!/bin/bash -xe",
+            "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1",
+            " \\\n".join(args),
+            "",
+        ]
+    )
+
+
+def kubelet_extra_args(b: NodeBootstrap) -> list[str]:
+    """Kubelet flags. Label, taint and quantity characters are restricted by Kubernetes (no spaces or
+    quotes), so the values need no inner quoting."""
+    args = []
+    if b.labels:
+        args.append("--node-labels=" + joined(dict(b.labels)))
+    args.append("--register-with-taints=" + ",".join(str(t) for t in b.register_taints()))
+    if b.max_pods is not None:
+        args.append(f"--max-pods={b.max_pods}")
+    if b.kube_reserved:
+        args.append("--kube-reserved=" + joined(quantities(b.kube_reserved)))
+    if b.system_reserved:
+        args.append("--system-reserved=" + joined(quantities(b.system_reserved)))
+    if b.eviction_hard:
+        args.append("--eviction-hard=" + joined(dict(b.eviction_hard), "<"))
+    return args

@@ -1,0 +1,100 @@
+"""`NodeBootstrap`: everything a node needs to join the cluster, independent of the OS that reads it.
+
+The three renderers (AL2023 nodeadm, Bottlerocket TOML, AL2 bootstrap.sh) take this one value, so the
+launch-template grouping can hash it and know that equal bootstraps give byte-equal user data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from carpool import labels as wk
+from carpool import quantity
+from carpool.resources import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
+from carpool.taints import NO_EXECUTE, Taint
+
+#: Every node registers with this taint; carpool removes it once it has recorded the registration,
+#: so no pod lands on a node carpool has not yet accounted for (Karpenter v1 does the same).
+UNREGISTERED = Taint(wk.UNREGISTERED_TAINT, NO_EXECUTE)
+
+
+@dataclass(frozen=True)
+class NodeBootstrap:
+    """Cluster identity and kubelet settings for one launch-template group.
+
+    `kube_reserved`/`system_reserved` are `carpool.resources.Resources` (cpu in millicores, memory and
+    ephemeral-storage in bytes), so they are exactly what `carpool.sizing` computed allocatable with;
+    they are written as Kubernetes quantities (`90m`, `574Mi`, `1Gi`). `eviction_hard` keeps the user's
+    strings (`memory.available: 100Mi`). `cluster_cidr` is the service CIDR nodeadm needs.
+    `user_data` is the node class's own `spec.userData`, merged per family.
+    """
+
+    cluster_name: str
+    endpoint: str
+    ca_bundle: str  # base64 PEM, as EKS DescribeCluster returns it
+    cluster_cidr: str | None = None
+    cluster_dns: str | None = None
+    max_pods: int | None = None
+    kube_reserved: Resources = field(default_factory=dict)
+    system_reserved: Resources = field(default_factory=dict)
+    eviction_hard: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    user_data: str | None = None
+
+    def register_taints(self) -> list[Taint]:
+        """taints, then startup taints, then the unregistered taint; duplicates dropped, order kept."""
+        return list(dict.fromkeys([*self.taints, *self.startup_taints, UNREGISTERED]))
+
+    def sorted_labels(self) -> list[tuple[str, str]]:
+        return sorted(self.labels.items())
+
+    @property
+    def ipv6(self) -> bool:
+        if not self.cluster_dns:
+            return False
+        try:
+            return ipaddress.ip_address(self.cluster_dns).version == 6
+        except ValueError:
+            return False
+
+    def fingerprint(self) -> str:
+        """sha256 of a canonical rendering of every field (the launch-template grouping key)."""
+        doc = {
+            "cluster": [self.cluster_name, self.endpoint, self.ca_bundle, self.cluster_cidr, self.cluster_dns],
+            "maxPods": self.max_pods,
+            "kubeReserved": sorted(self.kube_reserved.items()),
+            "systemReserved": sorted(self.system_reserved.items()),
+            "evictionHard": sorted(self.eviction_hard.items()),
+            "labels": self.sorted_labels(),
+            "taints": [[t.key, t.value, t.effect] for t in self.register_taints()],
+            "userData": self.user_data,
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+_ORDER = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
+
+
+def quantities(rl: Resources) -> dict[str, str]:
+    """Resources back to kubelet quantity strings, cpu/memory/ephemeral-storage first, then by name."""
+    out = {}
+    for name in sorted(rl, key=lambda n: (_ORDER.get(n, 3), n)):
+        v = rl[name]
+        if name == CPU:
+            out[name] = quantity.format_cpu(v)
+        elif name in (MEMORY, EPHEMERAL_STORAGE):
+            out[name] = quantity.format_bytes(v)
+        else:
+            out[name] = str(v)
+    return out
+
+
+def joined(pairs: Mapping[str, str], sep: str = "=") -> str:
+    """`k1<sep>v1,k2<sep>v2` in key order (kubelet flag map syntax)."""
+    return ",".join(f"{k}{sep}{v}" for k, v in sorted(pairs.items()))

@@ -1,0 +1,529 @@
+"""An in-memory Kubernetes cluster implementing `carpool.ports.Cluster`, with a scheduler-lite binder.
+
+The simulation needs a cluster that behaves like the real one where carpool can tell the difference:
+pods stay Pending with PodScheduled=False/Unschedulable until a Ready node with room takes them, cordoned
+or tainted nodes take nothing new, evictions honour PodDisruptionBudgets, a deleted node takes its pods
+with it and their controllers recreate them, and a watch reports every change since a resource version.
+
+Objects are kept as Kubernetes JSON dicts (the source of truth) and turned into `carpool.api` models only
+when read, once per change: a 10,000-pod run would otherwise spend its time re-validating models.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from carpool import resources as res
+from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.ports import EvictionBlocked, WatchEvent
+from carpool.requirements import Requirements
+from carpool.sim.scenario import Cni
+from carpool.taints import Taint, Toleration, untolerated
+
+#: Owner kinds whose pods come back (under a new name) when evicted or when their node goes away.
+_RECREATING_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
+
+
+@dataclass
+class _Record:
+    """One object: its JSON, the resource version of its last change, and values derived from it."""
+
+    raw: dict[str, Any]
+    rv: int
+    model: Any = None
+    requests: res.Resources | None = None
+    signature: str | None = None
+    created_at: float = 0.0
+    controller: str | None = None
+
+
+@dataclass
+class BindStats:
+    """What one binding pass did (for the timeline and the tests)."""
+
+    bound: int = 0
+    pending: int = 0
+    newly_unschedulable: int = 0
+
+
+@dataclass
+class _NodeView:
+    """A node as the binder sees it during one pass: its labels, hard taints and remaining room."""
+
+    name: str
+    labels: dict[str, str]
+    taints: list[Taint]
+    free: res.Resources
+    rv: int
+
+
+def _iso(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_key(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _condition(raw: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
+    for cond in (raw.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def node_ready(raw: Mapping[str, Any]) -> bool:
+    cond = _condition(raw, "Ready")
+    return cond is not None and cond.get("status") == "True"
+
+
+def pod_unschedulable(raw: Mapping[str, Any]) -> bool:
+    cond = _condition(raw, "PodScheduled")
+    return cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+
+
+def taints_of(raw: Mapping[str, Any]) -> list[Taint]:
+    return [Taint(t["key"], t.get("effect", ""), t.get("value") or "") for t in (raw.get("spec") or {}).get("taints") or []]
+
+
+def tolerations_of(spec: Mapping[str, Any]) -> list[Toleration]:
+    out = []
+    for t in spec.get("tolerations") or []:
+        out.append(Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or ""))
+    return out
+
+
+def node_affinity_terms(spec: Mapping[str, Any]) -> list[Requirements]:
+    """The required node affinity terms (ORed); each term's expressions are ANDed."""
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    return [Requirements.from_specs(term.get("matchExpressions") or []) for term in required.get("nodeSelectorTerms") or []]
+
+
+def node_matches(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """nodeSelector and required node affinity of a pod spec against a node's labels."""
+    for k, v in (spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    terms = node_affinity_terms(spec)
+    return not terms or any(t.satisfied_by(labels) is None for t in terms)
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A LabelSelector (matchLabels + matchExpressions); an empty selector matches everything."""
+    if not selector:
+        return True
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        present = key in labels
+        if (op == "In" and (not present or labels[key] not in values)) or (
+            op == "NotIn" and present and labels[key] in values) or (
+            op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        pct = int(value[:-1]) * total
+        return -(-pct // 100) if round_up else pct // 100
+    return int(value)
+
+
+class SimulatedCluster:
+    """`carpool.ports.Cluster` in memory, plus what the simulation drives: kubelets register nodes here,
+    the runner applies workloads, and `bind()` plays kube-scheduler."""
+
+    def __init__(self, clock: Callable[[], datetime], cni: Cni | None = None, elapsed: Callable[[], float] | None = None) -> None:
+        self._clock = clock
+        self._elapsed = elapsed or (lambda: 0.0)
+        self._cni = cni or Cni()
+        self._rv = itertools.count(1)
+        self._last_rv = 0
+        self.pods: dict[str, _Record] = {}
+        self.nodes: dict[str, _Record] = {}
+        self.daemonsets: dict[str, _Record] = {}
+        self.pdbs: dict[str, _Record] = {}
+        self._log_rvs: list[int] = []
+        #: (type, kind, record) per change, in resource-version order; models are built when read
+        self._log: list[tuple[str, str, _Record]] = []
+        self._names = itertools.count(1)
+        #: how long each bound pod waited (seconds of simulated time), for the result
+        self.unbound_seconds: list[float] = []
+        #: every action carpool took through this port: (elapsed, verb, target)
+        self.actions: list[tuple[float, str, str]] = []
+        self._fit_cache: dict[tuple[str, str, int], bool] = {}
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+    def _next_rv(self) -> int:
+        self._last_rv = next(self._rv)
+        return self._last_rv
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._last_rv)
+
+    def _record_change(self, etype: str, kind: str, rec: _Record) -> None:
+        rv = self._next_rv()
+        rec.rv = rv
+        rec.raw.setdefault("metadata", {})["resourceVersion"] = str(rv)
+        rec.model = None
+        self._log_rvs.append(rv)
+        self._log.append((etype, kind, rec))
+
+    def _model(self, kind: str, rec: _Record) -> Any:
+        if rec.model is None:
+            cls = {"Pod": Pod, "Node": Node, "DaemonSet": DaemonSet, "PodDisruptionBudget": PodDisruptionBudget}[kind]
+            rec.model = cls.model_validate(rec.raw)
+        return rec.model
+
+    # -- the Cluster port -----------------------------------------------------------------------------
+    def list_pods(self) -> list[Pod]:
+        return [self._model("Pod", r) for r in self.pods.values()]
+
+    def list_nodes(self) -> list[Node]:
+        return [self._model("Node", r) for r in self.nodes.values()]
+
+    def list_daemonsets(self) -> list[DaemonSet]:
+        return [self._model("DaemonSet", r) for r in self.daemonsets.values()]
+
+    def list_pdbs(self) -> list[PodDisruptionBudget]:
+        return [self._model("PodDisruptionBudget", r) for r in self.pdbs.values()]
+
+    def cni_env(self) -> dict[str, str]:
+        """What `aws-node`'s env would say for the scenario's CNI settings."""
+        return {
+            "ENABLE_PREFIX_DELEGATION": str(self._cni.prefix_delegation).lower(),
+            "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": str(self._cni.custom_networking).lower(),
+            "WARM_ENI_TARGET": "1",
+        }
+
+    def cordon(self, node_name: str) -> None:
+        rec = self._node(node_name)
+        self.actions.append((self._elapsed(), "cordon", node_name))
+        if not rec.raw.setdefault("spec", {}).get("unschedulable"):
+            rec.raw["spec"]["unschedulable"] = True
+            self._record_change("MODIFIED", "Node", rec)
+
+    def taint(self, node_name: str, taint: Taint) -> None:
+        rec = self._node(node_name)
+        self.actions.append((self._elapsed(), "taint", f"{node_name} {taint}"))
+        taints = rec.raw.setdefault("spec", {}).setdefault("taints", [])
+        if any(t["key"] == taint.key and t.get("effect") == taint.effect for t in taints):
+            return
+        entry = {"key": taint.key, "effect": taint.effect}
+        if taint.value:
+            entry["value"] = taint.value
+        taints.append(entry)
+        self._record_change("MODIFIED", "Node", rec)
+
+    def evict(self, pod_key: str) -> None:
+        """Evict like the Eviction API: refuse when a PDB covering the pod has no disruption left."""
+        rec = self.pods.get(pod_key)
+        if rec is None:
+            return  # already gone: the API answers 404, which callers treat as done
+        blocking = self._blocking_pdb(rec)
+        if blocking is not None:
+            self.actions.append((self._elapsed(), "eviction-blocked", f"{pod_key} by {blocking}"))
+            raise EvictionBlocked(f"evicting {pod_key} would violate PodDisruptionBudget {blocking}")
+        self.actions.append((self._elapsed(), "evict", pod_key))
+        self._remove_pod(pod_key, recreate=True)
+
+    def delete_node(self, node_name: str) -> None:
+        """Delete the Node object; pod garbage collection removes its pods (controllers recreate them)."""
+        if node_name not in self.nodes:
+            return
+        self.actions.append((self._elapsed(), "delete-node", node_name))
+        self.remove_node(node_name)
+
+    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float = 0.0) -> Iterator[WatchEvent]:
+        """Changes since the given resource versions (keys: `Pod`/`pods`, `Node`/`nodes`, any case).
+
+        A kind without a version starts like a fresh watch: ADDED for every current object. The
+        simulation never blocks: `timeout_seconds` only exists for the real cluster.
+        """
+        since = {k.lower().rstrip("s"): int(v) for k, v in resource_versions.items() if str(v).isdigit()}
+        for kind, store in (("Pod", self.pods), ("Node", self.nodes)):
+            if kind.lower() not in since:
+                for rec in list(store.values()):
+                    yield WatchEvent("ADDED", kind, self._model(kind, rec), str(rec.rv))
+        start = min((since[k] for k in ("pod", "node") if k in since), default=None)
+        if start is None:
+            return
+        i = bisect.bisect_right(self._log_rvs, start)
+        latest: dict[tuple[str, int], tuple[int, str, str, _Record]] = {}
+        for rv, (etype, kind, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
+            if kind.lower() in since and rv > since[kind.lower()]:
+                latest[(kind, id(rec))] = (rv, etype, kind, rec)
+        # one event per object (its latest state), like an informer catching up after a gap
+        for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0]):
+            yield WatchEvent(etype, kind, self._model(kind, rec), str(rv))
+
+    # -- what the simulation drives ---------------------------------------------------------------------
+    def add_pod(self, raw: Mapping[str, Any], controller: str | None = None) -> str:
+        """Create a pod (Pending, not yet looked at by the scheduler)."""
+        pod = copy.deepcopy(dict(raw))
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        if not meta.get("name"):
+            meta["name"] = f"{meta.get('generateName') or 'pod-'}{next(self._names):05d}"
+        meta.setdefault("uid", f"uid-{meta['namespace']}-{meta['name']}")
+        meta["creationTimestamp"] = _iso(self._clock())
+        spec = pod.setdefault("spec", {})
+        status = pod.setdefault("status", {})
+        if not spec.get("nodeName"):
+            status["phase"] = "Pending"
+            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        key = pod_key(pod)
+        rec = _Record(pod, 0, created_at=self._elapsed(), controller=controller)
+        etype = "MODIFIED" if key in self.pods else "ADDED"
+        self.pods[key] = rec
+        self._record_change(etype, "Pod", rec)
+        return key
+
+    def delete_pod(self, key: str) -> None:
+        self._remove_pod(key, recreate=False)
+
+    def add_daemonset(self, raw: Mapping[str, Any]) -> None:
+        ds = copy.deepcopy(dict(raw))
+        meta = ds.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        rec = _Record(ds, 0)
+        self.daemonsets[pod_key(ds)] = rec
+        self._record_change("ADDED", "DaemonSet", rec)
+        for name in list(self.nodes):
+            self._place_daemon_pods(name)
+
+    def add_pdb(self, raw: Mapping[str, Any]) -> None:
+        pdb = copy.deepcopy(dict(raw))
+        pdb.setdefault("metadata", {}).setdefault("namespace", "default")
+        rec = _Record(pdb, 0)
+        self.pdbs[pod_key(pdb)] = rec
+        self._record_change("ADDED", "PodDisruptionBudget", rec)
+
+    def add_node(self, raw: Mapping[str, Any]) -> str:
+        """Register a node (what a kubelet does); DaemonSet pods are placed on it at once."""
+        node = copy.deepcopy(dict(raw))
+        name = node["metadata"]["name"]
+        node["metadata"]["creationTimestamp"] = _iso(self._clock())
+        rec = _Record(node, 0, created_at=self._elapsed())
+        self.nodes[name] = rec
+        self._record_change("ADDED", "Node", rec)
+        self._place_daemon_pods(name)
+        return name
+
+    def update_node(self, name: str, change: Callable[[dict[str, Any]], bool]) -> None:
+        """Apply `change` to a node's JSON; it returns whether anything changed (then a MODIFIED event)."""
+        rec = self.nodes.get(name)
+        if rec is not None and change(rec.raw):
+            self._record_change("MODIFIED", "Node", rec)
+
+    def remove_node(self, name: str) -> None:
+        rec = self.nodes.pop(name, None)
+        if rec is None:
+            return
+        self._record_change("DELETED", "Node", rec)
+        for key in [k for k, p in self.pods.items() if (p.raw.get("spec") or {}).get("nodeName") == name]:
+            self._remove_pod(key, recreate=True)
+
+    def node_raw(self, name: str) -> dict[str, Any] | None:
+        rec = self.nodes.get(name)
+        return rec.raw if rec else None
+
+    def pods_of(self, controller: str) -> list[str]:
+        return [k for k, r in self.pods.items() if r.controller == controller]
+
+    # -- pods and controllers -----------------------------------------------------------------------
+    def _remove_pod(self, key: str, recreate: bool) -> None:
+        rec = self.pods.pop(key, None)
+        if rec is None:
+            return
+        self._record_change("DELETED", "Pod", rec)
+        if recreate and self._recreated(rec):
+            self.add_pod(self._replacement(rec.raw), controller=rec.controller)
+
+    def _recreated(self, rec: _Record) -> bool:
+        owners = (rec.raw.get("metadata") or {}).get("ownerReferences") or []
+        if any(o.get("kind") == "DaemonSet" for o in owners):
+            return False
+        return rec.controller is not None or any(o.get("kind") in _RECREATING_OWNERS for o in owners)
+
+    def _replacement(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The pod a ReplicaSet would create instead: same template, new name, not scheduled."""
+        pod = copy.deepcopy(dict(raw))
+        meta = pod["metadata"]
+        owners = meta.get("ownerReferences") or []
+        if not any(o.get("kind") == "StatefulSet" for o in owners):
+            base = meta["name"].rsplit("-r", 1)[0]
+            meta["name"] = f"{base}-r{next(self._names)}"
+        for k in ("uid", "resourceVersion", "creationTimestamp"):
+            meta.pop(k, None)
+        pod["spec"].pop("nodeName", None)
+        pod["status"] = {"phase": "Pending"}
+        return pod
+
+    def _place_daemon_pods(self, node_name: str) -> None:
+        node = self.nodes[node_name].raw
+        labels = node["metadata"].get("labels") or {}
+        for ds_key, ds in self.daemonsets.items():
+            template = copy.deepcopy(((ds.raw.get("spec") or {}).get("template")) or {})
+            spec = template.setdefault("spec", {})
+            if untolerated(taints_of(node), tolerations_of(spec)) is not None or not node_matches(spec, labels):
+                continue
+            meta = template.setdefault("metadata", {})
+            ns, name = ds_key.split("/", 1)
+            meta.update({"name": f"{name}-{node_name}", "namespace": ns,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name}]})
+            spec["nodeName"] = node_name
+            template["status"] = {"phase": "Running", "conditions": [
+                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}
+            self.add_pod(template)
+
+    # -- PDBs ------------------------------------------------------------------------------------------
+    def _blocking_pdb(self, rec: _Record) -> str | None:
+        meta = rec.raw.get("metadata") or {}
+        ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
+        for pdb_key, pdb in self.pdbs.items():
+            pmeta, pspec = pdb.raw.get("metadata") or {}, pdb.raw.get("spec") or {}
+            if (pmeta.get("namespace") or "default") != ns or not selector_matches(pspec.get("selector"), labels):
+                continue
+            if self._disruptions_allowed(ns, pspec) <= 0 and self._healthy(rec.raw):
+                return pdb_key
+        return None
+
+    def _disruptions_allowed(self, ns: str, pspec: Mapping[str, Any]) -> int:
+        covered = [p.raw for p in self.pods.values()
+                   if (p.raw["metadata"].get("namespace") or "default") == ns
+                   and selector_matches(pspec.get("selector"), p.raw["metadata"].get("labels") or {})]
+        expected, healthy = len(covered), sum(1 for p in covered if self._healthy(p))
+        if "minAvailable" in pspec and pspec["minAvailable"] is not None:
+            return healthy - _int_or_percent(pspec["minAvailable"], expected, round_up=True)
+        if pspec.get("maxUnavailable") is not None:
+            return _int_or_percent(pspec["maxUnavailable"], expected, round_up=True) - (expected - healthy)
+        return healthy - expected  # no bound given: nothing may be unavailable beyond what already is
+
+    @staticmethod
+    def _healthy(raw: Mapping[str, Any]) -> bool:
+        return bool((raw.get("spec") or {}).get("nodeName")) and (raw.get("status") or {}).get("phase") == "Running"
+
+    def _node(self, name: str) -> _Record:
+        rec = self.nodes.get(name)
+        if rec is None:
+            raise KeyError(f"node {name} not found")
+        return rec
+
+    # -- the binder (scheduler-lite) ----------------------------------------------------------------------
+    def requests(self, rec: _Record) -> res.Resources:
+        if rec.requests is None:
+            rec.requests = dict(self._model("Pod", rec).requests())
+        return rec.requests
+
+    def _signature(self, rec: _Record) -> str:
+        """Pods that would be placed identically share a signature (one fit check serves them all)."""
+        if rec.signature is None:
+            spec = rec.raw.get("spec") or {}
+            rec.signature = json.dumps([sorted(self.requests(rec).items()), spec.get("nodeSelector"),
+                                        (spec.get("affinity") or {}).get("nodeAffinity"),
+                                        spec.get("tolerations")], sort_keys=True, default=str)
+        return rec.signature
+
+    def _node_views(self) -> list[_NodeView]:
+        used: dict[str, res.Resources] = {}
+        for p in self.pods.values():
+            node = (p.raw.get("spec") or {}).get("nodeName")
+            if node:
+                used[node] = res.add(used.get(node, {}), self.requests(p))
+        views = []
+        for name, rec in self.nodes.items():
+            raw = rec.raw
+            if not node_ready(raw) or (raw.get("spec") or {}).get("unschedulable") or raw["metadata"].get("deletionTimestamp"):
+                continue
+            allocatable = res.parse((raw.get("status") or {}).get("allocatable") or {})
+            views.append(_NodeView(name, raw["metadata"].get("labels") or {}, taints_of(raw),
+                                   res.subtract(allocatable, used.get(name, {})), rec.rv))
+        return views
+
+    def _admits(self, sig: str, rec: _Record, view: _NodeView) -> bool:
+        """Static checks (taints, selectors, affinity), cached per pod signature and node version."""
+        key = (sig, view.name, view.rv)
+        ok = self._fit_cache.get(key)
+        if ok is None:
+            spec = rec.raw.get("spec") or {}
+            ok = untolerated(view.taints, tolerations_of(spec)) is None and node_matches(spec, view.labels)
+            self._fit_cache[key] = ok
+        return ok
+
+    def bind(self) -> BindStats:
+        """Bind pending pods to Ready nodes that admit them and have room (first fit, oldest pod first);
+        mark the rest Unschedulable, as kube-scheduler would."""
+        stats = BindStats()
+        pending = [(k, r) for k, r in self.pods.items() if not (r.raw.get("spec") or {}).get("nodeName")
+                   and not (r.raw.get("metadata") or {}).get("deletionTimestamp")]
+        if not pending:
+            return stats
+        views = self._node_views()
+        cursors: dict[str, int] = {}
+        for key, rec in pending:
+            sig = self._signature(rec)
+            req = self.requests(rec)
+            i = cursors.get(sig, 0)
+            while i < len(views) and not (self._admits(sig, rec, views[i]) and res.fits(req, views[i].free)):
+                i += 1
+            cursors[sig] = i
+            if i < len(views):
+                views[i].free = res.subtract(views[i].free, req)
+                self._bind(key, rec, views[i].name)
+                stats.bound += 1
+            else:
+                stats.pending += 1
+                if self._mark_unschedulable(rec, len(views)):
+                    stats.newly_unschedulable += 1
+        if len(self._fit_cache) > 200_000:
+            self._fit_cache.clear()
+        return stats
+
+    def _bind(self, key: str, rec: _Record, node_name: str) -> None:
+        now = _iso(self._clock())
+        rec.raw.setdefault("spec", {})["nodeName"] = node_name
+        rec.raw["status"] = {"phase": "Running", "startTime": now, "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}]}
+        self.unbound_seconds.append(self._elapsed() - rec.created_at)
+        self._record_change("MODIFIED", "Pod", rec)
+
+    def _mark_unschedulable(self, rec: _Record, ready_nodes: int) -> bool:
+        if pod_unschedulable(rec.raw):
+            return False
+        status = rec.raw.setdefault("status", {})
+        status["phase"] = "Pending"
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"] + [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": f"0/{len(self.nodes)} nodes are available: {ready_nodes} ready node(s) cannot take the pod.",
+            "lastTransitionTime": _iso(self._clock())}]
+        self._record_change("MODIFIED", "Pod", rec)
+        return True
+
+    # -- views for the runner ------------------------------------------------------------------------------
+    def pending_count(self) -> int:
+        return sum(1 for r in self.pods.values() if not (r.raw.get("spec") or {}).get("nodeName"))
+
+    def user_pods(self) -> Iterable[_Record]:
+        """Pods that are not DaemonSet pods (what a scenario's workload counts)."""
+        for r in self.pods.values():
+            owners = (r.raw.get("metadata") or {}).get("ownerReferences") or []
+            if not any(o.get("kind") == "DaemonSet" for o in owners):
+                yield r
+
+
+__all__ = ["BindStats", "SimulatedCluster", "node_matches", "node_ready", "pod_unschedulable", "selector_matches"]

@@ -1,0 +1,148 @@
+"""Capacity-error injection for local EC2.
+
+moto launches whatever it is asked for, so on its own it can never show carpool falling back from an
+offering without capacity. These botocore event hooks, registered on the provisioner's EC2 client, play
+the scenario's `capacity` section: overrides of a CreateFleet request that fail at the current simulated
+time are taken out of the request and reported back in the response's `Errors`, exactly as EC2 reports
+an `InsufficientInstanceCapacity`. When every override fails no request is sent at all and the response
+has no instances, only errors.
+
+Three hooks share the request's `context` dict:
+- `before-parameter-build` decides which overrides fail and strips them from the parameters;
+- `before-call` answers in EC2's place when nothing is left to launch;
+- `after-call` adds the errors to a real response when some overrides were launched.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+
+from carpool.sim.scenario import CapacityFailure
+
+_KEY = "carpool_sim_capacity_errors"
+_ALL_FAILED = "carpool_sim_all_failed"
+
+_MESSAGES = {
+    "InsufficientInstanceCapacity": "We currently do not have sufficient {type} capacity in the "
+    "Availability Zone you requested ({zone}). (simulated)",
+}
+
+
+@dataclass
+class CapacityFaults:
+    """Decides, at a simulated time, which (instance type, zone, capacity type) offerings fail.
+
+    `elapsed` returns seconds since the start of the run; `zone_of_subnet` maps a SubnetId to its zone
+    (overrides name subnets, the scenario names zones).
+    """
+
+    failures: list[CapacityFailure]
+    elapsed: Callable[[], float]
+    zone_of_subnet: Callable[[str], str | None] = lambda _subnet: None
+    #: every error injected so far, for the result and the report
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    _fleet_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def failure_for(self, instance_type: str, zone: str | None, capacity_type: str | None) -> CapacityFailure | None:
+        at = self.elapsed()
+        for f in self.failures:
+            if f.matches(instance_type, zone, capacity_type, at):
+                return f
+        return None
+
+    # -- botocore hooks ---------------------------------------------------------------------------
+    def register(self, client: Any) -> None:
+        """Attach to a boto3 EC2 client (`deps.compute.client`)."""
+        events = client.meta.events
+        events.register("before-parameter-build.ec2.CreateFleet", self.before_parameter_build)
+        events.register("before-call.ec2.CreateFleet", self.before_call)
+        events.register("after-call.ec2.CreateFleet", self.after_call)
+
+    def unregister(self, client: Any) -> None:
+        events = client.meta.events
+        events.unregister("before-parameter-build.ec2.CreateFleet", self.before_parameter_build)
+        events.unregister("before-call.ec2.CreateFleet", self.before_call)
+        events.unregister("after-call.ec2.CreateFleet", self.after_call)
+
+    def before_parameter_build(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """Strip failing overrides from the request (in place) and remember their errors."""
+        lifecycle = _capacity_type(params)
+        errors: list[dict[str, Any]] = []
+        kept_configs = []
+        for config in params.get("LaunchTemplateConfigs", []):
+            kept, failed = self._split(config, lifecycle)
+            errors.extend(failed)
+            if kept is not None:
+                kept_configs.append(kept)
+        if not errors:
+            return
+        context[_KEY] = errors
+        context[_ALL_FAILED] = not kept_configs
+        if kept_configs:
+            params["LaunchTemplateConfigs"] = kept_configs
+        self.injected.extend({"at": self.elapsed(), **e} for e in errors)
+
+    def _split(self, config: Mapping[str, Any], lifecycle: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        overrides = config.get("Overrides") or []
+        kept, errors = [], []
+        for override in overrides:
+            itype = override.get("InstanceType")
+            zone = override.get("AvailabilityZone") or self.zone_of_subnet(override.get("SubnetId", ""))
+            failure = self.failure_for(itype, zone, lifecycle) if itype else None
+            if failure is None:
+                kept.append(override)
+            else:
+                errors.append(_error(config, override, itype, zone, lifecycle, failure.error))
+        if not overrides:
+            return dict(config), []
+        if not kept:
+            return None, errors
+        out = dict(config)
+        out["Overrides"] = kept
+        return out, errors
+
+    def before_call(self, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        """When every override failed, answer like EC2 would: no instances, one error per override."""
+        if not context.get(_ALL_FAILED):
+            return None
+        fleet_id = f"fleet-{next(self._fleet_ids):08x}-0000-4000-8000-000000000000"
+        parsed = {
+            "FleetId": fleet_id,
+            "Errors": copy.deepcopy(context[_KEY]),
+            "Instances": [],
+            "ResponseMetadata": {"HTTPStatusCode": 200, "RequestId": "carpool-sim", "HTTPHeaders": {}},
+        }
+        return AWSResponse("https://ec2.local/", 200, {}, None), parsed
+
+    def after_call(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """Partly failed requests: the launched instances stay, the failing overrides are reported."""
+        if context.get(_KEY) and not context.get(_ALL_FAILED):
+            parsed.setdefault("Errors", []).extend(copy.deepcopy(context[_KEY]))
+
+
+def _capacity_type(params: Mapping[str, Any]) -> str:
+    spec = params.get("TargetCapacitySpecification") or {}
+    return str(spec.get("DefaultTargetCapacityType") or "on-demand")
+
+
+def _error(config: Mapping[str, Any], override: Mapping[str, Any], itype: str, zone: str | None,
+           lifecycle: str, code: str) -> dict[str, Any]:
+    template = _MESSAGES.get(code, "{type} in {zone}: " + code + " (simulated)")
+    overrides = dict(override)
+    if zone and "AvailabilityZone" not in overrides:
+        overrides["AvailabilityZone"] = zone
+    return {
+        "LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": dict(config.get("LaunchTemplateSpecification") or {}),
+            "Overrides": overrides,
+        },
+        "Lifecycle": lifecycle,
+        "ErrorCode": code,
+        "ErrorMessage": template.format(type=itype, zone=zone or "?"),
+    }

@@ -1,0 +1,211 @@
+"""Running carpool's Lambda handlers in-process the way the Lambda service would.
+
+The simulation proves the production path, so it loads each `functions/<name>/handler.py` from its file
+(exactly what Lambda runs), hands it events in the shapes Lambda delivers (EventBridge scheduled events,
+SQS batches built from real `ReceiveMessage` answers) and applies SQS's partial-batch semantics to the
+answer. The handlers' log output (Powertools writes JSON lines to stdout) is captured as the decision log
+instead of reaching the terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from carpool.sim.result import Decision
+
+HANDLERS = ("watcher", "provisioner", "registrar", "interruption", "disruption")
+ACCOUNT = "123456789012"
+#: Decision log lines kept per run; a 10,000-pod burst logs far more than a report can show.
+MAX_DECISIONS = 5000
+
+
+def functions_dir() -> Path:
+    """Where `functions/<name>/handler.py` live: `CARPOOL_FUNCTIONS_DIR`, else the repository root
+    found above the installed package (an editable install) or the working directory."""
+    env = os.environ.get("CARPOOL_FUNCTIONS_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in [*here.parents, Path.cwd()]:
+        if (parent / "functions" / "provisioner").is_dir():
+            return parent / "functions"
+    raise FileNotFoundError("functions/ not found; set CARPOOL_FUNCTIONS_DIR to the repository's functions folder")
+
+
+def load_handler(name: str, root: Path | None = None) -> Callable[[Any, Any], Any]:
+    """Import `functions/<name>/handler.py` from its path (it is not a package) and return `handler`."""
+    path = (root or functions_dir()) / name / "handler.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"handler for {name!r} not found at {path}")
+    spec = importlib.util.spec_from_file_location(f"carpool_sim_functions_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler  # type: ignore[no-any-return]
+
+
+@dataclass
+class LambdaContext:
+    """The parts of the Lambda context object Powertools reads."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    region: str = "us-east-1"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:carpool-{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/carpool-{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return "sim"
+
+    @property
+    def function_version(self) -> str:
+        return "$LATEST"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def scheduled_event(rule: str, at: datetime, region: str) -> dict[str, Any]:
+    """What EventBridge Scheduler/rules deliver to a scheduled Lambda."""
+    return {
+        "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": ACCOUNT, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
+        "resources": [f"arn:aws:events:{region}:{ACCOUNT}:rule/{rule}"], "detail": {},
+    }
+
+
+def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+    """One `ReceiveMessage` message in the Lambda SQS event record shape."""
+    attrs = message.get("Attributes") or {}
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": {
+            "ApproximateReceiveCount": attrs.get("ApproximateReceiveCount", "1"),
+            "SentTimestamp": attrs.get("SentTimestamp", "0"),
+            "SenderId": attrs.get("SenderId", ACCOUNT),
+            "ApproximateFirstReceiveTimestamp": attrs.get("ApproximateFirstReceiveTimestamp", "0"),
+        },
+        "messageAttributes": {},
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+class DecisionLog(io.TextIOBase):
+    """A text stream that turns each written line into a `Decision` (JSON lines keep their fields)."""
+
+    def __init__(self, at: Callable[[], float]) -> None:
+        super().__init__()
+        self._at = at
+        self._partial = ""
+        self.source = "sim"
+        self.decisions: list[Decision] = []
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            if line.strip():
+                self.add_line(line)
+        return len(text)
+
+    def add_line(self, line: str) -> None:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            message = str(doc.pop("message", "") or doc.get("msg", ""))
+            level = str(doc.pop("level", "INFO"))
+            for k in ("timestamp", "location", "service", "sampling_rate", "xray_trace_id", "cold_start",
+                      "function_arn", "function_memory_size", "function_request_id", "function_name"):
+                doc.pop(k, None)
+            self.add(self.source, message, level, doc)
+        else:
+            self.add(self.source, line.rstrip())
+
+    def add(self, source: str, message: str, level: str = "INFO", data: Mapping[str, Any] | None = None) -> None:
+        if len(self.decisions) >= MAX_DECISIONS:
+            self.dropped += 1
+            return
+        self.decisions.append(Decision(at=self._at(), source=source, level=level, message=message,
+                                       data=_jsonable(dict(data or {}))))
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        json.dumps(data)
+        return data
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(data, default=str))
+
+
+class _RecordHandler(logging.Handler):
+    """Standard-library log records of `carpool.*` go to the decision log too."""
+
+    def __init__(self, log: DecisionLog) -> None:
+        super().__init__(logging.INFO)
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, dict):
+            self._log.add(self._log.source, str(record.msg.get("message", "")), record.levelname, record.msg)
+        else:
+            self._log.add(self._log.source, record.getMessage(), record.levelname)
+
+
+@contextlib.contextmanager
+def captured_output(log: DecisionLog) -> Iterator[None]:
+    """Route stdout and every stream handler writing to stdout (Powertools' loggers keep a reference
+    to the stream they were created with) into `log`, and restore everything afterwards."""
+    swapped: list[tuple[logging.StreamHandler[Any], Any]] = []
+    outs = {id(sys.stdout), id(sys.__stdout__)}
+    for logger in [logging.getLogger(), *[lg for lg in logging.Logger.manager.loggerDict.values()
+                                          if isinstance(lg, logging.Logger)]]:
+        for h in logger.handlers:
+            # a DecisionLog left from an earlier run: loggers created during it kept it as their stream
+            if isinstance(h, logging.StreamHandler) and (id(h.stream) in outs or isinstance(h.stream, DecisionLog)):
+                swapped.append((h, h.setStream(log)))
+    carpool_logger = logging.getLogger("carpool")
+    record_handler = _RecordHandler(log)
+    carpool_logger.addHandler(record_handler)
+    old_level = carpool_logger.level
+    if carpool_logger.level == logging.NOTSET or carpool_logger.level > logging.INFO:
+        carpool_logger.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(log):
+            yield
+    finally:
+        carpool_logger.removeHandler(record_handler)
+        carpool_logger.setLevel(old_level)
+        for h, stream in swapped:
+            h.setStream(stream)

@@ -1,0 +1,458 @@
+"""Local AWS for integration tests and the simulation: moto's server on 127.0.0.1, set up like the stack.
+
+`LocalAws` starts `ThreadedMotoServer` on a free port of 127.0.0.1 (never 0.0.0.0: nothing outside the
+machine may reach it), points `AWS_ENDPOINT_URL` and fake credentials at it, and creates what the CDK
+stack creates (state and idempotency tables, the event bus, rules, queues and dead-letter queues) with the
+same names, so the production adapters and handlers run unchanged against it. `stop()` (or leaving the
+`with` block) shuts the server down and restores every environment variable it changed.
+
+Two things moto does not do are done here:
+- Writes under `/aws/service/...` are refused by SSM's API, so AMI alias parameters are written through
+  moto's backend (the server runs in this process, so it shares the backends).
+- moto's DynamoDB is not safe under concurrent requests (a transaction snapshots and restores whole
+  tables), while real DynamoDB serializes conflicting writes. DynamoDB requests are therefore served one
+  at a time; other services (SQS long polls) stay concurrent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
+
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+#: The owner of the EKS-optimized AMIs in most regions; seeded images default to it (alias "amazon").
+EKS_AMI_OWNER = "602401143452"
+#: Redrive after this many receives, as the stack does.
+MAX_RECEIVE_COUNT = 3
+#: The attribute Powertools' idempotency utility expires records by.
+IDEMPOTENCY_TTL_ATTR = "expiration"
+
+# Event routing (detail-types from docs/design.md, `carpool.api.events`).
+CLUSTER_SOURCE = "carpool.cluster"
+POD_UNSCHEDULABLE = "Pod Unschedulable"
+NODE_EVENTS = ("Node Registered", "Node Deleted")
+EC2_INTERRUPTIONS = (
+    "EC2 Spot Instance Interruption Warning",
+    "EC2 Instance Rebalance Recommendation",
+    "EC2 Instance State-change Notification",
+)
+HEALTH_EVENT = "AWS Health Event"
+QUEUE_ROLES = ("provisioner", "registrar", "interruption")
+
+
+class _SerializedDynamoDb:
+    """WSGI middleware: one DynamoDB request at a time (see the module docstring); the rest concurrent."""
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+            with self._lock:
+                # Materialise the body inside the lock: the work happens while it is produced.
+                return list(self._app(environ, start_response))
+        return self._app(environ, start_response)
+
+
+class _QuietRequestHandler(MotoRequestHandler):
+    """No access log line per request (thousands per test run)."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
+class _Server(ThreadedMotoServer):
+    """ThreadedMotoServer whose app serializes DynamoDB requests (and logs requests only when verbose)."""
+
+    def _server_entry(self) -> None:
+        app = _SerializedDynamoDb(DomainDispatcherApplication(create_backend_app))
+        handler = MotoRequestHandler if self._verbose else _QuietRequestHandler
+        self._server = make_server(self._ip_address, self._port, app, True, request_handler=handler)
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+@dataclass(frozen=True)
+class StateTables:
+    table: str
+    idempotency_table: str
+
+
+@dataclass(frozen=True)
+class EventPath:
+    """The custom bus and the queues behind the rules (role -> URL: provisioner, registrar, interruption)."""
+
+    bus_name: str
+    bus_arn: str
+    queues: dict[str, str]
+    dlqs: dict[str, str]
+    rules: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Network:
+    vpc_id: str
+    subnets: dict[str, list[str]]  # zone -> subnet ids
+    security_group_id: str
+
+    @property
+    def subnet_ids(self) -> list[str]:
+        return [s for ids in self.subnets.values() for s in ids]
+
+
+def table_names(cluster: str) -> StateTables:
+    return StateTables(f"carpool-{cluster}-state", f"carpool-{cluster}-idempotency")
+
+
+def queue_name(cluster: str, role: str) -> str:
+    return f"carpool-{cluster}-{role}"
+
+
+class LocalAws:
+    """moto on 127.0.0.1 with carpool's resources. Usable as a context manager."""
+
+    def __init__(self, cluster: str = "carpool-test", region: str = "us-east-1", verbose: bool = False) -> None:
+        self.cluster = cluster
+        self.region = region
+        self._verbose = verbose
+        self._server: _Server | None = None
+        self._saved_env: dict[str, str | None] = {}
+        self.endpoint = ""
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> LocalAws:
+        if self._server is not None:
+            return self
+        self._setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # only seeded images: deterministic lookups
+        server = _Server(ip_address="127.0.0.1", port=0, verbose=self._verbose)
+        server.start()
+        self._server = server
+        host, port = server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        self._setenv("AWS_ENDPOINT_URL", self.endpoint)
+        for key, value in FAKE_CREDENTIALS.items():
+            self._setenv(key, value)
+        self._setenv("AWS_DEFAULT_REGION", self.region)
+        self._setenv("AWS_REGION", self.region)
+        self._setenv("AWS_PROFILE", None)  # a developer's profile must not leak into local runs
+        self._forget_cached_clients()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+        self._forget_cached_clients()
+
+    def __enter__(self) -> LocalAws:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _setenv(self, key: str, value: str | None) -> None:
+        """Set (or with None, unset) a variable, remembering its first original value for `stop()`."""
+        self._saved_env.setdefault(key, os.environ.get(key))
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+    @staticmethod
+    def _forget_cached_clients() -> None:
+        from carpool.adapters.aws import session
+
+        session.reset()
+
+    def client(self, service: str) -> Any:
+        """A plain boto3 client on the local server (for tests' own setup and assertions)."""
+        if not self.endpoint:
+            raise RuntimeError("LocalAws is not started")
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            region_name=self.region,
+            endpoint_url=self.endpoint,
+            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+        )
+
+    @property
+    def account_id(self) -> str:
+        return str(self.client("sts").get_caller_identity()["Account"])
+
+    # -- state ------------------------------------------------------------------------------------------
+    def create_state(self, cluster: str | None = None) -> StateTables:
+        """The state table (pk/sk, GSI gsi1 projecting all, TTL `expiresAt`) and the idempotency table
+        (pk `id`, TTL `expiration`); sets CARPOOL_TABLE and CARPOOL_IDEMPOTENCY_TABLE."""
+        names = table_names(cluster or self.cluster)
+        ddb = self.client("dynamodb")
+        existing = set(ddb.list_tables()["TableNames"])
+        if names.table not in existing:
+            ddb.create_table(
+                TableName=names.table,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "gsi1pk", "gsi1sk")
+                ],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": "gsi1",
+                        "KeySchema": [
+                            {"AttributeName": "gsi1pk", "KeyType": "HASH"},
+                            {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                ],
+            )
+            ddb.update_time_to_live(
+                TableName=names.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
+            )
+        if names.idempotency_table not in existing:
+            ddb.create_table(
+                TableName=names.idempotency_table,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            )
+            ddb.update_time_to_live(
+                TableName=names.idempotency_table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": IDEMPOTENCY_TTL_ATTR},
+            )
+        self._setenv("CARPOOL_TABLE", names.table)
+        self._setenv("CARPOOL_IDEMPOTENCY_TABLE", names.idempotency_table)
+        return names
+
+    def clear_state(self, cluster: str | None = None) -> None:
+        """Delete every item of both tables (cheaper than recreating them between tests)."""
+        names = table_names(cluster or self.cluster)
+        ddb = self.client("dynamodb")
+        for table, keys in ((names.table, ("pk", "sk")), (names.idempotency_table, ("id",))):
+            for page in ddb.get_paginator("scan").paginate(TableName=table, ProjectionExpression=", ".join(keys)):
+                for item in page.get("Items", []):
+                    ddb.delete_item(TableName=table, Key={k: item[k] for k in keys})
+
+    # -- events -----------------------------------------------------------------------------------------
+    def create_event_path(self, cluster: str | None = None, visibility_timeout: int = 30) -> EventPath:
+        """Bus `carpool-<cluster>`, queues `carpool-<cluster>-<role>` each with `-dlq` (maxReceiveCount 3),
+        and the rules: cluster events on the bus, EC2/Health events on the default bus. Sets
+        CARPOOL_EVENT_BUS."""
+        cluster = cluster or self.cluster
+        events, sqs = self.client("events"), self.client("sqs")
+        bus_name = f"carpool-{cluster}"
+        try:
+            bus_arn = events.create_event_bus(Name=bus_name)["EventBusArn"]
+        except events.exceptions.ResourceAlreadyExistsException:
+            bus_arn = events.describe_event_bus(Name=bus_name)["Arn"]
+        queues, dlqs, arns = {}, {}, {}
+        for role in QUEUE_ROLES:
+            dlq_url = sqs.create_queue(QueueName=f"{queue_name(cluster, role)}-dlq")["QueueUrl"]
+            dlq_arn = _queue_arn(sqs, dlq_url)
+            redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVE_COUNT)})
+            url = sqs.create_queue(
+                QueueName=queue_name(cluster, role),
+                Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": str(visibility_timeout)},
+            )["QueueUrl"]
+            queues[role], dlqs[role], arns[role] = url, dlq_url, _queue_arn(sqs, url)
+        rules = {}
+        for rule, bus, pattern, role in _routes(cluster, bus_name):
+            rule_arn = events.put_rule(Name=rule, EventBusName=bus, EventPattern=json.dumps(pattern))["RuleArn"]
+            events.put_targets(Rule=rule, EventBusName=bus, Targets=[{"Id": role, "Arn": arns[role]}])
+            _allow_eventbridge(sqs, queues[role], arns[role], rule_arn)
+            rules[rule] = rule_arn
+        self._setenv("CARPOOL_EVENT_BUS", bus_name)
+        return EventPath(bus_name, bus_arn, queues, dlqs, rules)
+
+    # -- network ----------------------------------------------------------------------------------------
+    def seed_network(
+        self, cluster: str | None = None, zones: Iterable[str] | None = None, subnets_per_zone: int = 1
+    ) -> Network:
+        """A VPC with `subnets_per_zone` /20 subnets per zone and a security group, all tagged
+        `karpenter.sh/discovery=<cluster>` like the default EC2NodeClass selects them."""
+        cluster = cluster or self.cluster
+        zones = list(zones or (f"{self.region}{z}" for z in "abc"))
+        if len(zones) * subnets_per_zone > 16:
+            raise ValueError("at most 16 subnets fit the seeded /16 VPC")
+        ec2 = self.client("ec2")
+        discovery = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
+        vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        ec2.create_tags(Resources=[vpc_id], Tags=[{"Key": "Name", "Value": f"{cluster}-vpc"}])
+        subnets: dict[str, list[str]] = {z: [] for z in zones}
+        for index, zone in enumerate(z for z in zones for _ in range(subnets_per_zone)):
+            subnet = ec2.create_subnet(
+                VpcId=vpc_id,
+                CidrBlock=f"10.0.{index * 16}.0/20",
+                AvailabilityZone=zone,
+                TagSpecifications=[
+                    {"ResourceType": "subnet", "Tags": [*discovery, {"Key": "Name", "Value": f"{cluster}-{zone}"}]}
+                ],
+            )["Subnet"]
+            subnets[zone].append(subnet["SubnetId"])
+        sg_id = ec2.create_security_group(
+            GroupName=f"{cluster}-nodes",
+            Description=f"carpool nodes of {cluster}",
+            VpcId=vpc_id,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": discovery}],
+        )["GroupId"]
+        return Network(vpc_id, subnets, sg_id)
+
+    # -- AMIs and parameters ----------------------------------------------------------------------------
+    def seed_amis(self, images: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Register images and their `/aws/service/...` parameters; returns the image ids in order.
+
+        Each dict: `name`, `architecture` (x86_64|arm64), optional `id`, `creationDate` (ISO text or
+        datetime), `deprecated` (True, or the ISO deprecation time), `parameter` (SSM path whose value
+        becomes the image id), `owner` (default the EKS AMI account, alias "amazon"), `tags`, `platform`.
+        """
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.amis import Ami
+
+        backend = ec2_backends[self.account_id][self.region]
+        ids = []
+        for spec in images:
+            image_id = str(spec.get("id") or _image_id(spec["name"]))
+            ami = Ami(
+                backend,
+                image_id,
+                name=spec["name"],
+                description=spec.get("description", spec["name"]),
+                architecture=spec["architecture"],
+                owner_id=spec.get("owner", EKS_AMI_OWNER),
+                owner_alias=spec.get("ownerAlias", "amazon"),
+                public=True,
+                virtualization_type="hvm",
+                hypervisor="xen",
+                platform=spec.get("platform"),
+                creation_date=_datetime(spec.get("creationDate")),
+                region_name=f"{self.region}a",
+                tags=dict(spec.get("tags", {})) or None,
+                boot_mode="uefi-preferred" if spec["architecture"] == "x86_64" else "uefi",
+            )
+            deprecated = spec.get("deprecated")
+            if deprecated:
+                when = datetime(2020, 1, 1, tzinfo=UTC) if deprecated is True else _datetime(deprecated)
+                ami.deprecation_time = _iso(when)  # type: ignore[attr-defined]
+            backend.amis[image_id] = ami
+            if spec.get("parameter"):
+                self.put_service_parameter(str(spec["parameter"]), image_id)
+            ids.append(image_id)
+        return ids
+
+    def put_service_parameter(self, path: str, value: str) -> None:
+        """Write an `/aws/service/...` parameter through moto's backend (the API refuses that prefix)."""
+        from moto.ssm.models import Parameter, ssm_backends
+
+        backend = ssm_backends[self.account_id][self.region]
+        versions = backend._parameters[path]
+        versions.append(
+            Parameter(
+                account_id=self.account_id,
+                name=path,
+                value=value,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=datetime.now(UTC),
+                version=(versions[-1].version + 1) if versions else 1,
+                data_type="text",
+            )
+        )
+
+    def put_config(self, text: str, cluster: str | None = None) -> str:
+        """Write the NodePool/EC2NodeClass YAML where the stack does (`/carpool/<cluster>/config`) and
+        set CARPOOL_CONFIG_PARAMETER; returns the parameter name."""
+        name = f"/carpool/{cluster or self.cluster}/config"
+        tier = "Advanced" if len(text.encode()) > 4096 else "Standard"
+        self.client("ssm").put_parameter(Name=name, Value=text, Type="String", Overwrite=True, Tier=tier)
+        self._setenv("CARPOOL_CONFIG_PARAMETER", name)
+        return name
+
+    # -- queues -----------------------------------------------------------------------------------------
+    def receive(self, queue_url: str, max_messages: int = 10, wait_seconds: int = 1) -> list[dict[str, Any]]:
+        """Receive and delete up to `max_messages` (tests read what a rule delivered)."""
+        sqs = self.client("sqs")
+        out = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_seconds)
+        messages = out.get("Messages", [])
+        for m in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return messages
+
+    def drain(self, queue_urls: Iterable[str]) -> None:
+        sqs = self.client("sqs")
+        for url in queue_urls:
+            sqs.purge_queue(QueueUrl=url)
+
+
+def _routes(cluster: str, bus_name: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+    """(rule name, bus, pattern, queue role) as the stack defines them."""
+    prefix = f"carpool-{cluster}"
+    yield (
+        f"{prefix}-pod-unschedulable",
+        bus_name,
+        {"source": [CLUSTER_SOURCE], "detail-type": [POD_UNSCHEDULABLE]},
+        "provisioner",
+    )
+    yield f"{prefix}-nodes", bus_name, {"source": [CLUSTER_SOURCE], "detail-type": list(NODE_EVENTS)}, "registrar"
+    yield f"{prefix}-ec2", "default", {"source": ["aws.ec2"], "detail-type": list(EC2_INTERRUPTIONS)}, "interruption"
+    yield f"{prefix}-health", "default", {"source": ["aws.health"], "detail-type": [HEALTH_EVENT]}, "interruption"
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    return str(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+
+
+def _allow_eventbridge(sqs: Any, url: str, queue_arn: str, rule_arn: str) -> None:
+    """Add `rule_arn` to the queue policy, as the stack's `SqsQueue` targets do."""
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"]).get("Attributes", {})
+    policy = json.loads(attrs["Policy"]) if attrs.get("Policy") else {"Version": "2012-10-17", "Statement": []}
+    policy["Statement"].append(
+        {
+            "Sid": f"events-{len(policy['Statement'])}",
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": queue_arn,
+            "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+        }
+    )
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(policy)})
+
+
+def _image_id(name: str) -> str:
+    """A stable id per image name, so seeded scenarios are reproducible."""
+    return "ami-" + hashlib.sha256(name.encode()).hexdigest()[:17]
+
+
+def _datetime(value: str | datetime | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _iso(value: datetime | None) -> str:
+    value = value or datetime.now(UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+__all__ = ["EventPath", "LocalAws", "Network", "StateTables", "queue_name", "table_names"]

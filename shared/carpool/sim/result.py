@@ -1,0 +1,121 @@
+"""What a simulation run produced: the `carpool simulate --json` document, the report's and summary's input.
+
+One model serves all three outputs so they cannot disagree. Field names are camelCase in JSON (the CLI
+contract, stable for scripts) and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class PodCounts(_Model):
+    total: int = 0
+    scheduled: int = 0
+    pending: int = 0
+    #: simulated seconds pods waited between creation and binding (worst and median)
+    max_unbound_seconds: float = 0.0
+    median_unbound_seconds: float = 0.0
+
+
+class Instance(_Model):
+    """One instance carpool launched (still running or already gone)."""
+
+    instance_id: str
+    instance_type: str
+    image_id: str
+    node_pool: str = ""
+    capacity_type: str = ""
+    zone: str = ""
+    max_pods: int | None = None
+    node_name: str | None = None
+    launched_at: float = 0.0
+    terminated_at: float | None = None
+    hourly_price: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self.terminated_at is None
+
+
+class CapacityEntry(_Model):
+    """A learned-capacity cache record (what registered nodes taught carpool)."""
+
+    instance_type: str
+    image_id: str
+    memory_mi_b: int = Field(alias="memoryMiB")
+    samples: int = 1
+    source: str = "learned"
+
+
+class LaunchFailure(_Model):
+    """A capacity error EC2 (the scenario's truth) answered to CreateFleet."""
+
+    at: float
+    instance_type: str
+    zone: str = ""
+    capacity_type: str = ""
+    error_code: str
+
+
+class TimelinePoint(_Model):
+    at: float
+    nodes: dict[str, int] = Field(default_factory=dict)
+    pending_pods: int = 0
+    scheduled_pods: int = 0
+    hourly_cost: float = 0.0
+    instance_types: dict[str, int] = Field(default_factory=dict)
+
+
+class Decision(_Model):
+    """One line of the decision log: a handler's answer or log line, or an action on the cluster."""
+
+    at: float
+    source: str
+    level: str = "INFO"
+    message: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SimResult(_Model):
+    scenario: str
+    description: str = ""
+    duration_seconds: float
+    wall_seconds: float = 0.0
+    pods: PodCounts = Field(default_factory=PodCounts)
+    instances: list[Instance] = Field(default_factory=list)
+    capacity_cache: list[CapacityEntry] = Field(default_factory=list)
+    launches: list[Instance] = Field(default_factory=list)
+    launch_failures: list[LaunchFailure] = Field(default_factory=list)
+    hourly_cost: float = 0.0
+    dead_letters: dict[str, int] = Field(default_factory=dict)
+    invocations: dict[str, int] = Field(default_factory=dict)
+    timeline: list[TimelinePoint] = Field(default_factory=list)
+    decisions: list[Decision] = Field(default_factory=list)
+    #: what the scenario's `expect:` section asked and whether it held ({name: passed})
+    expectations: dict[str, bool] = Field(default_factory=dict)
+
+    def nodes_by_pool(self) -> dict[str, int]:
+        return dict(Counter(i.node_pool or "-" for i in self.instances if i.running))
+
+    def types_by_pool(self) -> dict[str, dict[str, int]]:
+        out: dict[str, Counter[str]] = {}
+        for i in self.instances:
+            if i.running:
+                out.setdefault(i.node_pool or "-", Counter())[i.instance_type] += 1
+        return {k: dict(v) for k, v in out.items()}
+
+    @property
+    def running(self) -> list[Instance]:
+        return [i for i in self.instances if i.running]

@@ -1,0 +1,533 @@
+"""The simulation loop: a scenario played against carpool's real handlers on local AWS.
+
+Per tick of simulated time:
+1. due workload steps are applied (pods appear, scale, spot interruptions, health events);
+2. the simulated kubelets poll local EC2: new instances boot, register and become Ready;
+3. the scheduler-lite binder places pending pods and marks the rest Unschedulable;
+4. the **watcher** handler runs (scheduled event): it lists the simulated cluster and puts events on the
+   local bus, whose rules deliver them to SQS;
+5. each queue is drained into Lambda-shaped SQS batches for the **provisioner**, **registrar** and
+   **interruption** handlers; records they report in `batchItemFailures` come back after the visibility
+   timeout (in simulated time), the others are deleted;
+6. the **disruption** handler runs on its schedule;
+7. the timeline is recorded and the clock advances.
+
+Nothing here decides anything for carpool: the handlers do, through `carpool.app.wiring` dependencies that
+are the production AWS adapters pointed at moto, with only the cluster and the clock simulated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import os
+import statistics
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import yaml
+
+from carpool import labels as L
+from carpool.sim import lambdas
+from carpool.sim.clock import SimClock
+from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.faults import CapacityFaults
+from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
+from carpool.sim.result import (
+    CapacityEntry,
+    Instance,
+    LaunchFailure,
+    PodCounts,
+    SimResult,
+    TimelinePoint,
+)
+from carpool.sim.scenario import InstanceSelector, Scenario, WorkloadStep, resolve_manifest
+from carpool.sim.workload import WorkloadDriver
+
+#: Seconds between a spot interruption warning and EC2 reclaiming the instance.
+SPOT_NOTICE_SECONDS = 120
+#: Visibility timeout given to messages while a handler holds them (wall clock; the simulation
+#: decides in simulated time when a failed message becomes visible again).
+_HOLD_SECONDS = 43_200
+#: Batches per queue per tick at most (a safety net against a handler that re-publishes forever).
+_MAX_BATCHES = 500
+_SQS_QUEUES = ("provisioner", "registrar", "interruption")
+
+Progress = Callable[[float, float], None]
+
+
+@dataclass
+class _Hidden:
+    """A failed message: visible again once simulated time reaches `until`."""
+
+    until: float
+    queue_url: str
+    receipt: str
+
+
+@dataclass
+class _EventPath:
+    bus: str
+    queues: dict[str, str]
+    arns: dict[str, str] = field(default_factory=dict)
+    dlqs: dict[str, str] = field(default_factory=dict)
+
+
+def _pick(obj: Any, *names: str) -> Any:
+    """A value from a dict or an object by the first name present (localaws answers vary in shape)."""
+    for name in names:
+        if isinstance(obj, Mapping) and name in obj:
+            return obj[name]
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    return None
+
+
+class SimRunner:
+    """Runs one scenario. `run()` starts local AWS, plays the scenario and returns the result."""
+
+    def __init__(self, scenario: Scenario, progress: Progress | None = None) -> None:
+        self.scenario = scenario
+        self.progress = progress
+        self.clock = SimClock()
+        self.cluster = SimulatedCluster(self.clock, scenario.cluster.cni, elapsed=lambda: self.clock.elapsed)
+        self.log = lambdas.DecisionLog(lambda: self.clock.elapsed)
+        self.timeline: list[TimelinePoint] = []
+        self.invocations: Counter[str] = Counter()
+        self._hidden: list[_Hidden] = []
+        self._terminations: list[tuple[float, str]] = []
+        self._next_disruption = 0.0
+        self._prices: dict[str, float] = {}
+
+    # -- the whole run -----------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        started = time.monotonic()
+        env_before = dict(os.environ)
+        from carpool.sim.localaws import LocalAws
+
+        aws = _start(LocalAws, self.scenario.cluster.region)
+        try:
+            with lambdas.captured_output(self.log):
+                self._setup(aws)
+                self._loop()
+            result = self._result()
+        finally:
+            self._teardown(aws, env_before)
+        result.wall_seconds = round(time.monotonic() - started, 2)
+        return result
+
+    def _setup(self, aws: Any) -> None:
+        from carpool.api.loader import load
+        from carpool.app import wiring
+
+        sc = self.scenario
+        self.region = sc.cluster.region
+        os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = self.region
+        state = aws.create_state()
+        self.path = self._event_path(aws.create_event_path(sc.cluster.name))
+        aws.seed_network(sc.cluster.name, sc.cluster.zones)
+        if sc.amis:
+            aws.seed_amis([a.model_dump(by_alias=True, exclude_none=True) for a in sc.amis])
+        self.ec2 = boto3.client("ec2", region_name=self.region)
+        self.sqs = boto3.client("sqs", region_name=self.region)
+        self.events = boto3.client("events", region_name=self.region)
+        self.ssm = boto3.client("ssm", region_name=self.region)
+        self.config_parameter = f"/carpool/{sc.cluster.name}/config"
+        settings = self._settings(state)
+        self.driver = WorkloadDriver(self.cluster, load, on_config=self._put_config)
+        self.driver.apply(text for _label, text in sc.manifest_texts())
+        if not self.driver.config_docs:
+            raise ValueError(f"scenario {sc.name}: no NodePool/EC2NodeClass in manifests")
+        self.kubelets = Kubelets(self.ec2, self.cluster, sc.cluster.name, self.region, sc.truth,
+                                 lambda: self.clock.elapsed, startup_taints=self._startup_taints)
+        self._seed_node_groups()
+        deps = wiring.build_from_env(settings, cluster=self.cluster)
+        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
+        wiring.use(deps)
+        self.deps = deps
+        self.faults = CapacityFaults(sc.capacity, lambda: self.clock.elapsed, self._zone_of_subnet)
+        self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
+        self.handlers = {name: lambdas.load_handler(name) for name in lambdas.HANDLERS}
+
+    def _settings(self, state: Any) -> Any:
+        from carpool.app.settings import Settings
+
+        sc = self.scenario
+        table = state if isinstance(state, str) else _pick(state, "table", "table_name", "name")
+        idempotency = None if isinstance(state, str) else _pick(state, "idempotency_table", "idempotency")
+        env = {
+            "CARPOOL_CLUSTER_NAME": sc.cluster.name, "CARPOOL_CLUSTER_VERSION": sc.cluster.version,
+            "CARPOOL_CLUSTER_ENDPOINT": f"https://{sc.cluster.name}.sim.eks.local",
+            "CARPOOL_CLUSTER_CA": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==",
+            "CARPOOL_TABLE": str(table or ""), "CARPOOL_EVENT_BUS": self.path.bus,
+            "CARPOOL_CONFIG_PARAMETER": self.config_parameter,
+            "CARPOOL_NODE_ROLE_ARN": f"arn:aws:iam::{lambdas.ACCOUNT}:role/carpool-node",
+            "CARPOOL_INSTANCE_PROFILE": "carpool-node",
+            "POWERTOOLS_SERVICE_NAME": "carpool", "POWERTOOLS_METRICS_NAMESPACE": "carpool",
+        }
+        if idempotency:
+            env["CARPOOL_IDEMPOTENCY_TABLE"] = str(idempotency)
+        os.environ.update(env)
+        return Settings.from_env()
+
+    def _event_path(self, answer: Any) -> _EventPath:
+        """Queue URLs per handler from `create_event_path`'s answer, or found by name in SQS."""
+        bus = _pick(answer, "bus", "bus_name", "event_bus") or f"carpool-{self.scenario.cluster.name}"
+        queues = _pick(answer, "queues", "queue_urls") or {}
+        dlqs = _pick(answer, "dlqs", "dead_letter_queues") or {}
+        path = _EventPath(str(bus), {}, {}, {})
+        sqs = boto3.client("sqs", region_name=self.scenario.cluster.region)
+        urls = list(queues.values()) if isinstance(queues, Mapping) else []
+        urls += list(dlqs.values()) if isinstance(dlqs, Mapping) else []
+        urls = urls or sqs.list_queues().get("QueueUrls", [])
+        for name in _SQS_QUEUES:
+            stem = name[:7]
+            for url in urls:
+                tail = url.rsplit("/", 1)[-1].lower()
+                dead = "dlq" in tail or "dead" in tail
+                if stem in tail:
+                    (path.dlqs if dead else path.queues)[name] = url
+        missing = [n for n in _SQS_QUEUES if n not in path.queues]
+        if missing:
+            raise RuntimeError(f"local event path has no queue for {', '.join(missing)} (queues: {urls})")
+        for name, url in path.queues.items():
+            attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+            path.arns[name] = attrs["QueueArn"]
+        return path
+
+    def _teardown(self, aws: Any, env_before: Mapping[str, str]) -> None:
+        from carpool.app import wiring
+
+        if getattr(self, "deps", None) is not None:
+            self.faults.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
+        wiring.use(None)
+        try:
+            aws.stop()
+        finally:
+            os.environ.clear()
+            os.environ.update(env_before)
+
+    # -- config and fixed parts of the world ------------------------------------------------------
+    def _put_config(self, docs: list[dict[str, Any]]) -> None:
+        """carpool reads NodePools/EC2NodeClasses from this SSM parameter (what `carpool apply` writes)."""
+        text = yaml.safe_dump_all(docs, sort_keys=False)
+        self._config_docs = docs
+        self.ssm.put_parameter(Name=self.config_parameter, Value=text, Type="String", Overwrite=True,
+                               Tier="Advanced" if len(text) > 4096 else "Standard")
+
+    def _startup_taints(self, pool: str) -> list[str]:
+        for doc in getattr(self, "_config_docs", []):
+            if doc.get("kind") == "NodePool" and (doc.get("metadata") or {}).get("name") == pool:
+                spec = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+                return [t["key"] for t in spec.get("startupTaints") or []]
+        return []
+
+    def _seed_node_groups(self) -> None:
+        """Nodes of managed node groups exist before carpool starts; carpool must leave them alone."""
+        sc = self.scenario
+        for group in sc.node_groups:
+            it = self.ec2.describe_instance_types(InstanceTypes=[group.instance_type])["InstanceTypes"][0]
+            facts = InstanceFacts.from_ec2(it)
+            for i in range(group.count):
+                zone = group.zone or sc.cluster.zones[i % len(sc.cluster.zones)]
+                name = f"ip-10-0-200-{len(self.cluster.nodes) + 10}.ec2.internal"
+                labels = {L.EKS_NODEGROUP: group.name, **group.labels}
+                self.cluster.add_node(static_node(name, facts, zone, self.region, group.capacity_type,
+                                                  group.ami_family, labels, group.taints, sc.truth,
+                                                  f"i-0ng{uuid.uuid5(uuid.NAMESPACE_DNS, name).hex[:14]}"))
+
+    def _zone_of_subnet(self, subnet_id: str) -> str | None:
+        if not hasattr(self, "_subnet_zones"):
+            subnets = self.ec2.describe_subnets().get("Subnets", [])
+            self._subnet_zones = {s["SubnetId"]: s["AvailabilityZone"] for s in subnets}
+        return self._subnet_zones.get(subnet_id)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        sc = self.scenario
+        steps = list(sc.workload)
+        while self.clock.elapsed <= sc.duration:
+            now = self.clock.elapsed
+            while steps and steps[0].at <= now:
+                self._step(steps.pop(0))
+            self._reclaim_due()
+            self._tick_kubelets()
+            self.cluster.bind()
+            self._invoke_scheduled("watcher")
+            self._drain_queues()
+            if now >= self._next_disruption:
+                self._invoke_scheduled("disruption")
+                self._next_disruption = now + sc.disruption_every_seconds
+            self._tick_kubelets()
+            self.cluster.bind()
+            self._unhide_due()
+            self._record(now)
+            if self.progress:
+                self.progress(now, sc.duration)
+            self.clock.advance(sc.tick_seconds)
+
+    def _tick_kubelets(self) -> None:
+        for name in self.kubelets.tick():
+            self.log.add("kubelet", f"node {name} registered")
+        for iid in self.kubelets.fresh:
+            self.log.add("ec2", f"instance {iid} running", data={"instanceId": iid})
+        for iid in self.kubelets.gone:
+            self.log.add("ec2", f"instance {iid} terminated", data={"instanceId": iid})
+            self._put_aws_event("aws.ec2", "EC2 Instance State-change Notification",
+                                {"instance-id": iid, "state": "terminated"}, iid)
+
+    # -- workload steps ------------------------------------------------------------------------------
+    def _step(self, step: WorkloadStep) -> None:
+        action = step.action
+        if action == "apply":
+            assert step.apply is not None
+            _label, text = resolve_manifest(step.apply, self.scenario.base_dir, f"workload at {step.at}s")
+            created = self.driver.apply([text])
+            self.log.add("workload", f"applied manifest: {created} pods created")
+        elif action == "scale":
+            assert step.scale is not None
+            delta = self.driver.scale(step.scale)
+            self.log.add("workload", f"scaled {step.scale.deployment} to {step.scale.replicas} ({delta:+d} pods)")
+        elif action == "delete":
+            assert step.delete is not None
+            removed = self.driver.delete(step.delete)
+            self.log.add("workload", f"deleted {removed} pods")
+        elif action == "spot_interruption":
+            assert step.spot_interruption is not None
+            self._spot_interruption(step.spot_interruption)
+        elif action == "health_event":
+            assert step.health_event is not None
+            self._health_event(step.health_event)
+
+    def _select(self, sel: InstanceSelector) -> list[dict[str, Any]]:
+        out = []
+        for iid, (_seen, inst) in sorted(self.kubelets.launched.items(), key=lambda kv: kv[1][0]):
+            if iid in self.kubelets.terminated:
+                continue
+            tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+            ctype = L.CAPACITY_SPOT if inst.get("InstanceLifecycle") == "spot" else L.CAPACITY_ON_DEMAND
+            if ((sel.node_pool and tags.get(L.NODEPOOL) != sel.node_pool)
+                    or (sel.instance_type and not fnmatch.fnmatchcase(inst["InstanceType"], sel.instance_type))
+                    or (sel.zone and inst["Placement"]["AvailabilityZone"] != sel.zone)
+                    or (sel.capacity_type and ctype != sel.capacity_type)):
+                continue
+            out.append(inst)
+        return out[: sel.count]
+
+    def _spot_interruption(self, sel: InstanceSelector) -> None:
+        """EC2 warns two minutes before reclaiming a spot instance; the sim reclaims it then."""
+        hit = self._select(sel)
+        for inst in hit:
+            iid = inst["InstanceId"]
+            self._put_aws_event("aws.ec2", "EC2 Spot Instance Interruption Warning",
+                                {"instance-id": iid, "instance-action": "terminate"}, iid)
+            self._terminations.append((self.clock.elapsed + SPOT_NOTICE_SECONDS, iid))
+        self.log.add("workload", f"spot interruption warning for {len(hit)} instance(s)",
+                     data={"instances": [i["InstanceId"] for i in hit]})
+
+    def _health_event(self, sel: InstanceSelector) -> None:
+        hit = self._select(sel)
+        detail = {"service": "EC2", "eventTypeCategory": "scheduledChange",
+                  "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                  "affectedEntities": [{"entityValue": i["InstanceId"]} for i in hit]}
+        if hit:
+            self._put_aws_event("aws.health", "AWS Health Event", detail, hit[0]["InstanceId"])
+        self.log.add("workload", f"health event (scheduled retirement) for {len(hit)} instance(s)", data=detail)
+
+    def _put_aws_event(self, source: str, detail_type: str, detail: Mapping[str, Any], instance_id: str) -> None:
+        """AWS services put their events on the account's default bus."""
+        arn = f"arn:aws:ec2:{self.region}:{lambdas.ACCOUNT}:instance/{instance_id}"
+        self.events.put_events(Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail),
+                                         "Resources": [arn], "EventBusName": "default", "Time": self.clock.now()}])
+
+    def _reclaim_due(self) -> None:
+        due = [iid for at, iid in self._terminations if at <= self.clock.elapsed]
+        self._terminations = [(at, iid) for at, iid in self._terminations if at > self.clock.elapsed]
+        if due:
+            self.ec2.terminate_instances(InstanceIds=due)
+            self.log.add("ec2", f"spot capacity reclaimed: {', '.join(due)}")
+
+    # -- handlers --------------------------------------------------------------------------------------
+    def _invoke(self, name: str, event: Mapping[str, Any]) -> Any:
+        self.invocations[name] += 1
+        self.log.source = name
+        context = lambdas.LambdaContext(name, region=self.region)
+        try:
+            answer = self.handlers[name](dict(event), context)
+        except Exception as exc:  # a crashing handler is a finding, not the end of the run
+            self.log.add(name, f"handler raised {type(exc).__name__}: {exc}", "ERROR")
+            answer = None
+        finally:
+            self.log.source = "sim"
+        if isinstance(answer, Mapping) and answer and not answer.get("batchItemFailures"):
+            self.log.add(name, "answer", data=dict(answer))
+        return answer
+
+    def _invoke_scheduled(self, name: str) -> None:
+        self._invoke(name, lambdas.scheduled_event(f"carpool-{name}", self.clock.now(), self.region))
+
+    def _drain_queues(self) -> None:
+        for _ in range(3):  # handlers may publish for each other (interruption -> provisioner)
+            busy = False
+            for name in _SQS_QUEUES:
+                busy |= self._drain(name)
+            if not busy:
+                return
+
+    def _drain(self, name: str) -> bool:
+        url, arn = self.path.queues[name], self.path.arns[name]
+        did = False
+        for _ in range(_MAX_BATCHES):
+            records = self._receive(url, arn)
+            if not records:
+                break
+            did = True
+            answer = self._invoke(name, {"Records": records})
+            failed = _failed_ids(answer, records)
+            done = [r for r in records if r["messageId"] not in failed]
+            for i in range(0, len(done), 10):
+                self.sqs.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(j), "ReceiptHandle": r["receiptHandle"]} for j, r in enumerate(done[i:i + 10])])
+            until = self.clock.elapsed + self.scenario.visibility_timeout_seconds
+            self._hidden += [_Hidden(until, url, r["receiptHandle"]) for r in records if r["messageId"] in failed]
+        return did
+
+    def _receive(self, url: str, arn: str, batch: int = 100) -> list[dict[str, Any]]:
+        """Up to `batch` messages, like the Lambda SQS event source (which receives 10 at a time)."""
+        records: list[dict[str, Any]] = []
+        while len(records) < batch:
+            answer = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                              VisibilityTimeout=_HOLD_SECONDS, AttributeNames=["All"],
+                                              MessageAttributeNames=["All"])
+            messages = answer.get("Messages") or []
+            if not messages:
+                break
+            records += [lambdas.sqs_record(m, arn, self.region) for m in messages]
+        return records
+
+    def _unhide_due(self) -> None:
+        due = [h for h in self._hidden if h.until <= self.clock.elapsed + self.scenario.tick_seconds]
+        self._hidden = [h for h in self._hidden if h not in due]
+        for h in due:
+            try:
+                self.sqs.change_message_visibility(QueueUrl=h.queue_url, ReceiptHandle=h.receipt, VisibilityTimeout=0)
+            except Exception:  # the message moved on (deleted or to the DLQ)
+                continue
+
+    # -- observation -----------------------------------------------------------------------------------
+    def _price(self, inst: Mapping[str, Any]) -> float:
+        """Hourly price: the on-demand list price, spot at the catalog's estimate factor (moto's spot
+        prices are placeholders, so the simulation prices spot the way carpool does offline)."""
+        from carpool.catalog import prices
+
+        iid = inst["InstanceId"]
+        if iid not in self._prices:
+            od = prices.static_ondemand(self.region).get(inst["InstanceType"], 0.0)
+            spot = inst.get("InstanceLifecycle") == "spot"
+            self._prices[iid] = round(od * (prices.SPOT_ESTIMATE_FACTOR if spot else 1.0), 5)
+        return self._prices[iid]
+
+    def _record(self, now: float) -> None:
+        nodes: Counter[str] = Counter()
+        for rec in self.cluster.nodes.values():
+            lab = rec.raw["metadata"].get("labels") or {}
+            pool = lab.get(L.NODEPOOL) or (f"nodegroup/{lab[L.EKS_NODEGROUP]}" if L.EKS_NODEGROUP in lab else "other")
+            nodes[pool] += 1
+        running = [inst for iid, (_t, inst) in self.kubelets.launched.items() if iid not in self.kubelets.terminated]
+        user = list(self.cluster.user_pods())
+        pending = sum(1 for r in user if not (r.raw.get("spec") or {}).get("nodeName"))
+        self.timeline.append(TimelinePoint(
+            at=now, nodes=dict(nodes), pending_pods=pending, scheduled_pods=len(user) - pending,
+            hourly_cost=round(sum(self._price(i) for i in running), 4),
+            instance_types=dict(Counter(i["InstanceType"] for i in running))))
+
+    def _result(self) -> SimResult:
+        sc = self.scenario
+        user = list(self.cluster.user_pods())
+        scheduled = sum(1 for r in user if (r.raw.get("spec") or {}).get("nodeName"))
+        waits = self.cluster.unbound_seconds or [0.0]
+        launches = [self._instance(iid, seen, inst) for iid, (seen, inst) in self.kubelets.launched.items()]
+        result = SimResult(
+            scenario=sc.name, description=sc.description, duration_seconds=sc.duration,
+            pods=PodCounts(total=len(user), scheduled=scheduled, pending=len(user) - scheduled,
+                           max_unbound_seconds=max(waits), median_unbound_seconds=statistics.median(waits)),
+            instances=[i for i in launches if i.terminated_at is None],
+            capacity_cache=self._capacity_cache(),
+            launches=launches,
+            launch_failures=[LaunchFailure(
+                at=e["at"], instance_type=e["LaunchTemplateAndOverrides"]["Overrides"].get("InstanceType", ""),
+                zone=e["LaunchTemplateAndOverrides"]["Overrides"].get("AvailabilityZone", ""),
+                capacity_type=e.get("Lifecycle", ""), error_code=e["ErrorCode"]) for e in self.faults.injected],
+            hourly_cost=self.timeline[-1].hourly_cost if self.timeline else 0.0,
+            dead_letters=self._dead_letters(),
+            invocations=dict(self.invocations),
+            timeline=self.timeline,
+            decisions=self.log.decisions,
+        )
+        if self.log.dropped:
+            result.decisions.append(self.log.decisions[-1].model_copy(
+                update={"message": f"... {self.log.dropped} more decision log lines not kept", "data": {}}))
+        result.expectations = _expectations(sc, result)
+        return result
+
+    def _instance(self, iid: str, seen: float, inst: Mapping[str, Any]) -> Instance:
+        tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+        node = self.kubelets.registered.get(iid)
+        raw = self.cluster.node_raw(node) if node else None
+        max_pods = int(raw["status"]["capacity"]["pods"]) if raw else None
+        return Instance(
+            instance_id=iid, instance_type=inst["InstanceType"], image_id=inst["ImageId"],
+            node_pool=tags.get(L.NODEPOOL, ""),
+            capacity_type=L.CAPACITY_SPOT if inst.get("InstanceLifecycle") == "spot" else L.CAPACITY_ON_DEMAND,
+            zone=inst["Placement"]["AvailabilityZone"], max_pods=max_pods, node_name=node, launched_at=seen,
+            terminated_at=self.kubelets.terminated.get(iid), hourly_price=self._price(inst))
+
+    def _capacity_cache(self) -> list[CapacityEntry]:
+        records = self.deps.capacity.all(self.clock.now())
+        return [CapacityEntry(instance_type=r.instance_type, image_id=r.image_id,
+                              memoryMiB=r.capacity.get("memory", 0) // (1024 * 1024), samples=r.samples)
+                for r in sorted(records.values(), key=lambda r: r.key)]
+
+    def _dead_letters(self) -> dict[str, int]:
+        out = {}
+        for name, url in self.path.dlqs.items():
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            out[name] = int(attrs["Attributes"].get("ApproximateNumberOfMessages", 0))
+        return out
+
+
+def _failed_ids(answer: Any, records: list[dict[str, Any]]) -> set[str]:
+    """Lambda semantics: listed failures fail; an exception or a malformed answer fails the batch."""
+    if not isinstance(answer, Mapping) or not isinstance(answer.get("batchItemFailures", []), list):
+        return {r["messageId"] for r in records}
+    return {str(f.get("itemIdentifier")) for f in answer.get("batchItemFailures", []) if isinstance(f, Mapping)}
+
+
+def _expectations(sc: Scenario, result: SimResult) -> dict[str, bool]:
+    out = {}
+    if sc.expect.all_pods_scheduled is not None:
+        out["allPodsScheduled"] = (result.pods.pending == 0) == sc.expect.all_pods_scheduled
+    if sc.expect.max_seconds_to_schedule is not None:
+        out["maxSecondsToSchedule"] = result.pods.max_unbound_seconds <= sc.expect.max_seconds_to_schedule
+    return out
+
+
+def _start(local_aws: Any, region: str) -> Any:
+    """`LocalAws.start()` (a class method starting the server) or an instance's `start()`."""
+    try:
+        return local_aws.start(region=region)
+    except TypeError:
+        aws = local_aws(region=region)
+        started = aws.start()
+        return started if started is not None else aws
+
+
+def simulate(scenario: Scenario, progress: Progress | None = None) -> SimResult:
+    """Run `scenario` and return what happened."""
+    return SimRunner(scenario, progress).run()

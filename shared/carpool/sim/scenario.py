@@ -1,0 +1,295 @@
+"""The scenario file `carpool simulate` runs: a cluster, its manifests, hidden truths and a timed workload.
+
+A scenario is what a user writes to try carpool without AWS, and what the e2e tests use to prove a
+capability. The *truth* section is what the real world would do and carpool cannot know in advance
+(how much memory a node really reports, how long it takes to boot, which offerings are out of capacity);
+the simulation plays it so carpool's learning and fallbacks are exercised.
+
+Field names are camelCase in YAML (like Kubernetes) and snake_case in Python. Unknown fields are errors,
+so a typo is reported with its path (`workload[2].scale.replica: Extra inputs are not permitted`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+#: Errors that CreateFleet reports for offerings without capacity (see reference §6).
+CapacityErrorCode = Literal[
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "InsufficientFreeAddressesInSubnet",
+]
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file and the field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Cni(_Model):
+    """The cluster's VPC CNI settings, as the `aws-node` DaemonSet env would show them."""
+
+    prefix_delegation: bool = False
+    custom_networking: bool = False
+
+
+class ClusterSpec(_Model):
+    name: str = "sim"
+    version: str = "1.32"
+    region: str = "us-east-1"
+    zones: list[str] = Field(default_factory=lambda: ["us-east-1a", "us-east-1b", "us-east-1c"], min_length=1)
+    cni: Cni = Field(default_factory=Cni)
+
+    @field_validator("version")
+    @classmethod
+    def _version_shape(cls, v: str) -> str:
+        parts = v.split(".")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"expected a Kubernetes minor version like '1.32', got {v!r}")
+        return v
+
+
+#: A manifest source: a path relative to the scenario file, inline YAML text, or inline document(s).
+ManifestSource = str | dict[str, Any] | list[dict[str, Any]]
+
+
+class AmiSpec(_Model):
+    """One image to register in local EC2 and the SSM parameter that points at it."""
+
+    parameter: str | None = None
+    name: str
+    architecture: Literal["x86_64", "arm64"] = "x86_64"
+    creation_date: str = "2025-01-01T00:00:00.000Z"
+    deprecated: bool = False
+    id: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("creation_date", mode="before")
+    @classmethod
+    def _date_as_text(cls, v: Any) -> Any:
+        # YAML turns an unquoted 2025-01-01 into a date; EC2 wants the ISO text.
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+class Truth(_Model):
+    """What the real world does, unknown to carpool until it observes it."""
+
+    #: memory a node really loses to the hypervisor/OS, per AMI family (carpool estimates 7.5 %)
+    memory_overhead_percent: dict[str, float] = Field(
+        default_factory=lambda: {"al2023": 6.0, "al2": 6.0, "bottlerocket": 9.5, "custom": 7.5}
+    )
+    #: from instance running to the kubelet registering the Node (NotReady)
+    boot_seconds: float = Field(default=40.0, ge=0)
+    #: from Node registration to Ready (startup taints are removed then)
+    registration_seconds: float = Field(default=15.0, ge=0)
+
+    def overhead_percent(self, family: str) -> float:
+        return self.memory_overhead_percent.get(family, self.memory_overhead_percent.get("custom", 7.5))
+
+
+class CapacityFailure(_Model):
+    """Offerings that fail with a capacity error during a window of simulated time."""
+
+    instance_type: str = Field(description="instance type name or glob, e.g. c7i-flex.* or c7i-flex*")
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] | None = None
+    from_: float = Field(default=0.0, alias="from", ge=0)
+    until: float | None = Field(default=None, ge=0)
+    error: CapacityErrorCode = "InsufficientInstanceCapacity"
+
+    @model_validator(mode="after")
+    def _window(self) -> CapacityFailure:
+        if self.until is not None and self.until <= self.from_:
+            raise ValueError(f"until ({self.until}) must be after from ({self.from_})")
+        return self
+
+    def matches(self, instance_type: str, zone: str | None, capacity_type: str | None, at: float) -> bool:
+        """Whether an offering fails at `at` seconds into the run (unset fields match anything)."""
+        if at < self.from_ or (self.until is not None and at >= self.until):
+            return False
+        if not fnmatch.fnmatchcase(instance_type, self.instance_type):
+            return False
+        if self.zone is not None and zone is not None and self.zone != zone:
+            return False
+        return not (self.capacity_type is not None and capacity_type is not None and self.capacity_type != capacity_type)
+
+
+class NodeGroup(_Model):
+    """Nodes that exist before carpool starts (an EKS managed node group run by Cluster Autoscaler)."""
+
+    name: str
+    instance_type: str
+    count: int = Field(default=1, ge=0)
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] = "on-demand"
+    ami_family: str = "al2023"
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[dict[str, str]] = Field(default_factory=list)
+
+
+class Scale(_Model):
+    deployment: str
+    namespace: str = "default"
+    replicas: int = Field(ge=0)
+
+
+class Delete(_Model):
+    """Remove a workload (its pods go away) or single pods."""
+
+    deployment: str | None = None
+    namespace: str = "default"
+    pods: list[str] = Field(default_factory=list, description="namespace/name keys")
+
+    @model_validator(mode="after")
+    def _something(self) -> Delete:
+        if not self.deployment and not self.pods:
+            raise ValueError("delete needs a deployment or pods")
+        return self
+
+
+class InstanceSelector(_Model):
+    """Which carpool instances an interruption or health event hits (all set fields must match)."""
+
+    node_pool: str | None = None
+    instance_type: str | None = Field(default=None, description="name or glob")
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] | None = None
+    count: int = Field(default=1, ge=1)
+
+
+class WorkloadStep(_Model):
+    """One timed action; exactly one of the action fields is set."""
+
+    at: float = Field(ge=0)
+    apply: ManifestSource | None = None
+    scale: Scale | None = None
+    delete: Delete | None = None
+    spot_interruption: InstanceSelector | None = None
+    health_event: InstanceSelector | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> WorkloadStep:
+        actions = [n for n in ("apply", "scale", "delete", "spot_interruption", "health_event")
+                   if getattr(self, n) is not None]
+        if len(actions) != 1:
+            raise ValueError(
+                "a step needs exactly one of apply, scale, delete, spotInterruption, healthEvent"
+                f" (got {', '.join(actions) or 'none'})"
+            )
+        return self
+
+    @property
+    def action(self) -> str:
+        for n in ("apply", "scale", "delete", "spot_interruption", "health_event"):
+            if getattr(self, n) is not None:
+                return n
+        raise AssertionError("validated to have one action")
+
+
+class Expect(_Model):
+    """Optional outcome the scenario author expects; `carpool simulate` reports whether it held."""
+
+    all_pods_scheduled: bool | None = None
+    max_seconds_to_schedule: float | None = None
+
+
+class Scenario(_Model):
+    name: str = ""
+    description: str = ""
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    manifests: list[ManifestSource] = Field(default_factory=list)
+    amis: list[AmiSpec] = Field(default_factory=list)
+    truth: Truth = Field(default_factory=Truth)
+    capacity: list[CapacityFailure] = Field(default_factory=list)
+    node_groups: list[NodeGroup] = Field(default_factory=list)
+    workload: list[WorkloadStep] = Field(default_factory=list)
+    duration: float = Field(default=600.0, gt=0)
+    tick_seconds: float = Field(default=10.0, gt=0)
+    #: how often the disruption function's schedule fires
+    disruption_every_seconds: float = Field(default=60.0, gt=0)
+    #: simulated visibility timeout of the SQS queues (failed messages come back after it)
+    visibility_timeout_seconds: float = Field(default=30.0, ge=0)
+    expect: Expect = Field(default_factory=Expect)
+    #: where the file was read from; relative manifest paths resolve against it
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _sorted_steps(self) -> Scenario:
+        self.workload.sort(key=lambda s: s.at)
+        return self
+
+    def manifest_texts(self, sources: list[ManifestSource] | None = None) -> list[tuple[str, str]]:
+        """(label, YAML text) for each source; files are read relative to the scenario file."""
+        out = []
+        for i, src in enumerate(self.manifests if sources is None else sources):
+            out.append(resolve_manifest(src, self.base_dir, f"manifests[{i}]"))
+        return out
+
+
+def resolve_manifest(src: ManifestSource, base_dir: Path, label: str) -> tuple[str, str]:
+    """Turn a manifest source into (label, YAML text). Text with a newline or a colon is inline YAML."""
+    if isinstance(src, dict):
+        return label, yaml.safe_dump(src, sort_keys=False)
+    if isinstance(src, list):
+        return label, yaml.safe_dump_all(src, sort_keys=False)
+    if "\n" in src or ":" in src:
+        return label, src
+    path = (base_dir / src).resolve()
+    if not path.is_file():
+        raise ScenarioError(f"{label}: manifest file {src!r} not found (looked in {base_dir})")
+    return str(path), path.read_text()
+
+
+def _format_errors(source: str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        path = ""
+        for part in e["loc"]:
+            if isinstance(part, int):
+                path += f"[{part}]"
+            elif part in {"str", "dict[str,any]", "list[dict[str,any]]"} or "[" in str(part):
+                continue  # union member names pydantic adds to the location
+            else:
+                path += ("." if path else "") + str(part)
+        lines.append(f"{source}: {path or '<root>'}: {e['msg']}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate already-loaded YAML. Raises ScenarioError naming `source` and each bad field."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping (cluster, manifests, workload...)")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(_format_errors(source, err)) from None
+    if base_dir is not None:
+        scenario.base_dir = base_dir
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file. Raises ScenarioError with the file and field path on any problem."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as err:
+        raise ScenarioError(f"{p}: cannot read scenario ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{p}: not valid YAML: {err}") from None
+    scenario = parse_scenario(data, str(p), p.resolve().parent)
+    if not scenario.name:
+        scenario.name = p.stem
+    return scenario

@@ -1,0 +1,43 @@
+"""The terminal summary of a run: did the pods get scheduled, on which nodes, at what cost.
+
+Kept short on purpose; `--report` has the charts and `--json` everything.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+
+from carpool.sim.result import SimResult
+
+
+def render(result: SimResult) -> Group:
+    """A rich renderable: headline, nodes per pool and type, capacity errors and expectations."""
+    pods = result.pods
+    ok = pods.pending == 0
+    headline = (f"[bold]{result.scenario}[/]: [{'green' if ok else 'red'}]{pods.scheduled}/{pods.total} pods "
+                f"scheduled[/], {len(result.instances)} nodes running, hourly cost [bold]${result.hourly_cost:.3f}[/]"
+                f"  [dim](slowest pod {pods.max_unbound_seconds:.0f}s, {result.duration_seconds:.0f}s simulated "
+                f"in {result.wall_seconds:.1f}s)[/]")
+    table = Table(title="Nodes per pool", show_lines=False)
+    for col in ("pool", "instance type", "nodes", "$/h each"):
+        table.add_column(col, justify="right" if col in ("nodes", "$/h each") else "left")
+    prices = {(i.node_pool, i.instance_type): i.hourly_price for i in result.instances}
+    for pool, types in sorted(result.types_by_pool().items()):
+        for itype, count in sorted(types.items(), key=lambda kv: (-kv[1], kv[0])):
+            table.add_row(pool, itype, str(count), f"{prices.get((pool, itype), 0.0):.4f}")
+    parts: list[object] = [headline, table]
+    if result.launch_failures:
+        types = sorted({f.instance_type for f in result.launch_failures})
+        parts.append(f"[yellow]{len(result.launch_failures)} capacity errors[/] from EC2 "
+                     f"({', '.join(types[:6])}{'...' if len(types) > 6 else ''}); carpool fell back.")
+    if any(result.dead_letters.values()):
+        parts.append(f"[red]dead-letter queues not empty:[/] {result.dead_letters}")
+    for name, passed in result.expectations.items():
+        parts.append(f"expect {name}: {'[green]held[/]' if passed else '[red]did not hold[/]'}")
+    return Group(*parts)
+
+
+def show(result: SimResult, console: Console | None = None) -> None:
+    (console or Console()).print(Panel(render(result), title="carpool simulate", expand=False))

@@ -1,0 +1,51 @@
+"""Node sizing: max pods (ENI limits, prefix delegation, custom networking, caps, overrides), reserved
+resources and allocatable, for an instance type before any node of it exists.
+
+Split in three: `max_pods` (how many pods), `reserved` (capacity estimate, kube/system reserved,
+eviction) and `allocatable` (`size_node`, which ties them together). `settings` holds the inputs.
+"""
+
+from carpool.sizing.allocatable import NodeSize, size_node
+from carpool.sizing.max_pods import (
+    POD_OVERHEAD_SHARE,
+    eni_limited_pods,
+    memory_guard_limit,
+    prefix_delegation_cap,
+    prefix_delegation_ips,
+    prefix_delegation_pods,
+)
+from carpool.sizing.reserved import (
+    VM_MEMORY_OVERHEAD,
+    kube_reserved_cpu_millis,
+    kube_reserved_memory_mib,
+    memory_capacity_mib,
+)
+from carpool.sizing.settings import (
+    AmiProfile,
+    KubeletSettings,
+    LearnedCapacity,
+    NetworkSettings,
+    ami_profile,
+    network_settings,
+)
+
+__all__ = [
+    "POD_OVERHEAD_SHARE",
+    "VM_MEMORY_OVERHEAD",
+    "AmiProfile",
+    "KubeletSettings",
+    "LearnedCapacity",
+    "NetworkSettings",
+    "NodeSize",
+    "ami_profile",
+    "eni_limited_pods",
+    "kube_reserved_cpu_millis",
+    "kube_reserved_memory_mib",
+    "memory_capacity_mib",
+    "memory_guard_limit",
+    "network_settings",
+    "prefix_delegation_cap",
+    "prefix_delegation_ips",
+    "prefix_delegation_pods",
+    "size_node",
+]

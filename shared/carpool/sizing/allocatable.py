@@ -1,0 +1,150 @@
+"""`size_node`: what a node of a given instance type will offer pods, before it exists.
+
+The scheduler packs pods against `NodeSize.allocatable`; launch puts `max_pods` into user data. Getting
+these right is the whole game: too high and pods land on a node that cannot hold them, too low and we
+launch more (or bigger) nodes than needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from carpool import resources as R
+from carpool.catalog.instance_type import AMD64, InstanceType
+from carpool.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
+from carpool.sizing import max_pods as mp
+from carpool.sizing import reserved as rs
+from carpool.sizing.settings import AmiProfile, KubeletSettings, LearnedCapacity, NetworkSettings, ami_profile
+
+_DEFAULT_NETWORK = NetworkSettings()
+_DEFAULT_KUBELET = KubeletSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSize:
+    """Capacity, reservations and allocatable of a would-be node, with the reasons behind each adjustment.
+
+    Resources use carpool's units: cpu in millicores, memory and ephemeral-storage in bytes, counts as is.
+    `eni_limited_pods` is the secondary-IP-mode pod count under the network settings (the published
+    eni-max-pods.txt value with default settings), shown for comparison with `max_pods`.
+    """
+
+    max_pods: int
+    eni_limited_pods: int
+    capacity: Resources
+    kube_reserved: Resources
+    system_reserved: Resources
+    eviction: Resources
+    allocatable: Resources
+    notes: tuple[str, ...] = ()
+
+
+def size_node(
+    it: InstanceType,
+    ami_family: str | AmiProfile = "al2023",
+    network: NetworkSettings = _DEFAULT_NETWORK,
+    kubelet: KubeletSettings = _DEFAULT_KUBELET,
+    vm_memory_overhead: float = rs.VM_MEMORY_OVERHEAD,
+    learned: LearnedCapacity | None = None,
+    *,
+    ephemeral_storage_bytes: int | None = None,
+    pod_overhead_share: float = mp.POD_OVERHEAD_SHARE,
+) -> NodeSize:
+    """Size a node of type `it` launched with `ami_family`, the cluster's network mode and `kubelet` settings.
+
+    `learned` (capacity a registered node of this type reported) replaces the estimates it carries.
+    `ephemeral_storage_bytes` is the root/data volume size (default: the AMI family's default volume).
+    Raises ValueError naming the field for unknown AMI families and invalid quantities.
+    """
+    profile = ami_profile(ami_family)
+    notes: list[str] = []
+    memory_bytes = _memory_capacity(it, vm_memory_overhead, learned, notes)
+    pods = mp.resolve(it, profile, network, kubelet, memory_bytes // rs.MIB, pod_overhead_share)
+    notes.extend(pods.notes)
+    max_pods = _learned_pods(pods.value, learned, notes)
+    capacity = _capacity(it, profile, memory_bytes, max_pods, learned, ephemeral_storage_bytes)
+    kube_reserved = _kube_reserved(it, profile, kubelet, max_pods, pods.eni_limited, notes)
+    system_reserved = rs.apply_overrides({}, kubelet.system_reserved, "kubelet.systemReserved", notes)
+    eviction = rs.eviction_threshold(capacity, kubelet.eviction_hard, notes)
+    allocatable = _allocatable(capacity, kube_reserved, system_reserved, eviction, notes)
+    if profile.windows and it.arch != AMD64:
+        notes.append(f"Windows AMIs are amd64-only: {it.name} ({it.arch}) cannot run them")
+    return NodeSize(max_pods, pods.eni_limited, capacity, kube_reserved, system_reserved, eviction, allocatable, tuple(notes))
+
+
+def _memory_capacity(it: InstanceType, overhead: float, learned: LearnedCapacity | None, notes: list[str]) -> int:
+    estimate = rs.memory_capacity_mib(it, overhead) * rs.MIB
+    if learned is None:
+        return estimate
+    notes.append(
+        f"memory capacity {learned.memory_bytes // rs.MIB}Mi learned from a registered node "
+        f"(estimate was {estimate // rs.MIB}Mi)"
+    )
+    return learned.memory_bytes
+
+
+def _learned_pods(value: int, learned: LearnedCapacity | None, notes: list[str]) -> int:
+    if learned is None or learned.pods is None or learned.pods == value:
+        return value
+    notes.append(f"pods capacity {learned.pods} learned from a registered node (computed {value})")
+    return learned.pods
+
+
+def _capacity(
+    it: InstanceType,
+    profile: AmiProfile,
+    memory_bytes: int,
+    max_pods: int,
+    learned: LearnedCapacity | None,
+    ephemeral_bytes: int | None,
+) -> Resources:
+    """cpu, memory, ephemeral-storage, pods, and the device-plugin resources (GPUs, Neuron devices)."""
+    cpu = learned.cpu_millis if learned and learned.cpu_millis is not None else it.vcpus * 1000
+    ephemeral = ephemeral_bytes if ephemeral_bytes is not None else profile.default_ephemeral_gib * rs.GIB
+    if learned and learned.ephemeral_storage_bytes is not None:
+        ephemeral = learned.ephemeral_storage_bytes
+    capacity: Resources = {CPU: cpu, MEMORY: memory_bytes, EPHEMERAL_STORAGE: ephemeral, PODS: max_pods}
+    capacity.update(_devices(it))
+    return capacity
+
+
+def _devices(it: InstanceType) -> Resources:
+    if it.gpu_count and it.gpu_manufacturer == "nvidia":
+        return {R.GPU_NVIDIA: it.gpu_count}
+    if it.gpu_count and it.gpu_manufacturer == "amd":
+        return {R.GPU_AMD: it.gpu_count}
+    if it.accelerator_count:
+        return {R.NEURON: it.accelerator_count}
+    return {}
+
+
+def _kube_reserved(
+    it: InstanceType, profile: AmiProfile, kubelet: KubeletSettings, max_pods: int, eni_limited: int, notes: list[str]
+) -> Resources:
+    """Defaults from the pod count the AMI's bootstrap uses, then the user's `kubeReserved` per resource.
+
+    AL2/AL2023 read the eni-max-pods table on the node, i.e. the whole default card in secondary-IP mode,
+    whatever max pods, prefix delegation, custom networking or reserved ENIs say. Others use max pods.
+    """
+    if profile.eni_limited_memory_overhead:
+        memory_pods = mp.eni_limited_pods(it)
+        if memory_pods != max_pods and MEMORY not in kubelet.kube_reserved:
+            notes.append(
+                f"kube-reserved memory uses {memory_pods} pods (the {profile.name} eni-max-pods value), "
+                f"not max pods {max_pods}"
+            )
+    else:
+        memory_pods = max_pods
+    defaults = rs.default_kube_reserved(it.vcpus, memory_pods)
+    return rs.apply_overrides(defaults, kubelet.kube_reserved, "kubelet.kubeReserved", notes)
+
+
+def _allocatable(
+    capacity: Resources, kube: Resources, system: Resources, eviction: Resources, notes: list[str]
+) -> Resources:
+    """capacity - kube-reserved - system-reserved - eviction, never below zero (a note says when clamped)."""
+    raw = R.subtract(R.subtract(R.subtract(capacity, kube), system), eviction)
+    for name, value in raw.items():
+        if value < 0:
+            notes.append(f"reservations exceed {name} capacity: allocatable {name} is 0")
+    return {name: max(value, 0) for name, value in raw.items()}

@@ -1,0 +1,189 @@
+"""The loader: sources, dispatch, document labels, field paths and error collection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carpool.api.loader import ManifestError, ManifestErrors, Manifests, load
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "karpenter"
+
+POOL = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: {name}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: {ref}}}
+      requirements:
+        - key: karpenter.sh/capacity-type
+          operator: {op}
+          values: ["spot"]
+"""
+CLASS = """\
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: {name}
+spec:
+  role: R
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{tags: {{a: b}}}}]
+  securityGroupSelectorTerms: [{{tags: {{a: b}}}}]
+"""
+
+
+def pool(name: str = "default", ref: str = "default", op: str = "In") -> str:
+    return POOL.format(name=name, ref=ref, op=op)
+
+
+def nodeclass(name: str = "default") -> str:
+    return CLASS.format(name=name)
+
+
+def errors(*sources: Any) -> list[ManifestError]:
+    with pytest.raises(ManifestErrors) as info:
+        load(sources)
+    return info.value.errors
+
+
+def test_examples_load_from_files_and_directory_of_good_files(tmp_path: Path) -> None:
+    m = load([EXAMPLES / "default.yaml", str(EXAMPLES / "bottlerocket.yaml")])
+    assert [p.name for p in m.nodepools] == ["default", "batch-bottlerocket"]
+    assert [c.name for c in m.nodeclasses] == ["default", "bottlerocket"]
+    assert m.check_references() == []
+    for f in ("default.yaml", "bottlerocket.yaml"):
+        (tmp_path / f).write_text((EXAMPLES / f).read_text())
+    (tmp_path / "README.md").write_text("not a manifest")
+    assert len(load(tmp_path).nodepools) == 2
+
+
+def test_text_json_and_dict_sources() -> None:
+    as_json = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    m = load([pool() + "---\n" + nodeclass(), as_json, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}])
+    assert (len(m.nodepools), len(m.nodeclasses), len(m.nodes), len(m.pods)) == (1, 1, 1, 1)
+    assert m.summary() == "1 NodePool, 1 EC2NodeClass, 1 pod, 1 node"
+
+
+def test_single_string_source_is_not_iterated_per_character() -> None:
+    assert load(pool() + "---\n" + nodeclass()).nodepool("default") is not None
+
+
+def test_error_names_the_document_and_the_yaml_path() -> None:
+    [e] = errors(nodeclass() + "---\n" + pool(op="Like"))
+    assert e.document == "<input 1>#2 (NodePool default)"
+    assert e.path == "spec.template.spec.requirements[0].operator"
+    assert "Input should be 'In'" in e.message and "(got 'Like')" in e.message
+    assert str(e).startswith("<input 1>#2 (NodePool default): spec.template.spec.requirements[0].operator: ")
+
+
+def test_file_document_label(tmp_path: Path) -> None:
+    f = tmp_path / "pools.yaml"
+    f.write_text("# comment\n---\n" + nodeclass() + "---\n" + pool(name="b", op="Like"))
+    [e] = errors(f)
+    assert e.document == f"{f}#2 (NodePool b)"
+
+
+def test_all_errors_of_all_documents_are_collected() -> None:
+    found = errors(pool(name="a", op="Like") + "---\n" + pool(name="b", op="Foo"), "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    assert [(e.document, e.path) for e in found] == [
+        ("<input 1>#1 (NodePool a)", "spec.template.spec.requirements[0].operator"),
+        ("<input 1>#2 (NodePool b)", "spec.template.spec.requirements[0].operator"),
+        ("<input 2>#1 (Service s)", "kind"),
+    ]
+    assert "unsupported kind 'Service'" in found[2].message
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "fragment"),
+    [
+        ("kind: NodePool\napiVersion: karpenter.sh/v1beta1\nmetadata: {name: x}\n", "apiVersion", "expected 'karpenter.sh/v1'"),
+        ("apiVersion: v1\nmetadata: {name: x}\n", "kind", "required field is missing"),
+        ("- a\n- b\n", "", "expected a Kubernetes object"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n    - name: c\n      resources: {requests: {cpu: fast}}\n",
+         "spec.containers[0].resources.requests[cpu]", "invalid quantity 'fast'"),
+    ],
+)
+def test_document_level_errors(text: str, path: str, fragment: str) -> None:
+    [e] = errors(text)
+    assert e.path == path and fragment in e.message
+
+
+def test_yaml_syntax_error_reports_the_line() -> None:
+    [e] = errors(nodeclass() + "---\nkind: NodePool\nmetadata: {name: [unclosed\n")
+    assert e.document == "<input 1>#2"
+    assert "invalid YAML" in e.message and "line" in e.message
+
+
+def test_missing_file() -> None:
+    [e] = errors("no/such/file.yaml")
+    assert (e.document, e.path, e.message) == ("no/such/file.yaml", "", "file not found")
+    assert str(e) == "no/such/file.yaml: file not found"
+
+
+def test_list_item_errors_have_item_paths() -> None:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"}},
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": -1}},
+        ],
+    }
+    [e] = errors(doc)
+    assert (e.document, e.path) == ("<input 1>#1 (List)", "items[1].spec.replicas")
+
+
+def test_duplicates_are_errors() -> None:
+    found = errors(pool() + "---\n" + pool())
+    assert [(e.document, e.path) for e in found] == [("<input 1>#2 (NodePool default)", "metadata.name")]
+    assert "duplicate NodePool 'default'" in found[0].message and "<input 1>#1" in found[0].message
+
+
+def test_check_references() -> None:
+    m = load(pool(name="a", ref="missing") + "---\n" + nodeclass())
+    [e] = m.check_references()
+    assert e.document == "<input 1>#1 (NodePool a)"
+    assert e.path == "spec.template.spec.nodeClassRef.name"
+    assert "'missing'" in e.message and "loaded: default" in e.message
+    other = load(pool().replace("kind: EC2NodeClass", "kind: AKSNodeClass"))
+    [e2] = other.check_references()
+    assert e2.path == "spec.template.spec.nodeClassRef" and "AKSNodeClass" in e2.message
+
+
+def test_hand_written_pod_is_pending_but_a_bound_one_is_not() -> None:
+    m = load(
+        [
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new"}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound"}, "spec": {"nodeName": "n1"}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "running"}, "status": {"phase": "Running"}},
+        ]
+    )
+    assert [p.is_provisionable() for p in m.pods] == [True, False, False]
+
+
+def test_kubectl_output_with_status_loads() -> None:
+    text = pool() + "status:\n  conditions:\n  - type: Ready\n    status: 'True'\n  resources: {cpu: '4', nodes: '2'}\n"
+    text = text.replace("metadata:\n  name: default\n", "metadata:\n  name: default\n  generation: 1\n  managedFields: []\n")
+    assert load(text).nodepools[0].metadata.generation == 1
+
+
+def test_empty_manifests_summary() -> None:
+    assert Manifests().summary() == "0 NodePools, 0 EC2NodeClasses"
+
+
+def test_other_kinds_dispatch() -> None:
+    m = load(
+        [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "kube-system"}},
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"}, "spec": {"maxUnavailable": 1}},
+        ]
+    )
+    assert m.daemonsets[0].name == "ds" and m.pdbs[0].spec.max_unavailable == 1
+    assert m.summary() == "0 NodePools, 0 EC2NodeClasses, 1 DaemonSet, 1 PodDisruptionBudget"
