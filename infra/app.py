@@ -54,7 +54,7 @@ def build_app(context: dict[str, Any] | None = None, *, outdir: str | None = Non
 def _cli_context(argv: list[str]) -> dict[str, Any]:
     """cdk.json's context plus ``-c key=value`` arguments, for runs without the CDK CLI."""
     context: dict[str, Any] = {}
-    if "CDK_CONTEXT_JSON" in os.environ or "CDK_OUTDIR" in os.environ:
+    if _under_cdk_cli():
         return context  # the CDK CLI already passed cdk.json, cdk.context.json and -c values
     cdk_json = REPO_ROOT / "cdk.json"
     if cdk_json.is_file():
@@ -74,13 +74,21 @@ def _cli_context(argv: list[str]) -> dict[str, Any]:
     return context
 
 
+def _under_cdk_cli() -> bool:
+    return "CDK_OUTDIR" in os.environ or "CDK_CONTEXT_JSON" in os.environ
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        app, _stack = build_app(_cli_context(sys.argv[1:] if argv is None else argv))
-        app.synth()
+        # The CLI says where to write; a direct run writes where the CLI would have (./cdk.out).
+        outdir = None if _under_cdk_cli() else str(REPO_ROOT / "cdk.out")
+        app, stack = build_app(_cli_context(sys.argv[1:] if argv is None else argv), outdir=outdir)
+        assembly = app.synth()
     except USER_ERRORS as exc:
         print(f"carpool: {exc}", file=sys.stderr)
         return 1
+    if not _under_cdk_cli():
+        print(f"carpool: synthesized {stack.stack_name} to {assembly.directory}")
     return 0
 
 

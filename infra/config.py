@@ -109,13 +109,13 @@ def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
         )
     documents = _parse(checked, source)
     if settings.validate_config:
-        _validate_with_library(checked, source)
+        _validate_with_library(checked, source, settings.config_file)
     nodepools = tuple(_name(doc, source) for doc in documents if doc.get("kind") == "NodePool")
     limits = tuple(
         PoolLimit(_name(doc, source), str(resource))
         for doc in documents
         if doc.get("kind") == "NodePool"
-        for resource in sorted(((doc.get("spec") or {}).get("limits") or {}))
+        for resource in sorted((doc.get("spec") or {}).get("limits") or {})
     )
     return ClusterConfig(text=text, source=source, pool_limits=limits, nodepools=nodepools)
 
@@ -140,7 +140,7 @@ def _name(doc: dict[str, Any], source: str) -> str:
     return name
 
 
-def _validate_with_library(text: str, source: str) -> None:
+def _validate_with_library(text: str, source: str, path: Path | None) -> None:
     """Run carpool's own manifest loader, the one the functions use, when it can be imported.
 
     The import is optional because the deployment must not depend on every library module being
@@ -151,8 +151,9 @@ def _validate_with_library(text: str, source: str) -> None:
     except ImportError:
         return
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder, "config.yaml")
-        path.write_text(text)
+        if path is None:  # the built-in default: give the loader a file named after what it is
+            path = Path(folder, "default-config.yaml")
+            path.write_text(text)
         try:
             loader.load([path])
         except getattr(loader, "ManifestErrors", ()) as exc:  # type: ignore[misc]

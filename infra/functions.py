@@ -39,9 +39,9 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
-from carpool import labels
 from constructs import Construct
 
+from carpool import labels
 from infra.cluster import ClusterAccess
 from infra.events import EventRouting
 from infra.layer import LAYER_DIR, REPO_ROOT

@@ -51,9 +51,11 @@ LAUNCH_FAILURES_THRESHOLD = 5
 POOL_USAGE_RATIO_THRESHOLD = 0.75
 
 
-def insights(query: str, *, label: str, period: Duration = Duration.minutes(1)) -> cloudwatch.MathExpression:
+def insights(query: str, *, label: str, period_minutes: int = 1) -> cloudwatch.MathExpression:
     """A Metrics Insights query (usable in alarms since it returns one series)."""
-    return cloudwatch.MathExpression(expression=query, label=label, period=period, using_metrics={})
+    return cloudwatch.MathExpression(
+        expression=query, label=label, period=Duration.minutes(period_minutes), using_metrics={}
+    )
 
 
 def search(metric_name: str, statistic: str, *, label: str, period: int = 60) -> cloudwatch.MathExpression:
@@ -107,7 +109,7 @@ class Monitoring(Construct):
         self._alarm(
             "LaunchFailures",
             insights(
-                f"SELECT SUM(LaunchFailures) FROM {NAMESPACE}", label="launch failures", period=Duration.minutes(5)
+                f"SELECT SUM(LaunchFailures) FROM {NAMESPACE}", label="launch failures", period_minutes=5
             ),
             description=(
                 f"{LAUNCH_FAILURES_THRESHOLD} or more CreateFleet failures in 5 minutes (quota, IAM, subnet "
@@ -118,7 +120,7 @@ class Monitoring(Construct):
         )
         self._alarm(
             "WatcherNotRunning",
-            insights(f"SELECT SUM(WatcherRuns) FROM {NAMESPACE}", label="watcher runs", period=Duration.minutes(5)),
+            insights(f"SELECT SUM(WatcherRuns) FROM {NAMESPACE}", label="watcher runs", period_minutes=5),
             description=(
                 "The watcher has not completed a run in 5 minutes: pending pods are not being seen. Check the "
                 "watcher's logs (Kubernetes access entry, VPC reachability of the API endpoint)."

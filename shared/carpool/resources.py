@@ -58,7 +58,7 @@ def maximum(*lists: Mapping[str, int]) -> Resources:
 
 def fits(request: Mapping[str, int], available: Mapping[str, int]) -> bool:
     """True when every requested quantity is within what is available (missing = 0 available)."""
-    for k, v in request.items():
+    for k, v in request.items():  # noqa: SIM110 - explicit loop on the scheduler's hot path
         if v > 0 and v > available.get(k, 0):
             return False
     return True

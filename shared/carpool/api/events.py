@@ -257,7 +257,10 @@ def _parse(raw: Mapping[str, Any] | str | bytes, models: Mapping[str, type[_E]],
         problems = describe_all(model, exc)
         listing = "; ".join(f"{path}: {message}" if path else message for path, message in problems)
         raise EventError(
-            f"{detail_type} event {event_id}: {listing}", detail_type=detail_type, event_id=event_id, problems=problems
+            f"{detail_type} event {event_id}: {listing}",
+            detail_type=detail_type,
+            event_id=event_id,
+            problems=problems,
         ) from None
 
 
@@ -284,7 +287,9 @@ def _entry(detail_type: str, detail: BaseModel, now: datetime, bus_name: str) ->
 
 def pod_unschedulable_entry(cluster: str, pod: Pod, now: datetime, bus_name: str) -> dict[str, Any]:
     """A PutEvents entry announcing that `pod` was found unschedulable at `now`."""
-    return _entry(POD_UNSCHEDULABLE, PodUnschedulableDetail(cluster=cluster, pod=pod, observed_at=now), now, bus_name)
+    return _entry(
+        POD_UNSCHEDULABLE, PodUnschedulableDetail(cluster=cluster, pod=pod, observed_at=now), now, bus_name
+    )
 
 
 def node_registered_entry(cluster: str, node: Node, now: datetime, bus_name: str) -> dict[str, Any]:

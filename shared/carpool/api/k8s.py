@@ -37,6 +37,7 @@ __all__ = [
     "PodDisruptionBudget",
     "PodSpec",
     "PodStatus",
+    "PodStamper",
     "PodTemplateSpec",
     "PreferredSchedulingTerm",
     "ResourceRequirements",
@@ -233,7 +234,7 @@ class Pod(KubeModel):
 
     @property
     def key(self) -> str:
-        """"namespace/name", unique in a cluster (and what `kubectl` prints)."""
+        """ "namespace/name", unique in a cluster (and what `kubectl` prints)."""
         return f"{self.namespace}/{self.name}"
 
     @property
@@ -331,6 +332,33 @@ class PodTemplateSpec(KubeModel):
     spec: PodSpec = Field(default_factory=PodSpec)
 
 
+class PodStamper:
+    """Stamps pods out of one template, as its controller would create them.
+
+    The template is serialised once and each pod is validated from that data, so every pod owns its
+    spec (binding one never touches another) at a fraction of the cost of deep-copying models: a
+    20,000-replica Deployment is a realistic `carpool simulate` input.
+    """
+
+    def __init__(self, template: PodTemplateSpec) -> None:
+        self._metadata = template.metadata.model_dump(by_alias=True, exclude_none=True)
+        self._spec = template.spec.model_dump(by_alias=True, exclude_none=True)
+
+    def stamp(
+        self, *, name: str, namespace: str, owner: OwnerReference | None, uid: str | None = None
+    ) -> Pod:
+        metadata = {
+            **self._metadata,
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "ownerReferences": [owner.model_dump(by_alias=True, exclude_none=True)]
+            if owner is not None
+            else [],
+        }
+        return Pod.model_validate({"metadata": metadata, "spec": self._spec})
+
+
 def pod_from_template(
     template: PodTemplateSpec,
     *,
@@ -339,13 +367,8 @@ def pod_from_template(
     owner: OwnerReference | None,
     uid: str | None = None,
 ) -> Pod:
-    """A pod stamped out of a template, as its controller would create it (spec copied, not shared)."""
-    meta = template.metadata.model_copy(deep=True)
-    meta.name = name
-    meta.namespace = namespace
-    meta.uid = uid
-    meta.owner_references = [owner] if owner is not None else []
-    return Pod(metadata=meta, spec=template.spec.model_copy(deep=True))
+    """One pod stamped out of a template (spec copied, not shared); see `PodStamper` for many."""
+    return PodStamper(template).stamp(name=name, namespace=namespace, owner=owner, uid=uid)
 
 
 # --- node ---------------------------------------------------------------------------------------------
@@ -456,11 +479,15 @@ class DaemonSet(KubeModel):
     def template_pod(self) -> Pod:
         """The pod this DaemonSet would put on a new node (owned by it), for overhead and fit checks."""
         owner = OwnerReference(
-            api_version=self.api_version, kind="DaemonSet", name=self.name, uid=self.metadata.uid or "",
+            api_version=self.api_version,
+            kind="DaemonSet",
+            name=self.name,
+            uid=self.metadata.uid or "",
             controller=True,
         )
-        return pod_from_template(self.spec.template, name=f"{self.name}-template", namespace=self.namespace,
-                                 owner=owner)
+        return pod_from_template(
+            self.spec.template, name=f"{self.name}-template", namespace=self.namespace, owner=owner
+        )
 
 
 # --- pod disruption budget ----------------------------------------------------------------------------

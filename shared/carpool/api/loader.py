@@ -53,7 +53,11 @@ class ManifestError:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.document}: {self.path}: {self.message}" if self.path else f"{self.document}: {self.message}"
+        return (
+            f"{self.document}: {self.path}: {self.message}"
+            if self.path
+            else f"{self.document}: {self.message}"
+        )
 
 
 class ManifestErrors(Exception):
@@ -110,7 +114,7 @@ class Manifests:
         return errors
 
     def summary(self) -> str:
-        """"2 NodePools, 2 EC2NodeClasses, 12 pods" (pools and classes always, the rest when present)."""
+        """ "2 NodePools, 2 EC2NodeClasses, 12 pods" (pools and classes always, the rest when present)."""
         counts = [
             (len(self.nodepools), "NodePool", True),
             (len(self.nodeclasses), "EC2NodeClass", True),
@@ -209,7 +213,11 @@ class _Loader:
     def document(self, doc: Any, label: str, prefix: str = "") -> None:
         """Validate one object; `prefix` is its field path inside an enclosing List (`items[3]`)."""
         if not isinstance(doc, Mapping):
-            self.error(label, prefix, f"expected a Kubernetes object with apiVersion and kind, got {type(doc).__name__}")
+            self.error(
+                label,
+                prefix,
+                f"expected a Kubernetes object with apiVersion and kind, got {type(doc).__name__}",
+            )
             return
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
         at = f"{prefix}." if prefix else ""
@@ -266,7 +274,9 @@ class _Loader:
             key = (produced_kind, _key(item))
             first = self.out.documents.get(key)
             if first is not None:
-                self.error(label, "metadata.name", f"duplicate {produced_kind} {key[1]!r} (first defined in {first})")
+                self.error(
+                    label, "metadata.name", f"duplicate {produced_kind} {key[1]!r} (first defined in {first})"
+                )
                 continue
             self.out.documents[key] = label
             getattr(self.out, attribute).append(item)

@@ -2,8 +2,8 @@
 
 Schema and validation follow the AWS provider's v1 CRD so users' YAML loads unchanged. Defaults are
 Karpenter's except for the instance metadata service: carpool launches with `httpTokens: required` and
-`httpPutResponseHopLimit: 2` (so pods with host networking off can still reach IMDSv2 through the
-extra hop, which the AWS VPC CNI and most add-ons expect), while any value the user writes is kept.
+`httpPutResponseHopLimit: 2` where Karpenter uses 1 (a pod off the host network is one hop further from
+IMDSv2; EKS managed node groups use 2 for the same reason), while any value the user writes is kept.
 carpool-specific switches are annotations under `carpool.dev/` (Karpenter ignores them), e.g.
 `carpool.dev/prefix-delegation: "true"`.
 """
@@ -52,8 +52,14 @@ AmiFamilyName = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019"
 _ALIAS = re.compile(r"^[a-zA-Z0-9]+@.+$")
 _RESERVED_KEYS = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 _EVICTION_SIGNALS = frozenset(
-    {"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree",
-     "pid.available"}
+    {
+        "memory.available",
+        "nodefs.available",
+        "nodefs.inodesFree",
+        "imagefs.available",
+        "imagefs.inodesFree",
+        "pid.available",
+    }
 )
 _RESTRICTED_TAGS = (wk.NODEPOOL, "eks:eks-cluster-name", wk.TAG_NODECLAIM, wk.EC2NODECLASS)
 _RESTRICTED_TAG_PREFIX = "kubernetes.io/cluster/"
@@ -81,7 +87,9 @@ class SubnetSelectorTerm(CrdModel):
         if self.tags is None and self.id is None:
             raise ValueError("expected at least one, got none, ['tags', 'id']")
         if self.id is not None and self.tags is not None:
-            raise ValueError("'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term")
+            raise ValueError(
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"
+            )
         return self
 
 
@@ -95,9 +103,13 @@ class SecurityGroupSelectorTerm(CrdModel):
         if self.tags is None and self.id is None and self.name is None:
             raise ValueError("expected at least one, got none, ['tags', 'id', 'name']")
         if self.id is not None and (self.tags is not None or self.name is not None):
-            raise ValueError("'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term")
+            raise ValueError(
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"
+            )
         if self.name is not None and (self.tags is not None or self.id is not None):
-            raise ValueError("'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term")
+            raise ValueError(
+                "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"
+            )
         return self
 
 
@@ -111,7 +123,9 @@ class CapacityReservationSelectorTerm(CrdModel):
         if self.tags is None and self.id is None:
             raise ValueError("expected at least one, got none, ['tags', 'id']")
         if self.id is not None and (self.tags is not None or self.owner_id is not None):
-            raise ValueError("'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term")
+            raise ValueError(
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term"
+            )
         return self
 
 
@@ -131,7 +145,9 @@ class AmiSelectorTerm(CrdModel):
         if alias is None:
             return None
         if not _ALIAS.match(alias):
-            raise ValueError(f"'alias' {alias!r} is improperly formatted, must match the format 'family@version'")
+            raise ValueError(
+                f"'alias' {alias!r} is improperly formatted, must match the format 'family@version'"
+            )
         family, version = alias.split("@", 1)
         if family not in ALIAS_FAMILIES:
             raise ValueError(
@@ -145,12 +161,18 @@ class AmiSelectorTerm(CrdModel):
     @model_validator(mode="after")
     def _exclusive(self) -> AmiSelectorTerm:
         if not any((self.alias, self.id, self.name, self.tags, self.ssm_parameter)):
-            raise ValueError("expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']")
+            raise ValueError(
+                "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']"
+            )
         others = [f for f in ("name", "owner", "tags", "ssm_parameter") if getattr(self, f) is not None]
         if self.alias is not None and (others or self.id is not None):
-            raise ValueError("'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms")
+            raise ValueError(
+                "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"
+            )
         if self.id is not None and others:
-            raise ValueError("'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms")
+            raise ValueError(
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"
+            )
         return self
 
 
@@ -169,7 +191,9 @@ class KubeletConfiguration(CrdModel):
     image_gc_high_threshold_percent: int | None = Field(
         default=None, ge=0, le=100, alias="imageGCHighThresholdPercent"
     )
-    image_gc_low_threshold_percent: int | None = Field(default=None, ge=0, le=100, alias="imageGCLowThresholdPercent")
+    image_gc_low_threshold_percent: int | None = Field(
+        default=None, ge=0, le=100, alias="imageGCLowThresholdPercent"
+    )
     cpu_cfs_quota: bool | None = Field(default=None, alias="cpuCFSQuota")
 
     @field_validator("system_reserved", "kube_reserved", mode="before")
@@ -207,7 +231,9 @@ class KubeletConfiguration(CrdModel):
         soft = info.data.get("eviction_soft", {})
         for key in value:
             if key not in _EVICTION_SIGNALS:
-                raise ValueError(f"valid keys for evictionSoftGracePeriod are {sorted(_EVICTION_SIGNALS)} (got {key!r})")
+                raise ValueError(
+                    f"valid keys for evictionSoftGracePeriod are {sorted(_EVICTION_SIGNALS)} (got {key!r})"
+                )
             if key not in soft:
                 raise ValueError(f"key {key!r} in evictionSoftGracePeriod has no matching evictionSoft entry")
         for key in soft:
@@ -285,7 +311,9 @@ class EC2NodeClassSpec(CrdModel):
     @classmethod
     def _alias_alone(cls, terms: list[AmiSelectorTerm]) -> list[AmiSelectorTerm]:
         if len(terms) > 1 and any(t.alias is not None for t in terms):
-            raise ValueError("'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms")
+            raise ValueError(
+                "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"
+            )
         return terms
 
     @field_validator("ami_family")
@@ -296,7 +324,9 @@ class EC2NodeClassSpec(CrdModel):
         if family is not None and alias is not None:
             alias_family = ALIAS_FAMILIES[alias.split("@", 1)[0]]
             if family not in (alias_family, "Custom"):
-                raise ValueError(f"if set, amiFamily must be '{alias_family}' or 'Custom' when using an alias of that family")
+                raise ValueError(
+                    f"if set, amiFamily must be '{alias_family}' or 'Custom' when using an alias of that family"
+                )
         return family
 
     @field_validator("instance_profile")
@@ -361,7 +391,7 @@ class EC2NodeClass(CrdModel):
         return family, version
 
     def ami_family(self) -> str:
-        """"al2023" | "al2" | "bottlerocket" | "windows2019" | "windows2022" | "custom".
+        """ "al2023" | "al2" | "bottlerocket" | "windows2019" | "windows2022" | "custom".
 
         As in Karpenter, an explicit `amiFamily` wins (it may be `Custom` next to an alias: the alias
         picks the image, the user supplies the bootstrap); otherwise the alias family decides.
@@ -384,4 +414,3 @@ class EC2NodeClass(CrdModel):
     def custom_networking(self) -> bool | None:
         """`carpool.dev/custom-networking`: True/False forces custom networking; None = detect."""
         return self._flag(wk.CUSTOM_NETWORKING)
-

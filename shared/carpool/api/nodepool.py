@@ -163,7 +163,9 @@ class Budget(CrdModel):
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         if value is not None and value not in _CRON_MACROS and len(value.split()) != 5:
-            raise ValueError(f"invalid schedule {value!r}: expected a 5-field cron expression or a macro such as @daily")
+            raise ValueError(
+                f"invalid schedule {value!r}: expected a 5-field cron expression or a macro such as @daily"
+            )
         return value
 
     @model_validator(mode="after")

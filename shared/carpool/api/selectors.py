@@ -65,8 +65,15 @@ class NodeSelectorRequirement(KubeModel):
     @classmethod
     def _min_values_within_values(cls, min_values: int | None, info: ValidationInfo) -> int | None:
         values = info.data.get("values")
-        if min_values is not None and info.data.get("operator") == "In" and values and len(values) < min_values:
-            raise ValueError(f"minValues {min_values} is more than the {len(values)} value(s) listed for operator In")
+        if (
+            min_values is not None
+            and info.data.get("operator") == "In"
+            and values
+            and len(values) < min_values
+        ):
+            raise ValueError(
+                f"minValues {min_values} is more than the {len(values)} value(s) listed for operator In"
+            )
         return min_values
 
     def to_domain(self) -> Requirement:

@@ -19,9 +19,9 @@ from carpool.api.k8s import (
     DEFAULT_NAMESPACE,
     Pod,
     PodCondition,
+    PodStamper,
     PodStatus,
     PodTemplateSpec,
-    pod_from_template,
 )
 from carpool.api.meta import NamedObjectMeta, OwnerReference
 from carpool.api.selectors import LabelSelector
@@ -51,7 +51,9 @@ def as_pending(pod: Pod, message: str = PENDING_MESSAGE) -> Pod:
     """Mark `pod` as the kube-scheduler marks a pod no node can take (in place; returned for chaining)."""
     pod.status = PodStatus(
         phase="Pending",
-        conditions=[PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=message)],
+        conditions=[
+            PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=message)
+        ],
     )
     return pod
 
@@ -97,11 +99,12 @@ class _Workload(KubeModel):
             controller=True,
             block_owner_deletion=True,
         )
+        stamper = PodStamper(template)
         out = []
         for i in range(self.replicas()):
             name = f"{self.name}-{i}"
-            pod = pod_from_template(
-                template, name=name, namespace=namespace, owner=owner, uid=stable_uid("Pod", namespace, name)
+            pod = stamper.stamp(
+                name=name, namespace=namespace, owner=owner, uid=stable_uid("Pod", namespace, name)
             )
             out.append(as_pending(pod))
         return out

@@ -33,7 +33,7 @@ class InterruptSummary:
 def run(batch: dict[str, ev.AwsEvent], deps: Dependencies) -> tuple[InterruptSummary, dict[str, str]]:
     summary = InterruptSummary()
     for event in batch.values():
-        for instance_id in ev.instance_ids(event):
+        for instance_id in event.instance_ids():
             claim = deps.ledger.find_by_instance(instance_id)
             if claim is None:
                 summary.ignored[instance_id] = f"{event.detail_type}: instance not owned by carpool"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -24,10 +25,10 @@ def register(app: typer.Typer) -> None:
 
 
 def simulate(
-    scenario: Path = typer.Argument(..., help="Scenario YAML (see examples/)", exists=False),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
-    report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (see examples/).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report here.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Simulate a scenario: pods, NodePools and capacity errors played against carpool's Lambdas."""
     from carpool.sim import report as report_page

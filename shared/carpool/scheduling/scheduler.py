@@ -163,6 +163,7 @@ class Scheduler:
         sig = self._intern(pool, Requirements.from_labels(sig_labels), tuple(taints), sig_labels)
         b = Bin(len(self.bins), name, kind, sig, pool, {}, capacity=dict(remaining))
         b.hostname = host_labels[L.HOSTNAME]
+        b.ports = [hp for p in pods for hp in p.host_ports]
         sig.members |= 1 << b.id
         self.bins.append(b)
         self._fixed_pods.append((b, pods))

@@ -146,7 +146,7 @@ class Kubelets:
     startup_taints: Callable[[str], Iterable[str]] = lambda _pool: ()
     _boots: dict[str, _Boot] = field(default_factory=dict)
     _facts: dict[str, InstanceFacts] = field(default_factory=dict)
-    _families: dict[str, str] = field(default_factory=dict)
+    _image_names: dict[str, str] = field(default_factory=dict)
     #: instance id -> node name, for every node ever registered (a deleted node does not come back)
     registered: dict[str, str] = field(default_factory=dict)
     #: instance id -> (simulated time first seen running, DescribeInstances entry)
@@ -209,13 +209,16 @@ class Kubelets:
             self._facts[instance_type] = InstanceFacts.from_ec2(it)
         return self._facts[instance_type]
 
-    def _image_family(self, image_id: str) -> str:
-        if image_id not in self._families:
+    def image_name(self, image_id: str) -> str:
+        if image_id not in self._image_names:
             images = self.ec2.describe_images(ImageIds=[image_id]).get("Images") or [{}]
-            name = (images[0].get("Name") or "").lower()
-            self._families[image_id] = ("bottlerocket" if "bottlerocket" in name else "al2023" if "al2023" in name
-                                        else "al2" if "amazon-eks" in name else "custom")
-        return self._families[image_id]
+            self._image_names[image_id] = images[0].get("Name") or ""
+        return self._image_names[image_id]
+
+    def _image_family(self, image_id: str) -> str:
+        name = self.image_name(image_id).lower()
+        return ("bottlerocket" if "bottlerocket" in name else "al2023" if "al2023" in name
+                else "al2" if "amazon-eks" in name else "custom")
 
     def _register(self, inst: Mapping[str, Any]) -> str:
         iid = inst["InstanceId"]

@@ -35,6 +35,9 @@ class Instance(_Model):
     instance_id: str
     instance_type: str
     image_id: str
+    image_name: str = ""
+    arch: str = ""
+    gpus: int = 0
     node_pool: str = ""
     capacity_type: str = ""
     zone: str = ""
@@ -94,6 +97,8 @@ class SimResult(_Model):
     duration_seconds: float
     wall_seconds: float = 0.0
     pods: PodCounts = Field(default_factory=PodCounts)
+    #: pod counts per workload ("Deployment/default/web")
+    workloads: dict[str, PodCounts] = Field(default_factory=dict)
     instances: list[Instance] = Field(default_factory=list)
     capacity_cache: list[CapacityEntry] = Field(default_factory=list)
     launches: list[Instance] = Field(default_factory=list)

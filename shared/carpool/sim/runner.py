@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 import yaml
 
 from carpool import labels as L
@@ -41,6 +40,7 @@ from carpool.sim.faults import CapacityFaults
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
 from carpool.sim.result import (
     CapacityEntry,
+    Decision,
     Instance,
     LaunchFailure,
     PodCounts,
@@ -79,16 +79,6 @@ class _EventPath:
     dlqs: dict[str, str] = field(default_factory=dict)
 
 
-def _pick(obj: Any, *names: str) -> Any:
-    """A value from a dict or an object by the first name present (localaws answers vary in shape)."""
-    for name in names:
-        if isinstance(obj, Mapping) and name in obj:
-            return obj[name]
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    return None
-
-
 class SimRunner:
     """Runs one scenario. `run()` starts local AWS, plays the scenario and returns the result."""
 
@@ -111,7 +101,7 @@ class SimRunner:
         env_before = dict(os.environ)
         from carpool.sim.localaws import LocalAws
 
-        aws = _start(LocalAws, self.scenario.cluster.region)
+        aws = LocalAws(cluster=self.scenario.cluster.name, region=self.scenario.cluster.region).start()
         try:
             with lambdas.captured_output(self.log):
                 self._setup(aws)
@@ -129,19 +119,16 @@ class SimRunner:
         sc = self.scenario
         self.region = sc.cluster.region
         os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = self.region
-        state = aws.create_state()
-        self.path = self._event_path(aws.create_event_path(sc.cluster.name))
+        self.aws = aws
+        self.ec2, self.sqs, self.events = aws.client("ec2"), aws.client("sqs"), aws.client("events")
+        aws.create_state(sc.cluster.name)
+        self.path = self._event_path(aws.create_event_path(sc.cluster.name, int(sc.visibility_timeout_seconds)))
         aws.seed_network(sc.cluster.name, sc.cluster.zones)
         if sc.amis:
             aws.seed_amis([a.model_dump(by_alias=True, exclude_none=True) for a in sc.amis])
-        self.ec2 = boto3.client("ec2", region_name=self.region)
-        self.sqs = boto3.client("sqs", region_name=self.region)
-        self.events = boto3.client("events", region_name=self.region)
-        self.ssm = boto3.client("ssm", region_name=self.region)
-        self.config_parameter = f"/carpool/{sc.cluster.name}/config"
-        settings = self._settings(state)
         self.driver = WorkloadDriver(self.cluster, load, on_config=self._put_config)
         self.driver.apply(text for _label, text in sc.manifest_texts())
+        settings = self._settings()
         if not self.driver.config_docs:
             raise ValueError(f"scenario {sc.name}: no NodePool/EC2NodeClass in manifests")
         self.kubelets = Kubelets(self.ec2, self.cluster, sc.cluster.name, self.region, sc.truth,
@@ -155,49 +142,30 @@ class SimRunner:
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambdas.load_handler(name) for name in lambdas.HANDLERS}
 
-    def _settings(self, state: Any) -> Any:
+    def _settings(self) -> Any:
+        """carpool's settings as the stack's environment would give them (LocalAws set the table, bus
+        and config parameter variables already)."""
         from carpool.app.settings import Settings
 
         sc = self.scenario
-        table = state if isinstance(state, str) else _pick(state, "table", "table_name", "name")
-        idempotency = None if isinstance(state, str) else _pick(state, "idempotency_table", "idempotency")
-        env = {
+        os.environ.update({
             "CARPOOL_CLUSTER_NAME": sc.cluster.name, "CARPOOL_CLUSTER_VERSION": sc.cluster.version,
             "CARPOOL_CLUSTER_ENDPOINT": f"https://{sc.cluster.name}.sim.eks.local",
             "CARPOOL_CLUSTER_CA": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==",
-            "CARPOOL_TABLE": str(table or ""), "CARPOOL_EVENT_BUS": self.path.bus,
-            "CARPOOL_CONFIG_PARAMETER": self.config_parameter,
             "CARPOOL_NODE_ROLE_ARN": f"arn:aws:iam::{lambdas.ACCOUNT}:role/carpool-node",
             "CARPOOL_INSTANCE_PROFILE": "carpool-node",
             "POWERTOOLS_SERVICE_NAME": "carpool", "POWERTOOLS_METRICS_NAMESPACE": "carpool",
-        }
-        if idempotency:
-            env["CARPOOL_IDEMPOTENCY_TABLE"] = str(idempotency)
-        os.environ.update(env)
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        })
         return Settings.from_env()
 
     def _event_path(self, answer: Any) -> _EventPath:
-        """Queue URLs per handler from `create_event_path`'s answer, or found by name in SQS."""
-        bus = _pick(answer, "bus", "bus_name", "event_bus") or f"carpool-{self.scenario.cluster.name}"
-        queues = _pick(answer, "queues", "queue_urls") or {}
-        dlqs = _pick(answer, "dlqs", "dead_letter_queues") or {}
-        path = _EventPath(str(bus), {}, {}, {})
-        sqs = boto3.client("sqs", region_name=self.scenario.cluster.region)
-        urls = list(queues.values()) if isinstance(queues, Mapping) else []
-        urls += list(dlqs.values()) if isinstance(dlqs, Mapping) else []
-        urls = urls or sqs.list_queues().get("QueueUrls", [])
-        for name in _SQS_QUEUES:
-            stem = name[:7]
-            for url in urls:
-                tail = url.rsplit("/", 1)[-1].lower()
-                dead = "dlq" in tail or "dead" in tail
-                if stem in tail:
-                    (path.dlqs if dead else path.queues)[name] = url
+        path = _EventPath(answer.bus_name, dict(answer.queues), {}, dict(answer.dlqs))
         missing = [n for n in _SQS_QUEUES if n not in path.queues]
         if missing:
-            raise RuntimeError(f"local event path has no queue for {', '.join(missing)} (queues: {urls})")
+            raise RuntimeError(f"local event path has no queue for {', '.join(missing)}")
         for name, url in path.queues.items():
-            attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
             path.arns[name] = attrs["QueueArn"]
         return path
 
@@ -216,10 +184,8 @@ class SimRunner:
     # -- config and fixed parts of the world ------------------------------------------------------
     def _put_config(self, docs: list[dict[str, Any]]) -> None:
         """carpool reads NodePools/EC2NodeClasses from this SSM parameter (what `carpool apply` writes)."""
-        text = yaml.safe_dump_all(docs, sort_keys=False)
         self._config_docs = docs
-        self.ssm.put_parameter(Name=self.config_parameter, Value=text, Type="String", Overwrite=True,
-                               Tier="Advanced" if len(text) > 4096 else "Standard")
+        self.aws.put_config(yaml.safe_dump_all(docs, sort_keys=False), self.scenario.cluster.name)
 
     def _startup_taints(self, pool: str) -> list[str]:
         for doc in getattr(self, "_config_docs", []):
@@ -457,6 +423,7 @@ class SimRunner:
             scenario=sc.name, description=sc.description, duration_seconds=sc.duration,
             pods=PodCounts(total=len(user), scheduled=scheduled, pending=len(user) - scheduled,
                            max_unbound_seconds=max(waits), median_unbound_seconds=statistics.median(waits)),
+            workloads=self._workloads(),
             instances=[i for i in launches if i.terminated_at is None],
             capacity_cache=self._capacity_cache(),
             launches=launches,
@@ -468,7 +435,7 @@ class SimRunner:
             dead_letters=self._dead_letters(),
             invocations=dict(self.invocations),
             timeline=self.timeline,
-            decisions=self.log.decisions,
+            decisions=self._decisions(),
         )
         if self.log.dropped:
             result.decisions.append(self.log.decisions[-1].model_copy(
@@ -476,13 +443,32 @@ class SimRunner:
         result.expectations = _expectations(sc, result)
         return result
 
+    def _workloads(self) -> dict[str, PodCounts]:
+        out: dict[str, PodCounts] = {}
+        for rec in self.cluster.user_pods():
+            counts = out.setdefault(rec.controller or "(bare pods)", PodCounts())
+            counts.total += 1
+            if (rec.raw.get("spec") or {}).get("nodeName"):
+                counts.scheduled += 1
+            else:
+                counts.pending += 1
+        return dict(sorted(out.items()))
+
+    def _decisions(self) -> list[Decision]:
+        """The handlers' log lines with what they did through the Kubernetes API, in time order."""
+        api = [Decision(at=at, source="k8s-api", message=f"{verb} {target}") for at, verb, target in self.cluster.actions]
+        return sorted([*self.log.decisions, *api], key=lambda d: d.at)
+
     def _instance(self, iid: str, seen: float, inst: Mapping[str, Any]) -> Instance:
         tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
         node = self.kubelets.registered.get(iid)
         raw = self.cluster.node_raw(node) if node else None
         max_pods = int(raw["status"]["capacity"]["pods"]) if raw else None
+        facts = self.kubelets.facts(inst["InstanceType"])
         return Instance(
+            arch=facts.arch, gpus=facts.gpu_count,
             instance_id=iid, instance_type=inst["InstanceType"], image_id=inst["ImageId"],
+            image_name=self.kubelets.image_name(inst["ImageId"]),
             node_pool=tags.get(L.NODEPOOL, ""),
             capacity_type=L.CAPACITY_SPOT if inst.get("InstanceLifecycle") == "spot" else L.CAPACITY_ON_DEMAND,
             zone=inst["Placement"]["AvailabilityZone"], max_pods=max_pods, node_name=node, launched_at=seen,
@@ -516,16 +502,6 @@ def _expectations(sc: Scenario, result: SimResult) -> dict[str, bool]:
     if sc.expect.max_seconds_to_schedule is not None:
         out["maxSecondsToSchedule"] = result.pods.max_unbound_seconds <= sc.expect.max_seconds_to_schedule
     return out
-
-
-def _start(local_aws: Any, region: str) -> Any:
-    """`LocalAws.start()` (a class method starting the server) or an instance's `start()`."""
-    try:
-        return local_aws.start(region=region)
-    except TypeError:
-        aws = local_aws(region=region)
-        started = aws.start()
-        return started if started is not None else aws
 
 
 def simulate(scenario: Scenario, progress: Progress | None = None) -> SimResult:

@@ -16,8 +16,13 @@ GI = 2**30
 MI = 2**20
 
 
-def container(cpu: str | None = None, memory: str | None = None, *, limits: dict[str, Any] | None = None,
-              sidecar: bool = False) -> dict[str, Any]:
+def container(
+    cpu: str | None = None,
+    memory: str | None = None,
+    *,
+    limits: dict[str, Any] | None = None,
+    sidecar: bool = False,
+) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     c: dict[str, Any] = {"name": "c", "resources": {"requests": requests}}
     if limits:
@@ -118,7 +123,10 @@ def pending(**changes: Any) -> dict[str, Any]:
         ({"metadata.ownerReferences": [{"kind": "DaemonSet", "name": "ds", "apiVersion": "apps/v1"}]}, False),
         ({"metadata.ownerReferences": [{"kind": "Node", "name": "n1", "apiVersion": "v1"}]}, False),
         ({"metadata.ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "apiVersion": "apps/v1"}]}, True),
-        ({"status.conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}, False),
+        (
+            {"status.conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]},
+            False,
+        ),
         ({"status.conditions": [{"type": "PodScheduled", "status": "True"}]}, False),
         ({"status.conditions": []}, False),
         ({"status.phase": "Failed"}, False),
@@ -140,7 +148,10 @@ def test_unknown_fields_are_ignored() -> None:
     p = Pod.model_validate(
         {
             "metadata": {"name": "x", "managedFields": [{}], "selfLink": "/x"},
-            "spec": {"containers": [{"name": "c", "livenessProbe": {"httpGet": {}}}], "volumes": [{"name": "v"}]},
+            "spec": {
+                "containers": [{"name": "c", "livenessProbe": {"httpGet": {}}}],
+                "volumes": [{"name": "v"}],
+            },
             "status": {"podIP": "10.0.0.1"},
         }
     )
@@ -154,7 +165,9 @@ def test_affinity_topology_tolerations_and_host_ports() -> None:
             "metadata": {"name": "x", "labels": {"app": "web"}},
             "spec": {
                 "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}],
-                "initContainers": [{"name": "s", "restartPolicy": "Always", "ports": [{"hostPort": 9000, "protocol": "UDP"}]}],
+                "initContainers": [
+                    {"name": "s", "restartPolicy": "Always", "ports": [{"hostPort": 9000, "protocol": "UDP"}]}
+                ],
                 "nodeSelector": {"kubernetes.io/arch": "arm64"},
                 "priority": 1000,
                 "priorityClassName": "high",
@@ -164,19 +177,43 @@ def test_affinity_topology_tolerations_and_host_ports() -> None:
                     "nodeAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": {
                             "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["c7*"]}]}
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "karpenter.k8s.aws/instance-family",
+                                            "operator": "In",
+                                            "values": ["c7*"],
+                                        }
+                                    ]
+                                }
                             ]
                         },
                         "preferredDuringSchedulingIgnoredDuringExecution": [
-                            {"weight": 50, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+                            {
+                                "weight": 50,
+                                "preference": {
+                                    "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
+                                },
+                            }
                         ],
                     },
                     "podAntiAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": [
-                            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+                            {
+                                "labelSelector": {"matchLabels": {"app": "web"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
                         ],
                         "preferredDuringSchedulingIgnoredDuringExecution": [
-                            {"weight": 10, "podAffinityTerm": {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "topologyKey": "topology.kubernetes.io/zone"}}
+                            {
+                                "weight": 10,
+                                "podAffinityTerm": {
+                                    "labelSelector": {
+                                        "matchExpressions": [{"key": "app", "operator": "Exists"}]
+                                    },
+                                    "topologyKey": "topology.kubernetes.io/zone",
+                                },
+                            }
                         ],
                     },
                     "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
@@ -196,7 +233,9 @@ def test_affinity_topology_tolerations_and_host_ports() -> None:
         }
     )
     affinity = p.spec.affinity
-    assert affinity is not None and affinity.node_affinity is not None and affinity.pod_anti_affinity is not None
+    assert (
+        affinity is not None and affinity.node_affinity is not None and affinity.pod_anti_affinity is not None
+    )
     [term] = affinity.node_affinity.required
     assert term.requirements()["karpenter.k8s.aws/instance-family"].has("c7g")
     assert affinity.node_affinity.preferred[0].weight == 50
@@ -216,7 +255,13 @@ def test_affinity_topology_tolerations_and_host_ports() -> None:
 def test_bad_topology_spread_is_rejected() -> None:
     with pytest.raises(ValidationError):
         Pod.model_validate(
-            {"spec": {"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "Maybe"}]}}
+            {
+                "spec": {
+                    "topologySpreadConstraints": [
+                        {"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "Maybe"}
+                    ]
+                }
+            }
         )
 
 
@@ -234,16 +279,27 @@ def test_node_selector_requirement_to_domain() -> None:
         ({}, {"app": "web"}, True),
         ({"matchLabels": {"app": "web"}}, {"app": "web", "tier": "fe"}, True),
         ({"matchLabels": {"app": "web"}}, {"app": "db"}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]}, {"app": "api"}, True),
+        (
+            {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]},
+            {"app": "api"},
+            True,
+        ),
         ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}, {}, False),
         ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, {}, True),
-        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, {"app": "web"}, False),
+        (
+            {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]},
+            {"app": "web"},
+            False,
+        ),
         ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, {"app": ""}, True),
         ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, {"x": "y"}, False),
         ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, {"x": "y"}, True),
         ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, {"app": "y"}, False),
         (
-            {"matchLabels": {"tier": "fe"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+            {
+                "matchLabels": {"tier": "fe"},
+                "matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}],
+            },
             {"app": "web", "tier": "be"},
             False,
         ),
@@ -255,7 +311,11 @@ def test_label_selector_matches(selector: dict[str, Any], labels: dict[str, str]
 
 @pytest.mark.parametrize(
     "expression",
-    [{"key": "a", "operator": "In"}, {"key": "a", "operator": "Exists", "values": ["x"]}, {"key": "a", "operator": "Gt", "values": ["1"]}],
+    [
+        {"key": "a", "operator": "In"},
+        {"key": "a", "operator": "Exists", "values": ["x"]},
+        {"key": "a", "operator": "Gt", "values": ["1"]},
+    ],
 )
 def test_label_selector_validation(expression: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
@@ -274,9 +334,22 @@ def test_node() -> None:
             },
             "status": {
                 "capacity": {"cpu": "2", "memory": "7910348Ki", "pods": "29"},
-                "allocatable": {"cpu": "1930m", "memory": "7068748Ki", "pods": "29", "ephemeral-storage": "18242267924"},
-                "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
-                "nodeInfo": {"architecture": "amd64", "kubeletVersion": "v1.30.2-eks-1552ad0", "machineID": "m", "systemUUID": "u"},
+                "allocatable": {
+                    "cpu": "1930m",
+                    "memory": "7068748Ki",
+                    "pods": "29",
+                    "ephemeral-storage": "18242267924",
+                },
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "True"},
+                ],
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "kubeletVersion": "v1.30.2-eks-1552ad0",
+                    "machineID": "m",
+                    "systemUUID": "u",
+                },
             },
         }
     )
@@ -288,7 +361,9 @@ def test_node() -> None:
     assert node.spec.unschedulable
     assert node.status.node_info is not None and node.status.node_info.machine_id == "m"
     assert node.to_json_dict()["spec"]["providerID"] == "aws:///us-east-1a/i-0123456789abcdef0"
-    assert not Node.model_validate({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}).is_ready()
+    assert not Node.model_validate(
+        {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    ).is_ready()
     assert Node().instance_id() is None
 
 
@@ -322,7 +397,10 @@ def test_daemonset_template_pod_is_per_node_overhead() -> None:
 # --- pdb ------------------------------------------------------------------------------------------------
 def pdb(**spec: Any) -> PodDisruptionBudget:
     return PodDisruptionBudget.model_validate(
-        {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}}
+        {
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec},
+        }
     )
 
 
@@ -339,11 +417,15 @@ def test_pdb_selects_pods_of_its_namespace() -> None:
     other_ns = Pod.model_validate({"metadata": {"name": "w", "namespace": "dev", "labels": {"app": "web"}}})
     assert pdb(minAvailable=1).matches(web)
     assert not pdb(minAvailable=1).matches(other_ns)
-    no_selector = PodDisruptionBudget.model_validate({"metadata": {"name": "x", "namespace": "shop"}, "spec": {"minAvailable": 1}})
+    no_selector = PodDisruptionBudget.model_validate(
+        {"metadata": {"name": "x", "namespace": "shop"}, "spec": {"minAvailable": 1}}
+    )
     assert not no_selector.matches(web)
 
 
-@pytest.mark.parametrize("spec", [{"minAvailable": 1, "maxUnavailable": 1}, {"minAvailable": "x%"}, {"maxUnavailable": -1}])
+@pytest.mark.parametrize(
+    "spec", [{"minAvailable": 1, "maxUnavailable": 1}, {"minAvailable": "x%"}, {"maxUnavailable": -1}]
+)
 def test_pdb_validation(spec: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         pdb(**spec)

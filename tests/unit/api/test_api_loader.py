@@ -66,7 +66,13 @@ def test_examples_load_from_files_and_directory_of_good_files(tmp_path: Path) ->
 
 def test_text_json_and_dict_sources() -> None:
     as_json = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-    m = load([pool() + "---\n" + nodeclass(), as_json, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}])
+    m = load(
+        [
+            pool() + "---\n" + nodeclass(),
+            as_json,
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+        ]
+    )
     assert (len(m.nodepools), len(m.nodeclasses), len(m.nodes), len(m.pods)) == (1, 1, 1, 1)
     assert m.summary() == "1 NodePool, 1 EC2NodeClass, 1 pod, 1 node"
 
@@ -91,7 +97,10 @@ def test_file_document_label(tmp_path: Path) -> None:
 
 
 def test_all_errors_of_all_documents_are_collected() -> None:
-    found = errors(pool(name="a", op="Like") + "---\n" + pool(name="b", op="Foo"), "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    found = errors(
+        pool(name="a", op="Like") + "---\n" + pool(name="b", op="Foo"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+    )
     assert [(e.document, e.path) for e in found] == [
         ("<input 1>#1 (NodePool a)", "spec.template.spec.requirements[0].operator"),
         ("<input 1>#2 (NodePool b)", "spec.template.spec.requirements[0].operator"),
@@ -103,11 +112,18 @@ def test_all_errors_of_all_documents_are_collected() -> None:
 @pytest.mark.parametrize(
     ("text", "path", "fragment"),
     [
-        ("kind: NodePool\napiVersion: karpenter.sh/v1beta1\nmetadata: {name: x}\n", "apiVersion", "expected 'karpenter.sh/v1'"),
+        (
+            "kind: NodePool\napiVersion: karpenter.sh/v1beta1\nmetadata: {name: x}\n",
+            "apiVersion",
+            "expected 'karpenter.sh/v1'",
+        ),
         ("apiVersion: v1\nmetadata: {name: x}\n", "kind", "required field is missing"),
         ("- a\n- b\n", "", "expected a Kubernetes object"),
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n    - name: c\n      resources: {requests: {cpu: fast}}\n",
-         "spec.containers[0].resources.requests[cpu]", "invalid quantity 'fast'"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n    - name: c\n      resources: {requests: {cpu: fast}}\n",
+            "spec.containers[0].resources.requests[cpu]",
+            "invalid quantity 'fast'",
+        ),
     ],
 )
 def test_document_level_errors(text: str, path: str, fragment: str) -> None:
@@ -133,7 +149,12 @@ def test_list_item_errors_have_item_paths() -> None:
         "kind": "List",
         "items": [
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"}},
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": -1}},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {"replicas": -1},
+            },
         ],
     }
     [e] = errors(doc)
@@ -162,15 +183,25 @@ def test_hand_written_pod_is_pending_but_a_bound_one_is_not() -> None:
         [
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new"}},
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound"}, "spec": {"nodeName": "n1"}},
-            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "running"}, "status": {"phase": "Running"}},
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "running"},
+                "status": {"phase": "Running"},
+            },
         ]
     )
     assert [p.is_provisionable() for p in m.pods] == [True, False, False]
 
 
 def test_kubectl_output_with_status_loads() -> None:
-    text = pool() + "status:\n  conditions:\n  - type: Ready\n    status: 'True'\n  resources: {cpu: '4', nodes: '2'}\n"
-    text = text.replace("metadata:\n  name: default\n", "metadata:\n  name: default\n  generation: 1\n  managedFields: []\n")
+    text = (
+        pool()
+        + "status:\n  conditions:\n  - type: Ready\n    status: 'True'\n  resources: {cpu: '4', nodes: '2'}\n"
+    )
+    text = text.replace(
+        "metadata:\n  name: default\n", "metadata:\n  name: default\n  generation: 1\n  managedFields: []\n"
+    )
     assert load(text).nodepools[0].metadata.generation == 1
 
 
@@ -181,8 +212,17 @@ def test_empty_manifests_summary() -> None:
 def test_other_kinds_dispatch() -> None:
     m = load(
         [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "kube-system"}},
-            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"}, "spec": {"maxUnavailable": 1}},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": "ds", "namespace": "kube-system"},
+            },
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "pdb"},
+                "spec": {"maxUnavailable": 1},
+            },
         ]
     )
     assert m.daemonsets[0].name == "ds" and m.pdbs[0].spec.max_unavailable == 1

@@ -23,7 +23,12 @@ def class_doc(**spec: Any) -> dict[str, Any]:
     }
     body.update(spec)
     body = {k: v for k, v in body.items() if v is not None}
-    return {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "nc"}, "spec": body}
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "nc"},
+        "spec": body,
+    }
 
 
 def only_class(doc: dict[str, Any]) -> EC2NodeClass:
@@ -97,9 +102,16 @@ def test_every_v1_spec_field_loads() -> None:
         role=None,
         instanceProfile="KarpenterNodeInstanceProfile",
         amiFamily="AL2023",
-        amiSelectorTerms=[{"name": "my-ami-*", "owner": "123456789012"}, {"ssmParameter": "/my/ami"}, {"tags": {"a": "b"}}],
+        amiSelectorTerms=[
+            {"name": "my-ami-*", "owner": "123456789012"},
+            {"ssmParameter": "/my/ami"},
+            {"tags": {"a": "b"}},
+        ],
         securityGroupSelectorTerms=[{"name": "eks-cluster-sg"}, {"id": "sg-0123abcd"}],
-        capacityReservationSelectorTerms=[{"id": "cr-0123abcd"}, {"tags": {"team": "x"}, "ownerID": "123456789012"}],
+        capacityReservationSelectorTerms=[
+            {"id": "cr-0123abcd"},
+            {"tags": {"team": "x"}, "ownerID": "123456789012"},
+        ],
         associatePublicIPAddress=False,
         userData="#!/bin/bash\necho hi\n",
         instanceStorePolicy="RAID0",
@@ -141,7 +153,10 @@ def test_status_is_accepted() -> None:
         ({"amiSelectorTerms": [{"alias": "al2@latest"}]}, "al2"),
         ({"amiSelectorTerms": [{"alias": "windows2022@latest"}]}, "windows2022"),
         ({"amiSelectorTerms": [{"alias": "windows2019@latest"}]}, "windows2019"),
-        ({"amiSelectorTerms": [{"alias": "bottlerocket@v1.20.3"}], "amiFamily": "Bottlerocket"}, "bottlerocket"),
+        (
+            {"amiSelectorTerms": [{"alias": "bottlerocket@v1.20.3"}], "amiFamily": "Bottlerocket"},
+            "bottlerocket",
+        ),
         ({"amiSelectorTerms": [{"alias": "al2023@latest"}], "amiFamily": "Custom"}, "custom"),
     ],
 )
@@ -150,7 +165,10 @@ def test_ami_family(spec: dict[str, Any], family: str) -> None:
 
 
 def test_pinned_alias() -> None:
-    assert only_class(class_doc(amiSelectorTerms=[{"alias": "al2023@v20240807"}])).alias() == ("al2023", "v20240807")
+    assert only_class(class_doc(amiSelectorTerms=[{"alias": "al2023@v20240807"}])).alias() == (
+        "al2023",
+        "v20240807",
+    )
 
 
 # --- validation -----------------------------------------------------------------------------------------
@@ -158,45 +176,154 @@ def test_pinned_alias() -> None:
     ("spec", "path", "fragment"),
     [
         ({"amiSelectorTerms": [{"id": "ami-0abc"}]}, "spec", "amiFamily is required"),
-        ({"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-0abc"}]}, "spec.amiSelectorTerms", "other amiSelectorTerms"),
-        ({"amiSelectorTerms": [{"alias": "al2023@latest", "name": "x"}]}, "spec.amiSelectorTerms[0]", "'alias' is mutually exclusive"),
-        ({"amiSelectorTerms": [{"id": "ami-0abc", "tags": {"a": "b"}}], "amiFamily": "AL2"}, "spec.amiSelectorTerms[0]", "'id' is mutually exclusive"),
-        ({"amiSelectorTerms": [{"owner": "self"}], "amiFamily": "AL2"}, "spec.amiSelectorTerms[0]", "expected at least one"),
+        (
+            {"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-0abc"}]},
+            "spec.amiSelectorTerms",
+            "other amiSelectorTerms",
+        ),
+        (
+            {"amiSelectorTerms": [{"alias": "al2023@latest", "name": "x"}]},
+            "spec.amiSelectorTerms[0]",
+            "'alias' is mutually exclusive",
+        ),
+        (
+            {"amiSelectorTerms": [{"id": "ami-0abc", "tags": {"a": "b"}}], "amiFamily": "AL2"},
+            "spec.amiSelectorTerms[0]",
+            "'id' is mutually exclusive",
+        ),
+        (
+            {"amiSelectorTerms": [{"owner": "self"}], "amiFamily": "AL2"},
+            "spec.amiSelectorTerms[0]",
+            "expected at least one",
+        ),
         ({"amiSelectorTerms": [{"alias": "al2023"}]}, "spec.amiSelectorTerms[0].alias", "'family@version'"),
-        ({"amiSelectorTerms": [{"alias": "ubuntu@latest"}]}, "spec.amiSelectorTerms[0].alias", "not supported"),
-        ({"amiSelectorTerms": [{"alias": "AL2023@latest"}]}, "spec.amiSelectorTerms[0].alias", "not supported"),
-        ({"amiSelectorTerms": [{"alias": "windows2022@v1"}]}, "spec.amiSelectorTerms[0].alias", "only specify version 'latest'"),
-        ({"amiSelectorTerms": [{"id": "i-123"}], "amiFamily": "AL2"}, "spec.amiSelectorTerms[0].id", "pattern"),
-        ({"amiSelectorTerms": [{"alais": "al2023@latest"}]}, "spec.amiSelectorTerms[0].alais", "unknown field"),
+        (
+            {"amiSelectorTerms": [{"alias": "ubuntu@latest"}]},
+            "spec.amiSelectorTerms[0].alias",
+            "not supported",
+        ),
+        (
+            {"amiSelectorTerms": [{"alias": "AL2023@latest"}]},
+            "spec.amiSelectorTerms[0].alias",
+            "not supported",
+        ),
+        (
+            {"amiSelectorTerms": [{"alias": "windows2022@v1"}]},
+            "spec.amiSelectorTerms[0].alias",
+            "only specify version 'latest'",
+        ),
+        (
+            {"amiSelectorTerms": [{"id": "i-123"}], "amiFamily": "AL2"},
+            "spec.amiSelectorTerms[0].id",
+            "pattern",
+        ),
+        (
+            {"amiSelectorTerms": [{"alais": "al2023@latest"}]},
+            "spec.amiSelectorTerms[0].alais",
+            "unknown field",
+        ),
         ({"amiSelectorTerms": []}, "spec.amiSelectorTerms", "at least 1 item"),
-        ({"amiSelectorTerms": [{"alias": "al2@latest"}], "amiFamily": "AL2023"}, "spec.amiFamily", "'AL2' or 'Custom'"),
+        (
+            {"amiSelectorTerms": [{"alias": "al2@latest"}], "amiFamily": "AL2023"},
+            "spec.amiFamily",
+            "'AL2' or 'Custom'",
+        ),
         ({"amiSelectorTerms": [{"id": "ami-1"}], "amiFamily": "Ubuntu"}, "spec.amiFamily", "'AL2023'"),
         ({"instanceProfile": "p"}, "spec.instanceProfile", "exactly one of ['role', 'instanceProfile']"),
         ({"role": None}, "spec.instanceProfile", "exactly one of ['role', 'instanceProfile']"),
         ({"subnetSelectorTerms": [{}]}, "spec.subnetSelectorTerms[0]", "expected at least one"),
-        ({"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]}, "spec.subnetSelectorTerms[0]", "'id' is mutually exclusive"),
+        (
+            {"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]},
+            "spec.subnetSelectorTerms[0]",
+            "'id' is mutually exclusive",
+        ),
         ({"subnetSelectorTerms": [{"id": "sg-1"}]}, "spec.subnetSelectorTerms[0].id", "pattern"),
         ({"subnetSelectorTerms": [{"tags": {"a": ""}}]}, "spec.subnetSelectorTerms[0].tags", "empty tag"),
-        ({"securityGroupSelectorTerms": [{"name": "x", "tags": {"a": "b"}}]}, "spec.securityGroupSelectorTerms[0]", "'name' is mutually exclusive"),
-        ({"securityGroupSelectorTerms": [{"id": "sg-1", "name": "x"}]}, "spec.securityGroupSelectorTerms[0]", "'id' is mutually exclusive"),
-        ({"securityGroupSelectorTerms": None}, "spec.securityGroupSelectorTerms", "required field is missing"),
-        ({"capacityReservationSelectorTerms": [{"id": "cr-1", "ownerID": "123456789012"}]}, "spec.capacityReservationSelectorTerms[0]", "'id' is mutually exclusive"),
+        (
+            {"securityGroupSelectorTerms": [{"name": "x", "tags": {"a": "b"}}]},
+            "spec.securityGroupSelectorTerms[0]",
+            "'name' is mutually exclusive",
+        ),
+        (
+            {"securityGroupSelectorTerms": [{"id": "sg-1", "name": "x"}]},
+            "spec.securityGroupSelectorTerms[0]",
+            "'id' is mutually exclusive",
+        ),
+        (
+            {"securityGroupSelectorTerms": None},
+            "spec.securityGroupSelectorTerms",
+            "required field is missing",
+        ),
+        (
+            {"capacityReservationSelectorTerms": [{"id": "cr-1", "ownerID": "123456789012"}]},
+            "spec.capacityReservationSelectorTerms[0]",
+            "'id' is mutually exclusive",
+        ),
         ({"tags": {"kubernetes.io/cluster/demo": "owned"}}, "spec.tags", "restricted"),
         ({"tags": {"karpenter.sh/nodepool": "x"}}, "spec.tags", "restricted"),
-        ({"kubelet": {"kubeReserved": {"gpu": "1"}}}, "spec.kubelet.kubeReserved", "valid keys for kubeReserved"),
-        ({"kubelet": {"systemReserved": {"memory": "lots"}}}, "spec.kubelet.systemReserved", "invalid quantity 'lots'"),
-        ({"kubelet": {"evictionHard": {"memory.free": "1Gi"}}}, "spec.kubelet.evictionHard", "valid keys for evictionHard"),
-        ({"kubelet": {"evictionSoft": {"memory.available": "1Gi"}}}, "spec.kubelet.evictionSoftGracePeriod", "no matching evictionSoftGracePeriod"),
-        ({"kubelet": {"evictionSoftGracePeriod": {"memory.available": "1m"}}}, "spec.kubelet.evictionSoftGracePeriod", "no matching evictionSoft entry"),
-        ({"kubelet": {"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60}}, "spec.kubelet", "greater than imageGCLowThresholdPercent"),
-        ({"kubelet": {"imageGCHighThresholdPercent": 101}}, "spec.kubelet.imageGCHighThresholdPercent", "less than or equal to 100"),
+        (
+            {"kubelet": {"kubeReserved": {"gpu": "1"}}},
+            "spec.kubelet.kubeReserved",
+            "valid keys for kubeReserved",
+        ),
+        (
+            {"kubelet": {"systemReserved": {"memory": "lots"}}},
+            "spec.kubelet.systemReserved",
+            "invalid quantity 'lots'",
+        ),
+        (
+            {"kubelet": {"evictionHard": {"memory.free": "1Gi"}}},
+            "spec.kubelet.evictionHard",
+            "valid keys for evictionHard",
+        ),
+        (
+            {"kubelet": {"evictionSoft": {"memory.available": "1Gi"}}},
+            "spec.kubelet.evictionSoftGracePeriod",
+            "no matching evictionSoftGracePeriod",
+        ),
+        (
+            {"kubelet": {"evictionSoftGracePeriod": {"memory.available": "1m"}}},
+            "spec.kubelet.evictionSoftGracePeriod",
+            "no matching evictionSoft entry",
+        ),
+        (
+            {"kubelet": {"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60}},
+            "spec.kubelet",
+            "greater than imageGCLowThresholdPercent",
+        ),
+        (
+            {"kubelet": {"imageGCHighThresholdPercent": 101}},
+            "spec.kubelet.imageGCHighThresholdPercent",
+            "less than or equal to 100",
+        ),
         ({"kubelet": {"maxPods": -1}}, "spec.kubelet.maxPods", "greater than or equal to 0"),
         ({"kubelet": {"maxPod": 10}}, "spec.kubelet.maxPod", "did you mean 'maxPods'"),
-        ({"metadataOptions": {"httpPutResponseHopLimit": 65}}, "spec.metadataOptions.httpPutResponseHopLimit", "less than or equal to 64"),
+        (
+            {"metadataOptions": {"httpPutResponseHopLimit": 65}},
+            "spec.metadataOptions.httpPutResponseHopLimit",
+            "less than or equal to 64",
+        ),
         ({"metadataOptions": {"httpTokens": "maybe"}}, "spec.metadataOptions.httpTokens", "'required'"),
-        ({"blockDeviceMappings": [{"rootVolume": True, "ebs": {"volumeSize": "20Gi"}}, {"rootVolume": True, "ebs": {"volumeSize": "20Gi"}}]}, "spec.blockDeviceMappings", "only one blockDeviceMappings with rootVolume"),
-        ({"blockDeviceMappings": [{"ebs": {"volumeType": "gp3"}}]}, "spec.blockDeviceMappings[0].ebs", "snapshotID or volumeSize"),
-        ({"blockDeviceMappings": [{"ebs": {"volumeSize": "20Gi", "volumeType": "gp9"}}]}, "spec.blockDeviceMappings[0].ebs.volumeType", "'gp3'"),
+        (
+            {
+                "blockDeviceMappings": [
+                    {"rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+                    {"rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+                ]
+            },
+            "spec.blockDeviceMappings",
+            "only one blockDeviceMappings with rootVolume",
+        ),
+        (
+            {"blockDeviceMappings": [{"ebs": {"volumeType": "gp3"}}]},
+            "spec.blockDeviceMappings[0].ebs",
+            "snapshotID or volumeSize",
+        ),
+        (
+            {"blockDeviceMappings": [{"ebs": {"volumeSize": "20Gi", "volumeType": "gp9"}}]},
+            "spec.blockDeviceMappings[0].ebs.volumeType",
+            "'gp3'",
+        ),
         ({"instanceStorePolicy": "RAID1"}, "spec.instanceStorePolicy", "'RAID0'"),
     ],
 )

@@ -165,10 +165,16 @@ def test_budget_nodes_accepts_a_yaml_integer() -> None:
 
 # --- glob extension -------------------------------------------------------------------------------------
 def test_glob_values_are_a_carpool_extension() -> None:
-    pool = only_pool(with_requirement({"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["c7i-flex", "c7*", "*"]}))
+    pool = only_pool(
+        with_requirement({"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["c7i-flex", "c7*", "*"]})
+    )
     req = pool.requirements()[wk.INSTANCE_FAMILY]
     assert req.has("c7g") and req.has("m5")
-    assert req.preference_rank("c7i-flex") == 0 and req.preference_rank("c7g") == 1 and req.preference_rank("m5") == 2
+    assert (
+        req.preference_rank("c7i-flex") == 0
+        and req.preference_rank("c7g") == 1
+        and req.preference_rank("m5") == 2
+    )
 
 
 # --- validation -----------------------------------------------------------------------------------------
@@ -183,13 +189,37 @@ def test_glob_values_are_a_carpool_extension() -> None:
         ({"key": "a", "operator": "Lt"}, f"{REQ}.values", "exactly one value"),
         ({"key": "a", "operator": "Gt", "values": ["two"]}, f"{REQ}.values", "integer"),
         ({"key": "a", "operator": "Lte", "values": ["-1"]}, f"{REQ}.values", "non-negative"),
-        ({"key": "a", "operator": "In", "values": ["x"], "minValues": 0}, f"{REQ}.minValues", "greater than or equal to 1"),
+        (
+            {"key": "a", "operator": "In", "values": ["x"], "minValues": 0},
+            f"{REQ}.minValues",
+            "greater than or equal to 1",
+        ),
         ({"key": "a", "operator": "Exists", "minValues": 51}, f"{REQ}.minValues", "less than or equal to 50"),
-        ({"key": "a", "operator": "In", "values": ["x", "y"], "minValues": 3}, f"{REQ}.minValues", "minValues 3 is more than the 2"),
-        ({"key": wk.HOSTNAME, "operator": "In", "values": ["n1"]}, f"{REQ}.key", '"kubernetes.io/hostname" is restricted'),
-        ({"key": wk.NODEPOOL, "operator": "In", "values": ["x"]}, f"{REQ}.key", '"karpenter.sh/nodepool" is restricted'),
-        ({"key": "karpenter.sh/custom", "operator": "Exists"}, f"{REQ}.key", 'domain "karpenter.sh" is restricted'),
-        ({"key": "kubernetes.io/custom", "operator": "Exists"}, f"{REQ}.key", 'domain "kubernetes.io" is restricted'),
+        (
+            {"key": "a", "operator": "In", "values": ["x", "y"], "minValues": 3},
+            f"{REQ}.minValues",
+            "minValues 3 is more than the 2",
+        ),
+        (
+            {"key": wk.HOSTNAME, "operator": "In", "values": ["n1"]},
+            f"{REQ}.key",
+            '"kubernetes.io/hostname" is restricted',
+        ),
+        (
+            {"key": wk.NODEPOOL, "operator": "In", "values": ["x"]},
+            f"{REQ}.key",
+            '"karpenter.sh/nodepool" is restricted',
+        ),
+        (
+            {"key": "karpenter.sh/custom", "operator": "Exists"},
+            f"{REQ}.key",
+            'domain "karpenter.sh" is restricted',
+        ),
+        (
+            {"key": "kubernetes.io/custom", "operator": "Exists"},
+            f"{REQ}.key",
+            'domain "kubernetes.io" is restricted',
+        ),
         ({"key": "example.k8s.io/x", "operator": "Exists"}, f"{REQ}.key", 'domain "k8s.io" is restricted'),
         ({"key": "bad key!", "operator": "Exists"}, f"{REQ}.key", "invalid label key"),
         ({"key": "a", "operator": "In", "values": ["x"], "minValue": 1}, f"{REQ}.minValue", "unknown field"),
@@ -234,15 +264,35 @@ def test_weight_bounds_are_inclusive(weight: int) -> None:
 @pytest.mark.parametrize(
     ("disruption", "path", "fragment"),
     [
-        ({"consolidationPolicy": "Always"}, "spec.disruption.consolidationPolicy", "WhenEmptyOrUnderutilized"),
+        (
+            {"consolidationPolicy": "Always"},
+            "spec.disruption.consolidationPolicy",
+            "WhenEmptyOrUnderutilized",
+        ),
         ({"consolidateAfter": "1.5h"}, "spec.disruption.consolidateAfter", "invalid duration '1.5h'"),
         ({"consolidateAfter": "10"}, "spec.disruption.consolidateAfter", "invalid duration"),
         ({"budgets": [{"nodes": "ten"}]}, "spec.disruption.budgets[0].nodes", "should match pattern"),
         ({"budgets": [{"nodes": "101%"}]}, "spec.disruption.budgets[0].nodes", "should match pattern"),
-        ({"budgets": [{"nodes": "1", "schedule": "@daily"}]}, "spec.disruption.budgets[0]", "'schedule' must be set with 'duration'"),
-        ({"budgets": [{"nodes": "1", "duration": "1h"}]}, "spec.disruption.budgets[0]", "'schedule' must be set with 'duration'"),
-        ({"budgets": [{"schedule": "0 9 * *", "duration": "1h"}]}, "spec.disruption.budgets[0].schedule", "cron"),
-        ({"budgets": [{"schedule": "@daily", "duration": "1d"}]}, "spec.disruption.budgets[0].duration", "should match pattern"),
+        (
+            {"budgets": [{"nodes": "1", "schedule": "@daily"}]},
+            "spec.disruption.budgets[0]",
+            "'schedule' must be set with 'duration'",
+        ),
+        (
+            {"budgets": [{"nodes": "1", "duration": "1h"}]},
+            "spec.disruption.budgets[0]",
+            "'schedule' must be set with 'duration'",
+        ),
+        (
+            {"budgets": [{"schedule": "0 9 * *", "duration": "1h"}]},
+            "spec.disruption.budgets[0].schedule",
+            "cron",
+        ),
+        (
+            {"budgets": [{"schedule": "@daily", "duration": "1d"}]},
+            "spec.disruption.budgets[0].duration",
+            "should match pattern",
+        ),
         ({"budgets": [{"reasons": ["Expired"]}]}, "spec.disruption.budgets[0].reasons[0]", "'Underutilized'"),
         ({"consolidateAftr": "1m"}, "spec.disruption.consolidateAftr", "did you mean 'consolidateAfter'"),
     ],
@@ -296,7 +346,9 @@ def test_model_is_not_mutated_by_loading() -> None:
 
 
 # --- durations ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "seconds"), [("720h", 2_592_000), ("30s", 30), ("1h30m", 5400), ("0s", 0), ("Never", None)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("720h", 2_592_000), ("30s", 30), ("1h30m", 5400), ("0s", 0), ("Never", None)]
+)
 def test_parse_duration(text: str, seconds: int | None) -> None:
     assert parse_duration(text) == seconds
 

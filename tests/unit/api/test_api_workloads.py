@@ -22,7 +22,9 @@ def workload(kind: str, api: str = "apps/v1", namespace: str | None = None, **sp
             "selector": {"matchLabels": {"app": "web"}},
             "template": {
                 "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]
+                },
             },
             **spec,
         },
@@ -52,7 +54,12 @@ def test_pods_are_named_owned_and_pending() -> None:
     assert [p.key for p in pods] == ["default/web-0", "default/web-1", "default/web-2"]
     for p in pods:
         [owner] = p.metadata.owner_references
-        assert (owner.kind, owner.name, owner.api_version, owner.controller) == ("Deployment", "web", "apps/v1", True)
+        assert (owner.kind, owner.name, owner.api_version, owner.controller) == (
+            "Deployment",
+            "web",
+            "apps/v1",
+            True,
+        )
         assert p.labels == {"app": "web"}
         assert p.is_provisionable()
         assert p.status.phase == "Pending"
@@ -94,7 +101,12 @@ def test_v1_list_and_bare_pod() -> None:
         "kind": "List",
         "items": [
             workload("Deployment", replicas=2),
-            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo"}, "spec": {"containers": [{"name": "c"}]}},
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "solo"},
+                "spec": {"containers": [{"name": "c"}]},
+            },
         ],
     }
     m = load([doc])

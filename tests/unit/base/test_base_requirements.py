@@ -241,7 +241,9 @@ class TestMinValues:
         assert req(IN, "A", "B").intersection(req(EXISTS, min_values=2)).min_values == 2
 
     def test_larger_wins(self) -> None:
-        assert req(IN, "A", "B", "C", min_values=1).intersection(req(NOT_IN, "C", min_values=3)).min_values == 3
+        assert (
+            req(IN, "A", "B", "C", min_values=1).intersection(req(NOT_IN, "C", min_values=3)).min_values == 3
+        )
 
     def test_survives_an_empty_result(self) -> None:
         got = req(IN, "A", min_values=1).intersection(req(IN, "B"))
@@ -688,7 +690,9 @@ class TestSatisfiedBy:
             ((LTE, "1"), {"1": True, "2": False}, False),
         ],
     )
-    def test_node_selector_semantics(self, spec: tuple[str, ...], present: dict[str, bool], absent: bool) -> None:
+    def test_node_selector_semantics(
+        self, spec: tuple[str, ...], present: dict[str, bool], absent: bool
+    ) -> None:
         rs = reqs(req(*spec))
         for value, ok in present.items():
             assert (rs.satisfied_by({K: value}) is None) is ok, value

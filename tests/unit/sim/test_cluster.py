@@ -3,8 +3,8 @@
 import pytest
 
 from carpool.ports import EvictionBlocked
-from carpool.sim.scenario import Cni
 from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.scenario import Cni
 from carpool.taints import Taint
 
 from .conftest import make_node, make_pod

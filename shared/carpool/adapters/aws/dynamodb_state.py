@@ -52,8 +52,10 @@ TTL_ATTR = "expiresAt"
 MAX_TRANSACTION_ITEMS = 100
 #: `reserve` puts the claim and the usage update in its first transaction, so it has room for 98 pods.
 FIRST_CHUNK_PODS = MAX_TRANSACTION_ITEMS - 2
-#: attempts for a transaction that lost a TransactionConflict, and for optimistic capacity updates
+#: attempts for a transaction that lost a TransactionConflict
 CONFLICT_ATTEMPTS = 5
+#: attempts for an optimistic capacity update (registrars of one type and AMI rarely overlap)
+OBSERVE_ATTEMPTS = 8
 #: keep nomination items this long past their expiry before DynamoDB's TTL may delete them
 NOMINATION_TTL_GRACE = timedelta(hours=1)
 
@@ -610,7 +612,7 @@ class DynamoOfferings:
 
 
 class CapacityUpdateConflict(RuntimeError):
-    """`observe` lost the optimistic-locking race more than `CONFLICT_ATTEMPTS` times in a row."""
+    """`observe` lost the optimistic-locking race `attempts` times in a row."""
 
 
 class DynamoCapacityCache:
@@ -621,9 +623,11 @@ class DynamoCapacityCache:
         table_name: str | None = None,
         client: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        attempts: int = OBSERVE_ATTEMPTS,
     ) -> None:
         self._table = _Table(table_name, client)
         self._sleep = sleep
+        self._attempts = attempts
 
     def all(self, now: datetime) -> dict[tuple[str, str], CapacityRecord]:
         out = {}
@@ -636,7 +640,7 @@ class DynamoCapacityCache:
     def observe(self, record: CapacityRecord, now: datetime) -> CapacityRecord:
         """Read, merge (`carpool.capacity.merge`), write back only if nobody wrote in between."""
         key = serialize({"pk": CAP, "sk": f"{record.instance_type}#{record.image_id}"})
-        for attempt in range(CONFLICT_ATTEMPTS):
+        for attempt in range(self._attempts):
             item = self._table.get(key)
             existing, version = record_from_item(item) if item is not None else (None, 0)
             if existing is not None and capacity_rules.is_expired(existing, now):
@@ -644,8 +648,8 @@ class DynamoCapacityCache:
             merged = capacity_rules.merge(existing, record)
             if self._put_if_version(merged, version, item is not None):
                 return merged
-            self._sleep(random.random() * 0.05 * 2**attempt)
-        raise CapacityUpdateConflict(f"capacity of {record.key} changed {CONFLICT_ATTEMPTS} times while merging")
+            self._sleep(random.random() * min(1.0, 0.02 * 2**attempt))
+        raise CapacityUpdateConflict(f"capacity of {record.key} changed {self._attempts} times while merging")
 
     def _put_if_version(self, record: CapacityRecord, version: int, existed: bool) -> bool:
         condition: dict[str, Any] = (

@@ -1,0 +1,328 @@
+"""`carpool.ports.Cluster` on lightkube, authenticated with an EKS token (no kubeconfig, no AWS CLI).
+
+The Lambdas reach the EKS API with their IAM role: the cluster endpoint and CA come from the environment
+the stack sets (`CARPOOL_CLUSTER_ENDPOINT`, `CARPOOL_CLUSTER_CA`) or, failing that, from EKS
+DescribeCluster; the bearer token is a presigned STS URL (`token.py`), re-signed every 10 minutes.
+
+Objects cross into carpool as `carpool.api.k8s` models via `model_validate(obj.to_dict())`. A list that
+cannot be converted fails loudly (deciding on a partial view of the cluster could, say, consolidate a node
+whose pods were not seen); a watch event that cannot be converted is logged and skipped (events are
+hints; the next list is the truth).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lightkube import ALL_NS, ApiError, AsyncClient, Client, KubeConfig
+from lightkube.config.models import Cluster as KubeCluster
+from lightkube.config.models import User
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import DaemonSet as DaemonSetResource
+from lightkube.resources.core_v1 import Node as NodeResource
+from lightkube.resources.core_v1 import Pod as PodResource
+from lightkube.resources.policy_v1 import PodDisruptionBudget as PdbResource
+from lightkube.types import OnErrorAction, OnErrorResult, PatchType
+
+from carpool.adapters.k8s import convert
+from carpool.adapters.k8s.token import EksTokenProvider
+from carpool.api import k8s as api
+from carpool.ports import EvictionBlocked, WatchEvent
+from carpool.taints import Taint
+
+log = logging.getLogger(__name__)
+
+ENDPOINT_ENV = "CARPOOL_CLUSTER_ENDPOINT"
+CA_ENV = "CARPOOL_CLUSTER_CA"
+FIELD_MANAGER = "carpool"
+CNI_NAMESPACE, CNI_DAEMONSET, CNI_CONTAINER = "kube-system", "aws-node", "aws-node"
+LIST_CHUNK = 500
+WATCH_KINDS = ("Pod", "Node")
+_CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+class WatchExpired(Exception):
+    """The resource version given to `watch` is too old (HTTP 410): list again, then watch from the
+    list's resource version (the informer pattern)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"{kind} watch: resource version expired, re-list")
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """Where the API server is and the base64 PEM of its CA."""
+
+    endpoint: str
+    ca_data: str
+
+
+def cluster_access(cluster_name: str, region: str | None = None, eks_client: Any | None = None) -> ClusterAccess:
+    """From the environment when the stack set it (no API call on a cold start), else DescribeCluster."""
+    endpoint, ca = os.environ.get(ENDPOINT_ENV, ""), os.environ.get(CA_ENV, "")
+    if endpoint and ca:
+        return ClusterAccess(endpoint, ca)
+    if eks_client is None:
+        from carpool.adapters.aws import session
+
+        eks_client = session.client("eks", region=region)
+    cluster = eks_client.describe_cluster(name=cluster_name)["cluster"]
+    return ClusterAccess(cluster["endpoint"], cluster["certificateAuthority"]["data"])
+
+
+def kube_config(access: ClusterAccess, token: str) -> KubeConfig:
+    """A one-cluster, one-user config (what `KubeConfig.from_server` gives, plus token and CA)."""
+    return KubeConfig.from_one(
+        cluster=KubeCluster(server=access.endpoint, certificate_auth_data=access.ca_data or None),
+        user=User(token=token),
+    )
+
+
+def status_code(error: ApiError) -> int:
+    return int(getattr(error.status, "code", 0) or error.response.status_code)
+
+
+def _retry_transient(error: Exception, count: int) -> OnErrorResult:
+    """Watch error policy: give up at once on 410 (the caller must re-list), retry others three times."""
+    if isinstance(error, ApiError) and status_code(error) == 410:
+        return OnErrorResult(OnErrorAction.RAISE)
+    if count > 3:
+        return OnErrorResult(OnErrorAction.RAISE)
+    return OnErrorResult(OnErrorAction.RETRY, sleep=1.0)
+
+
+class LightkubeCluster:
+    """The Kubernetes API as carpool uses it. `resource_versions` holds the collection versions of the last
+    pod and node lists, to start a `watch` from."""
+
+    def __init__(
+        self,
+        cluster_name: str,
+        region: str,
+        access: ClusterAccess | None = None,
+        tokens: EksTokenProvider | None = None,
+        client_factory: Callable[[KubeConfig], Client] | None = None,
+    ) -> None:
+        self.cluster_name = cluster_name
+        self._access = access
+        self._region = region
+        self._tokens = tokens or EksTokenProvider(cluster_name, region)
+        self._factory = client_factory or (lambda config: Client(config=config, field_manager=FIELD_MANAGER))
+        self._client_obj: Client | None = None
+        self.resource_versions: dict[str, str] = {}
+
+    # -- connection ---------------------------------------------------------------------------------------
+    @property
+    def access(self) -> ClusterAccess:
+        if self._access is None:
+            self._access = cluster_access(self.cluster_name, self._region)
+        return self._access
+
+    def _config(self) -> KubeConfig:
+        return kube_config(self.access, self._tokens.token())
+
+    def _client(self) -> Client:
+        """The lightkube client, rebuilt whenever the token is due for refresh."""
+        if self._client_obj is None or self._tokens.stale:
+            if self._client_obj is not None:
+                self._client_obj.close()
+            self._client_obj = self._factory(self._config())
+        return self._client_obj
+
+    # -- reads ----------------------------------------------------------------------------------------------
+    def _list(self, resource: Any, model: type[Any], kind: str | None = None, **kwargs: Any) -> list[Any]:
+        items = self._client().list(resource, chunk_size=LIST_CHUNK, **kwargs)
+        out = convert.to_models(items, model)
+        if kind is not None:
+            # set once iteration has started, which converting every item guarantees
+            self.resource_versions[kind] = items.resourceVersion
+        return out
+
+    def list_pods(self) -> list[api.Pod]:
+        return self._list(PodResource, api.Pod, "Pod", namespace=ALL_NS)
+
+    def list_nodes(self) -> list[api.Node]:
+        return self._list(NodeResource, api.Node, "Node")
+
+    def list_daemonsets(self) -> list[api.DaemonSet]:
+        return self._list(DaemonSetResource, api.DaemonSet, namespace=ALL_NS)
+
+    def list_pdbs(self) -> list[api.PodDisruptionBudget]:
+        return self._list(PdbResource, api.PodDisruptionBudget, namespace=ALL_NS)
+
+    def cni_env(self) -> dict[str, str]:
+        """The VPC CNI's settings (ENABLE_PREFIX_DELEGATION, AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG...);
+        empty when the cluster runs another CNI."""
+        try:
+            ds = self._client().get(DaemonSetResource, CNI_DAEMONSET, namespace=CNI_NAMESPACE)
+        except ApiError as e:
+            if status_code(e) == 404:
+                return {}
+            raise
+        return convert.container_env(convert.as_dict(ds), CNI_CONTAINER)
+
+    # -- writes ---------------------------------------------------------------------------------------------
+    def cordon(self, node_name: str) -> None:
+        self._client().patch(NodeResource, node_name, {"spec": {"unschedulable": True}})
+
+    def taint(self, node_name: str, taint: Taint) -> None:
+        """Add (or update) one taint; the whole list is patched with the version read (409 -> retry)."""
+        for attempt in range(3):
+            node = self._client().get(NodeResource, node_name)
+            existing = [convert.as_dict(t) for t in (node.spec.taints or [])] if node.spec else []
+            taints = convert.taints_with(existing, taint)
+            if taints is None:
+                return
+            patch = {"metadata": {"resourceVersion": node.metadata.resourceVersion}, "spec": {"taints": taints}}
+            try:
+                self._client().patch(NodeResource, node_name, patch, patch_type=PatchType.MERGE)
+                return
+            except ApiError as e:
+                if status_code(e) != 409 or attempt == 2:
+                    raise
+
+    def evict(self, pod_key: str) -> None:
+        """Eviction API (honours PodDisruptionBudgets). 429 means a PDB forbids it now; a pod with several
+        PDBs gets 500 and is also blocked; a pod already gone is evicted."""
+        namespace, name = convert.split_pod_key(pod_key)
+        eviction = PodResource.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
+        try:
+            self._client().create(eviction, name=name, namespace=namespace)
+        except ApiError as e:
+            code = status_code(e)
+            if code == 404:
+                return
+            if code in (429, 500) and (code == 429 or "disruption budget" in str(e).lower()):
+                raise EvictionBlocked(f"{pod_key}: {e}") from e
+            raise
+
+    def delete_node(self, node_name: str) -> None:
+        try:
+            self._client().delete(NodeResource, node_name)
+        except ApiError as e:
+            if status_code(e) != 404:
+                raise
+
+    # -- watch ----------------------------------------------------------------------------------------------
+    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float) -> Iterator[WatchEvent]:
+        """Pod and node changes for `timeout_seconds`, streamed as they arrive.
+
+        lightkube's sync watch reconnects forever and cannot be interrupted while it waits for a quiet
+        server, so both watches run on lightkube's AsyncClient in a helper thread, under one
+        `asyncio.timeout`: at the deadline they are cancelled cleanly and the thread ends (nothing lingers
+        in a frozen Lambda). Raises `WatchExpired` when a resource version is too old."""
+        stream: _EventStream = _EventStream()
+        pump = threading.Thread(
+            target=stream.run,
+            args=(self._watch_all(dict(resource_versions), timeout_seconds, stream),),
+            name="carpool-watch",
+            daemon=True,
+        )
+        pump.start()
+        try:
+            yield from stream.events()
+        finally:
+            stream.cancel()
+            pump.join(timeout=5)
+
+    async def _watch_all(self, versions: dict[str, str], timeout: float, stream: _EventStream) -> None:
+        client = AsyncClient(config=self._config(), field_manager=FIELD_MANAGER)
+        try:
+            async with asyncio.timeout(timeout):
+                async with asyncio.TaskGroup() as group:
+                    for kind in WATCH_KINDS:
+                        group.create_task(self._watch_kind(client, kind, versions.get(kind), timeout, stream))
+        except TimeoutError:
+            pass
+        finally:
+            await client.close()
+
+    async def _watch_kind(
+        self, client: AsyncClient, kind: str, version: str | None, timeout: float, stream: _EventStream
+    ) -> None:
+        resource, model = (PodResource, api.Pod) if kind == "Pod" else (NodeResource, api.Node)
+        kwargs: dict[str, Any] = {"namespace": ALL_NS} if kind == "Pod" else {}
+        try:
+            async for change, obj in client.watch(
+                resource,
+                resource_version=version or None,
+                server_timeout=max(1, math.ceil(timeout)),
+                on_error=_retry_transient,
+                **kwargs,
+            ):
+                if change in _CHANGE_TYPES:
+                    stream.put(_event(change, kind, obj, model))
+        except ApiError as e:
+            if status_code(e) == 410:
+                raise WatchExpired(kind) from e
+            raise
+
+
+def _event(change: str, kind: str, obj: Any, model: type[Any]) -> WatchEvent | None:
+    try:
+        converted = convert.to_model(obj, model)
+    except ValueError as e:  # pydantic.ValidationError is a ValueError
+        log.warning("skipping %s %s event that does not convert: %s", kind, change, e)
+        return None
+    return WatchEvent(type=change, kind=kind, obj=converted, resource_version=convert.resource_version(obj))
+
+
+class _EventStream:
+    """Hands events from the asyncio thread to the caller's generator; carries the end and any error."""
+
+    _END = object()
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._ready = threading.Event()
+
+    def put(self, event: WatchEvent | None) -> None:
+        if event is not None:
+            self._queue.put(event)
+
+    def run(self, coro: Any) -> None:
+        async def main() -> None:
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+            self._ready.set()
+            await coro
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            pass
+        except BaseExceptionGroup as group:  # from the TaskGroup: report the first real cause
+            self._queue.put(group.exceptions[0])
+        except Exception as e:  # noqa: BLE001 - handed to the consumer, who re-raises it
+            self._queue.put(e)
+        finally:
+            self._ready.set()
+            self._queue.put(self._END)
+
+    def events(self) -> Iterator[WatchEvent]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def cancel(self) -> None:
+        """Stop the pump early (the consumer closed the generator)."""
+        self._ready.wait(timeout=5)
+        if self._loop is not None and self._task is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+            except RuntimeError:  # the loop closed in between: nothing left to cancel
+                pass

@@ -1,0 +1,52 @@
+"""`make demo`: c7i-flex first, general-purpose fallback in the same invocation, back to flex later."""
+
+from .conftest import registered
+
+SCENARIO = "flex-first.yaml"
+ICE_UNTIL = 180
+
+
+def test_every_pod_runs(scenario_result):
+    r = scenario_result
+    assert r.pods.total == 40
+    assert r.pods.scheduled == 40 and r.pods.pending == 0
+    assert r.expectations == {"allPodsScheduled": True}
+
+
+def test_flex_was_tried_first_and_failed_with_capacity_errors(scenario_result):
+    failures = scenario_result.launch_failures
+    assert failures, "the provisioner never asked EC2 for c7i-flex"
+    assert {f.error_code for f in failures} == {"InsufficientInstanceCapacity"}
+    assert all(f.instance_type.startswith("c7i-flex.") for f in failures)
+    assert all(f.at < ICE_UNTIL for f in failures)
+
+
+def test_fallback_launched_in_the_same_invocation(scenario_result):
+    """The first batch's pods did not wait for another batch: general capacity came at t=0."""
+    first = [i for i in scenario_result.launches if i.launched_at == 0]
+    assert first, "nothing was launched by the first provisioning round"
+    assert {i.node_pool for i in first} == {"general"}
+    # and those pods were bound as soon as the nodes were Ready (boot 40 s + registration 15 s + a tick)
+    assert scenario_result.timeline[8].at == 80
+    assert scenario_result.timeline[8].pending_pods == 0
+
+
+def test_no_flex_during_the_shortage_and_flex_again_afterwards(scenario_result):
+    during = [i for i in scenario_result.launches if i.launched_at < ICE_UNTIL]
+    assert all(i.node_pool == "general" for i in during)
+    later = [i for i in scenario_result.launches if i.launched_at >= 300]
+    assert later, "the scale-up at 300 s launched nothing"
+    assert all(i.node_pool == "flex" and i.instance_type.startswith("c7i-flex.") for i in later)
+
+
+def test_nodes_carry_what_the_launch_decided(scenario_result):
+    for inst in registered(scenario_result):
+        assert inst.max_pods and inst.max_pods > 0
+        assert inst.image_name.startswith("amazon-eks-node-al2023-x86_64-standard-1.32")
+
+
+def test_nothing_dead_lettered_and_cost_reported(scenario_result):
+    assert not any(scenario_result.dead_letters.values())
+    assert scenario_result.hourly_cost > 0
+    assert scenario_result.invocations["provisioner"] >= 1
+    assert scenario_result.invocations["watcher"] == len(scenario_result.timeline)

@@ -1,0 +1,127 @@
+"""Fixtures for the CDK tests: the layer (built once per session), function assets, synthesized stacks.
+
+Synthesis costs seconds per stack, so each deployment variant is synthesized once per session and shared
+by every test that asserts on it.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Must be set before the jsii runtime starts (first aws_cdk import).
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from aws_cdk import App, Environment  # noqa: E402
+from aws_cdk.assertions import Template  # noqa: E402
+from cdk_support import (  # noqa: E402
+    ACCOUNT,
+    CLUSTER_SG,
+    NODE_ROLE_ARN,
+    POOLS_YAML,
+    REGION,
+    VPC_ID,
+    VPC_LOOKUP,
+    Synth,
+)
+from infra.functions import FUNCTIONS_DIR, SPECS  # noqa: E402
+from infra.layer import LayerBuild, build_layer  # noqa: E402
+from infra.nag import apply_nag  # noqa: E402
+from infra.settings import Settings  # noqa: E402
+from infra.stack import CarpoolStack  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def layer() -> LayerBuild:
+    """The real layer, built the way `make layer` does (pip only runs when the stamp is stale)."""
+    return build_layer(log=lambda _message: None)
+
+
+@pytest.fixture(scope="session")
+def functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``functions/`` when every function folder exists; otherwise empty stand-ins outside the repo.
+
+    The handlers are written by someone else, possibly later than these tests: the stack only needs a
+    folder to hash for each asset.
+    """
+    if all((FUNCTIONS_DIR / name).is_dir() for name in SPECS):
+        return FUNCTIONS_DIR
+    stand_in = tmp_path_factory.mktemp("functions")
+    for name in SPECS:
+        (stand_in / name).mkdir()
+    return stand_in
+
+
+@pytest.fixture(scope="session")
+def synth(layer: LayerBuild, functions_dir: Path) -> Callable[..., Synth]:
+    """Build a stack from CDK context, the way ``infra/app.py`` does, with both nag packs applied."""
+
+    def make(context: dict[str, Any], *, env: Environment | None = None, nag: bool = True) -> Synth:
+        app = App(context=context)
+        settings = Settings.from_context(app.node.get_all_context())
+        stack = CarpoolStack(
+            app, settings.stack_name, settings=settings, layer_dir=layer.path, functions_dir=functions_dir, env=env
+        )
+        if nag:
+            apply_nag(app, verbose=True)
+        return Synth(stack=stack, template=Template.from_stack(stack))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def default(synth: Callable[..., Synth]) -> Synth:
+    """``cdk deploy -c clusterName=demo``: environment-agnostic, every default."""
+    return synth({"clusterName": "demo"})
+
+
+@pytest.fixture(scope="session")
+def pools_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "nodepools.yaml"
+    path.write_text(POOLS_YAML)
+    return path
+
+
+@pytest.fixture(scope="session")
+def full(synth: Callable[..., Synth], pools_file: Path) -> Synth:
+    """Every option set: own config, existing node role, VPC with a private endpoint, alarm e-mail."""
+    return synth(
+        {
+            "clusterName": "prod",
+            "configFile": str(pools_file),
+            "nodeRoleArn": NODE_ROLE_ARN,
+            "vpcId": VPC_ID,
+            "clusterSecurityGroupId": CLUSTER_SG,
+            "clusterEndpoint": "https://ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
+            "clusterCa": "LS0tLS1CRUdJTi==",
+            "alarmEmail": "oncall@example.com",
+            "logRetentionDays": "90",
+            "logLevel": "debug",
+            "retainState": "false",
+            **VPC_LOOKUP,
+        },
+        env=Environment(account=ACCOUNT, region=REGION),
+    )
+
+
+@pytest.fixture(scope="session")
+def rbac(synth: Callable[..., Synth]) -> Synth:
+    """Least-privilege Kubernetes access through a group, no reserved concurrency, SNS topic only."""
+    return synth(
+        {
+            "clusterName": "rbac_cluster",
+            "kubernetesGroup": "carpool-controller",
+            "reservedConcurrency": "false",
+            "alarmTopic": "true",
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def no_access_entries(synth: Callable[..., Synth]) -> Synth:
+    return synth({"clusterName": "legacy", "accessEntries": "false"}, nag=False)

@@ -1,0 +1,55 @@
+"""Integration fixtures: one moto server per test process, clean state per test.
+
+With `pytest -n 2 --dist loadfile` every xdist worker is its own process, so each starts its own
+`LocalAws` on a free port of 127.0.0.1; nothing is shared between workers. Within a process the server,
+tables, bus and queues are created once (session scope) and tests get them emptied (function scope).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
+
+CLUSTER = "itest"
+
+
+@pytest.fixture(scope="session")
+def local_aws() -> Iterator[LocalAws]:
+    """moto on 127.0.0.1 with carpool's tables, bus, rules and queues; environment restored after."""
+    with LocalAws(cluster=CLUSTER) as aws:
+        aws.create_state()
+        yield aws
+
+
+@pytest.fixture(scope="session")
+def _event_path(local_aws: LocalAws) -> EventPath:
+    return local_aws.create_event_path()
+
+
+@pytest.fixture
+def event_path(local_aws: LocalAws, _event_path: EventPath) -> EventPath:
+    """The bus and queues, with every queue emptied before the test."""
+    local_aws.drain([*_event_path.queues.values(), *_event_path.dlqs.values()])
+    return _event_path
+
+
+@pytest.fixture(scope="session")
+def network(local_aws: LocalAws) -> Network:
+    return local_aws.seed_network(zones=["us-east-1a", "us-east-1b"])
+
+
+@pytest.fixture
+def state_tables(local_aws: LocalAws) -> StateTables:
+    """The state and idempotency tables, emptied before the test."""
+    tables = local_aws.create_state()
+    local_aws.clear_state()
+    return tables
+
+
+@pytest.fixture
+def now() -> datetime:
+    return datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
