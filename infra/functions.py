@@ -59,8 +59,12 @@ METRICS_NAMESPACE = "Carpool"
 LAUNCHED_RESOURCE_TYPES = (
     "fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request",
 )  # fmt: skip
-#: Existing resources a launch reads (no tags to check; AMIs and snapshots have no account in their ARN).
-LAUNCH_INPUT_RESOURCES = ("image", "snapshot", "subnet", "security-group")
+#: Existing resources a launch reads but never changes, so there is no tag to check. Public AMIs and their
+#: snapshots have no account in their ARN; subnets, security groups and capacity reservations may be
+#: shared from another account (RAM), hence any account.
+PUBLIC_LAUNCH_INPUTS = ("image", "snapshot")
+SHARED_LAUNCH_INPUTS = ("subnet", "security-group", "capacity-reservation")
+LAUNCH_INPUT_RESOURCES = PUBLIC_LAUNCH_INPUTS + SHARED_LAUNCH_INPUTS
 #: Tags the registrar may set on a running instance; never the ownership tags.
 REGISTRAR_TAG_KEYS = ("Name", labels.TAG_NODECLAIM, labels.CLAIM)
 #: Public SSM parameters holding EKS-optimized, Bottlerocket and Windows AMI ids (reference section 4).
@@ -395,8 +399,8 @@ class Functions(Construct):
 
         if capability is Capability.LAUNCH:
             inputs = [
-                *[f"arn:{stack.partition}:ec2:{stack.region}::{t}/*" for t in ("image", "snapshot")],
-                *ec2_arns("subnet", "security-group"),
+                *[f"arn:{stack.partition}:ec2:{stack.region}::{t}/*" for t in PUBLIC_LAUNCH_INPUTS],
+                *ec2_arns(*SHARED_LAUNCH_INPUTS),
             ]
             return [
                 iam.PolicyStatement(

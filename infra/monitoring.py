@@ -16,6 +16,8 @@ NodePoolUsage/Limit        nodepool, resource          karpenter_nodepools_usage
 EstimatedHourlyCost        -                           karpenter_nodepools_cost_total
 CapacityCacheHits/Defaults -                           (carpool: learned vs estimated capacity)
 WatcherRuns                -                           (carpool: the watcher's heartbeat)
+Disruptions                reason                      karpenter_nodeclaims_disrupted_total
+PodsServedBy               server                      (carpool: who took a pending pod)
 ========================== =========================== ============================================
 
 Alarms that only need an aggregate use Metrics Insights queries (``SELECT MAX(x) FROM Carpool``), which
@@ -46,8 +48,11 @@ NAMESPACE = "Carpool"
 SERVICE = "carpool"
 #: A pod pending for 15 minutes is what people page on (reference section 9).
 PENDING_SECONDS_THRESHOLD = 900
-#: Launch failures include expected insufficient-capacity fallbacks; alarm on a burst, not on one.
-LAUNCH_FAILURES_THRESHOLD = 5
+#: Insufficient capacity is expected (the next offering is tried, and the PodsPending alarm catches the
+#: case where none works); any other launch error (IAM, quota, subnet, template) repeats until fixed.
+EXPECTED_LAUNCH_FAILURE = "InsufficientCapacity"
+#: A burst, not a single throttled call.
+LAUNCH_FAILURES_THRESHOLD = 3
 POOL_USAGE_RATIO_THRESHOLD = 0.75
 
 
@@ -58,11 +63,15 @@ def insights(query: str, *, label: str, period_minutes: int = 1) -> cloudwatch.M
     )
 
 
-def search(metric_name: str, statistic: str, *, label: str, period: int = 60) -> cloudwatch.MathExpression:
-    """All series of ``metric_name`` whatever their dimensions (graphs only: alarms refuse SEARCH)."""
+def search(metric_name: str, statistic: str, *, prefix: str = "", period: int = 60) -> cloudwatch.MathExpression:
+    """All series of ``metric_name`` whatever their dimensions (graphs only: alarms refuse SEARCH).
+
+    The label keeps CloudWatch's own per-series label (``${LABEL}``: the dimension values), so a graph
+    shows one line per nodepool/reason instead of N lines with the same name.
+    """
     return cloudwatch.MathExpression(
         expression=f"SEARCH('Namespace=\"{NAMESPACE}\" MetricName=\"{metric_name}\"', '{statistic}', {period})",
-        label=label,
+        label=f"{prefix} ${{LABEL}}".strip(),
         period=Duration.seconds(period),
         using_metrics={},
     )
@@ -109,11 +118,14 @@ class Monitoring(Construct):
         self._alarm(
             "LaunchFailures",
             insights(
-                f"SELECT SUM(LaunchFailures) FROM {NAMESPACE}", label="launch failures", period_minutes=5
+                f"SELECT SUM(LaunchFailures) FROM {NAMESPACE} WHERE reason != '{EXPECTED_LAUNCH_FAILURE}'",
+                label="launch failures (not capacity)",
+                period_minutes=5,
             ),
             description=(
-                f"{LAUNCH_FAILURES_THRESHOLD} or more CreateFleet failures in 5 minutes (quota, IAM, subnet "
-                "or capacity errors); the reason dimension of LaunchFailures says which."
+                f"{LAUNCH_FAILURES_THRESHOLD} or more launch failures other than insufficient capacity in 5 "
+                "minutes (IAM, quota, subnet, launch template): they repeat until fixed. Check the "
+                "provisioner logs for the CreateFleet error."
             ),
             threshold=LAUNCH_FAILURES_THRESHOLD,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -254,34 +266,38 @@ class Monitoring(Construct):
             )
         )
         self.dashboard.add_widgets(
-            graph("Oldest pending pod (s)", [search("PodsUnboundSeconds", "Maximum", label="pods unbound")]),
+            graph("Oldest pending pod (s)", [search("PodsUnboundSeconds", "Maximum")]),
             graph(
                 "Scheduling duration (s)",
                 [
-                    search("SchedulingDurationSeconds", "p50", label="p50"),
-                    search("SchedulingDurationSeconds", "p99", label="p99"),
+                    search("SchedulingDurationSeconds", "p50", prefix="p50"),
+                    search("SchedulingDurationSeconds", "p99", prefix="p99"),
                 ],
             ),
-            graph("Node claims created (by pool, reason)", [search("NodeClaimsCreated", "Sum", label="claims")]),
+            graph("Node claims created (by pool, reason)", [search("NodeClaimsCreated", "Sum")]),
         )
         self.dashboard.add_widgets(
-            graph("Launch failures (by reason)", [search("LaunchFailures", "Sum", label="failures")]),
-            graph("Interruptions received (by kind)", [search("InterruptionsReceived", "Sum", label="interruptions")]),
+            graph("Launch failures (by reason)", [search("LaunchFailures", "Sum")]),
+            graph("Interruptions received (by kind)", [search("InterruptionsReceived", "Sum")]),
             graph(
                 "NodePool usage and limits",
-                [search("NodePoolUsage", "Maximum", label="usage"), search("NodePoolLimit", "Maximum", label="limit")],
+                [search("NodePoolUsage", "Maximum", prefix="usage"), search("NodePoolLimit", "Maximum", prefix="limit")],
             ),
         )
         self.dashboard.add_widgets(
-            graph("Estimated hourly cost (USD)", [search("EstimatedHourlyCost", "Maximum", label="cost")]),
+            graph("Estimated hourly cost (USD)", [search("EstimatedHourlyCost", "Maximum")]),
             graph(
                 "Capacity cache (learned vs estimated)",
                 [
-                    search("CapacityCacheHits", "Sum", label="learned"),
-                    search("CapacityCacheDefaults", "Sum", label="estimated"),
+                    search("CapacityCacheHits", "Sum", prefix="learned"),
+                    search("CapacityCacheDefaults", "Sum", prefix="estimated"),
                 ],
             ),
-            graph("Watcher runs", [search("WatcherRuns", "Sum", label="runs")]),
+            graph("Watcher runs", [search("WatcherRuns", "Sum")]),
+        )
+        self.dashboard.add_widgets(
+            graph("Disruptions (by reason)", [search("Disruptions", "Sum")], width=12),
+            graph("Pods served by (carpool vs other autoscalers)", [search("PodsServedBy", "Sum")], width=12),
         )
         names = list(functions)
         self.dashboard.add_widgets(

@@ -132,7 +132,9 @@ def from_node(
     )
 
 
-def learned_memory(records: Mapping[RecordKey, CapacityRecord], instance_type: str, image_id: str) -> int | None:
+def learned_memory(
+    records: Mapping[RecordKey, CapacityRecord], instance_type: str, image_id: str
+) -> int | None:
     """The memory capacity (bytes) nodes of `instance_type` on `image_id` reported, if any did."""
     record = records.get((instance_type, image_id))
     return record.capacity.get(MEMORY) if record is not None else None
@@ -160,22 +162,69 @@ def overhead_ratio(record: CapacityRecord, raw_memory_mib: int | None) -> float 
     return ratio if low <= ratio < high else None
 
 
-def _ratios_by_type(
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    """One instance type's evidence: its raw size and what it reported (the lowest over its images)."""
+
+    instance_type: str
+    raw_mib: int
+    memory_mib: float
+
+    @property
+    def overhead_mib(self) -> float:
+        return self.raw_mib - self.memory_mib
+
+    @property
+    def ratio(self) -> float:
+        return self.overhead_mib / self.raw_mib
+
+
+def _samples(
     records: Mapping[RecordKey, CapacityRecord],
     raw_memory_of: Callable[[str], int | None],
     keep: Callable[[CapacityRecord], bool],
-) -> dict[str, float]:
-    """Instance type -> its overhead ratio (the highest over its images: conservative), for kept records.
-
-    One number per type, so a type observed on many AMIs does not outweigh its siblings."""
-    ratios: dict[str, float] = {}
+) -> list[_Sample]:
+    """One sample per instance type among the kept records (so a type seen on many AMIs does not outweigh
+    its siblings), its lowest memory (conservative), plausible ones only."""
+    lowest: dict[str, _Sample] = {}
     for record in records.values():
-        if not keep(record):
+        raw = raw_memory_of(record.instance_type)
+        if not keep(record) or raw is None or overhead_ratio(record, raw) is None:
             continue
-        ratio = overhead_ratio(record, raw_memory_of(record.instance_type))
-        if ratio is not None:
-            ratios[record.instance_type] = max(ratio, ratios.get(record.instance_type, ratio))
-    return ratios
+        sample = _Sample(record.instance_type, raw, record.capacity[MEMORY] / MIB)
+        held = lowest.get(record.instance_type)
+        if held is None or sample.memory_mib < held.memory_mib:
+            lowest[record.instance_type] = sample
+    return sorted(lowest.values(), key=lambda s: s.instance_type)
+
+
+def _linear_overhead(samples: list[_Sample]) -> tuple[float, float] | None:
+    """Least-squares `overhead = fixed + share * raw` over samples of at least two sizes, or None.
+
+    The kernel's reservation is part fixed (kernel image, crash kernel) and part proportional (page
+    tables, struct page), so within one family a line predicts other sizes far better than one ratio."""
+    if len({s.raw_mib for s in samples}) < 2:
+        return None
+    mean_x = fmean(s.raw_mib for s in samples)
+    mean_y = fmean(s.overhead_mib for s in samples)
+    sxx = sum((s.raw_mib - mean_x) ** 2 for s in samples)
+    share = sum((s.raw_mib - mean_x) * (s.overhead_mib - mean_y) for s in samples) / sxx
+    return mean_y - share * mean_x, share
+
+
+def _estimate_from(samples: list[_Sample], raw_memory_mib: int, fit: bool) -> tuple[int, str]:
+    """(memory bytes, how) from samples: the fitted line when allowed and plausible, else the mean ratio."""
+    line = _linear_overhead(samples) if fit else None
+    if line is not None:
+        fixed, share = line
+        overhead = fixed + share * raw_memory_mib
+        low, high = PLAUSIBLE_OVERHEAD
+        if low <= overhead / raw_memory_mib < high:
+            memory_mib = math.floor(raw_memory_mib - overhead)
+            return memory_mib * MIB, f"overhead {fixed:.0f} MiB + {share:.2%} fitted"
+    ratio = fmean(s.ratio for s in samples)
+    memory_mib = math.floor(raw_memory_mib * (1.0 - ratio))
+    return memory_mib * MIB, f"mean overhead {ratio:.2%}"
 
 
 def _both(
@@ -184,14 +233,10 @@ def _both(
     return lambda record: first(record) and second(record)
 
 
-def _from_ratio(raw_memory_mib: int, ratio: float) -> int:
-    return math.floor(raw_memory_mib * (1.0 - ratio)) * MIB
-
-
-def _describe(ratios: Mapping[str, float], scope: str) -> str:
-    types = sorted(ratios)
+def _describe(how: str, samples: list[_Sample], scope: str) -> str:
+    types = [s.instance_type for s in samples]
     shown = ", ".join(types[:4]) + (f" +{len(types) - 4}" if len(types) > 4 else "")
-    return f"mean overhead {fmean(ratios.values()):.2%} of {len(types)} {scope} type(s) ({shown})"
+    return f"{how} on {len(types)} {scope} type(s) ({shown})"
 
 
 def estimate_memory(
@@ -208,32 +253,37 @@ def estimate_memory(
     """The memory capacity to plan `instance_type` on `image_id` with, best evidence first:
 
     1. `learned`: nodes of this type on this image reported it;
-    2. `extrapolated`, in decreasing closeness: the same type on another image of the same AMI family
-       (a new AMI release); the mean overhead ratio of the same instance family on the same AMI family;
-       the mean ratio of every type on the same AMI family;
+    2. `extrapolated`, in decreasing closeness, always within the same AMI family:
+       - the same type on another image (a new AMI release): its lowest report;
+       - the same instance family: overhead fitted as `fixed + share * size` over the sizes seen (two or
+         more sizes), else their mean overhead ratio;
+       - every type seen: their mean overhead ratio (families differ too much for one line);
     3. `default`: Karpenter's flat formula (`default_overhead`, 64 MiB less on arm64).
 
     `records` must hold unexpired records only (`CapacityCache.all(now)` does that); `raw_memory_of`
     gives another type's `SizeInMiB` (from the catalog), None when unknown.
     """
+    family = family or family_of(instance_type)
     learned = learned_memory(records, instance_type, image_id)
     if learned:
         record = records[(instance_type, image_id)]
-        return CapacityEstimate(learned, "learned", f"{record.samples} node(s) of {instance_type} on {image_id}")
+        return CapacityEstimate(
+            learned, "learned", f"{record.samples} node(s) of {instance_type} on {image_id}"
+        )
 
     def same_ami_family(r: CapacityRecord) -> bool:
         return bool(ami_family) and r.ami_family == ami_family
 
-    tiers: list[tuple[str, Callable[[CapacityRecord], bool]]] = [
-        (f"{instance_type} on other {ami_family} image", lambda r: r.instance_type == instance_type),
-        (f"{family} {ami_family}", lambda r: family_of(r.instance_type) == family),
-        (f"{ami_family}", lambda _r: True),
+    tiers: list[tuple[str, Callable[[CapacityRecord], bool], bool]] = [
+        (f"{instance_type} on other {ami_family} image", lambda r: r.instance_type == instance_type, False),
+        (f"{family} {ami_family}", lambda r: family_of(r.instance_type) == family, True),
+        (f"{ami_family}", lambda _r: True, False),
     ]
-    for scope, keep in tiers:
-        ratios = _ratios_by_type(records, raw_memory_of, _both(same_ami_family, keep))
-        if ratios:
-            memory = _from_ratio(raw_memory_mib, fmean(ratios.values()))
-            return CapacityEstimate(memory, "extrapolated", _describe(ratios, scope))
+    for scope, keep, fit in tiers:
+        samples = _samples(records, raw_memory_of, _both(same_ami_family, keep))
+        if samples:
+            memory, how = _estimate_from(samples, raw_memory_mib, fit)
+            return CapacityEstimate(memory, "extrapolated", _describe(how, samples, scope))
     return CapacityEstimate(
         default_memory_bytes(raw_memory_mib, arch, default_overhead),
         "default",

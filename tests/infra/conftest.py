@@ -61,12 +61,20 @@ def functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def synth(layer: LayerBuild, functions_dir: Path) -> Callable[..., Synth]:
     """Build a stack from CDK context, the way ``infra/app.py`` does, with both nag packs applied."""
 
-    def make(context: dict[str, Any], *, env: Environment | None = None, nag: bool = True) -> Synth:
+    def make(
+        context: dict[str, Any],
+        *,
+        env: Environment | None = None,
+        nag: bool = True,
+        customize: Callable[[CarpoolStack], None] | None = None,
+    ) -> Synth:
         app = App(context=context)
         settings = Settings.from_context(app.node.get_all_context())
         stack = CarpoolStack(
             app, settings.stack_name, settings=settings, layer_dir=layer.path, functions_dir=functions_dir, env=env
         )
+        if customize is not None:  # lets a test add a deliberately bad resource before the checks run
+            customize(stack)
         if nag:
             apply_nag(app, verbose=True)
         return Synth(stack=stack, template=Template.from_stack(stack))

@@ -44,10 +44,14 @@ def repos(request: pytest.FixtureRequest) -> Repos:
         return Repos("memory", MemoryLedger(), MemoryOfferings(), MemoryCapacityCache())
     request.getfixturevalue("state_tables")  # starts moto only for the DynamoDB half
     no_sleep = lambda _s: None  # noqa: E731
-    return Repos("dynamodb", DynamoLedger(sleep=no_sleep), DynamoOfferings(), DynamoCapacityCache(sleep=no_sleep))
+    return Repos(
+        "dynamodb", DynamoLedger(sleep=no_sleep), DynamoOfferings(), DynamoCapacityCache(sleep=no_sleep)
+    )
 
 
-def claim(name: str, pods: list[str], now: datetime, pool: str = "default", cpu: int = 2000, **kw: Any) -> Claim:
+def claim(
+    name: str, pods: list[str], now: datetime, pool: str = "default", cpu: int = 2000, **kw: Any
+) -> Claim:
     return Claim(
         name=name,
         nodepool=pool,
@@ -208,7 +212,11 @@ def test_mark_launched_persists_and_is_found_by_instance(repos: Repos, now: date
 
 
 def test_active_excludes_finished_claims(repos: Repos, now: datetime) -> None:
-    for name, status in (("r", ClaimStatus.RESERVED), ("f", ClaimStatus.FAILED), ("t", ClaimStatus.TERMINATING)):
+    for name, status in (
+        ("r", ClaimStatus.RESERVED),
+        ("f", ClaimStatus.FAILED),
+        ("t", ClaimStatus.TERMINATING),
+    ):
         c = claim(name, [f"default/{name}"], now)
         repos.ledger.reserve(c, None, now, TTL_SECONDS)
         repos.ledger.mark_launched(c.model_copy(update={"status": status}))
@@ -241,37 +249,43 @@ def test_a_refused_later_chunk_rolls_the_claim_back(repos: Repos, now: datetime)
 
 
 # -- concurrency ---------------------------------------------------------------------------------------------
+def race(ledger: Any, plans: dict[str, list[list[str]]], delays: dict[str, list[float]], pool: str,
+         limit: dict[str, int], now: datetime, tag: str) -> dict[str, list[str]]:  # fmt: skip
+    """Each worker thread reserves its claims in order, after its delays; returns the claims that won."""
+    won: dict[str, list[str]] = {}
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(plans))
+
+    def run(worker: str) -> None:
+        barrier.wait()
+        for i, pod_set in enumerate(plans[worker]):
+            time.sleep(delays[worker][i])
+            name = f"{worker}{tag}-{i}"
+            try:
+                ledger.reserve(claim(name, pod_set, now, pool=pool), limit, now, TTL_SECONDS)
+            except ReservationRefused:
+                continue
+            with lock:
+                won[name] = pod_set
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in plans]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return won
+
+
 def test_concurrent_reservations_never_double_nominate_or_pass_a_limit(repos: Repos, now: datetime) -> None:
     """Two provisioners race 20 times over overlapping pod sets with random interleavings."""
     rng = random.Random(7)
     limit = {"nodes": 3}
     for round_ in range(20):
         pool, shared = f"pool{round_}", pods(10, f"r{round_}/p")
-        plans = {
-            worker: [rng.sample(shared, rng.randint(2, 5)) for _ in range(3)] for worker in ("a", "b")
-        }
+        plans = {worker: [rng.sample(shared, rng.randint(2, 5)) for _ in range(3)] for worker in ("a", "b")}
         delays = {worker: [rng.random() * 0.004 for _ in range(3)] for worker in plans}
-        won: dict[str, list[str]] = {}
-        lock = threading.Lock()
-        barrier = threading.Barrier(2)
 
-        def run(worker: str, round_: int = round_, pool: str = pool) -> None:
-            barrier.wait()
-            for i, pod_set in enumerate(plans[worker]):
-                time.sleep(delays[worker][i])
-                name = f"{worker}{round_}-{i}"
-                try:
-                    repos.ledger.reserve(claim(name, pod_set, now, pool=pool), limit, now, TTL_SECONDS)
-                except ReservationRefused:
-                    continue
-                with lock:
-                    won[name] = pod_set
-
-        threads = [threading.Thread(target=run, args=(w,)) for w in plans]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        won = race(repos.ledger, plans, delays, pool, limit, now, str(round_))
 
         nominated = [p for pod_set in won.values() for p in pod_set]
         assert len(nominated) == len(set(nominated)), f"round {round_}: a pod was nominated twice: {won}"
@@ -286,8 +300,12 @@ def test_unavailable_offerings_expire(repos: Repos, now: datetime) -> None:
     soon, later = now + timedelta(minutes=3), now + timedelta(minutes=10)
     repos.offerings.mark_unavailable(
         [
-            UnavailableOffering(instance_type="m5.large", zone="us-east-1a", capacity_type="spot", until=soon),
-            UnavailableOffering(instance_type="c5.large", zone="us-east-1b", capacity_type="on-demand", until=later),
+            UnavailableOffering(
+                instance_type="m5.large", zone="us-east-1a", capacity_type="spot", until=soon
+            ),
+            UnavailableOffering(
+                instance_type="c5.large", zone="us-east-1b", capacity_type="on-demand", until=later
+            ),
         ]
     )
     assert repos.offerings.unavailable(now) == {
@@ -309,7 +327,9 @@ def test_unavailable_offerings_expire(repos: Repos, now: datetime) -> None:
 def test_many_unavailable_offerings(repos: Repos, now: datetime) -> None:
     until = now + timedelta(minutes=3)
     items = [
-        UnavailableOffering(instance_type=f"m5.{i}xlarge", zone="us-east-1a", capacity_type="spot", until=until)
+        UnavailableOffering(
+            instance_type=f"m5.{i}xlarge", zone="us-east-1a", capacity_type="spot", until=until
+        )
         for i in range(60)
     ]
     repos.offerings.mark_unavailable(items)

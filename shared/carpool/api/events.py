@@ -156,25 +156,32 @@ class HealthEventDetail(KubeModel):
 
 
 # --- envelopes ----------------------------------------------------------------------------------------
-class PodUnschedulableEvent(EventBridgeModel):
+class _Envelope(EventBridgeModel):
+    """EventBridge's envelope. `account` is optional because some deliveries (moto's EventBridge -> SQS
+    path used by the simulation) leave it out; carpool never reads it."""
+
+    account: str = ""
+
+
+class PodUnschedulableEvent(_Envelope):
     source: Literal["carpool.cluster"]
     detail_type: Literal["Pod Unschedulable"] = Field(alias="detail-type")
     detail: PodUnschedulableDetail
 
 
-class NodeRegisteredEvent(EventBridgeModel):
+class NodeRegisteredEvent(_Envelope):
     source: Literal["carpool.cluster"]
     detail_type: Literal["Node Registered"] = Field(alias="detail-type")
     detail: NodeRegisteredDetail
 
 
-class NodeDeletedEvent(EventBridgeModel):
+class NodeDeletedEvent(_Envelope):
     source: Literal["carpool.cluster"]
     detail_type: Literal["Node Deleted"] = Field(alias="detail-type")
     detail: NodeDeletedDetail
 
 
-class SpotInterruptionEvent(EventBridgeModel):
+class SpotInterruptionEvent(_Envelope):
     source: Literal["aws.ec2"]
     detail_type: Literal["EC2 Spot Instance Interruption Warning"] = Field(alias="detail-type")
     detail: SpotInterruptionDetail
@@ -183,7 +190,7 @@ class SpotInterruptionEvent(EventBridgeModel):
         return [self.detail.instance_id]
 
 
-class RebalanceRecommendationEvent(EventBridgeModel):
+class RebalanceRecommendationEvent(_Envelope):
     source: Literal["aws.ec2"]
     detail_type: Literal["EC2 Instance Rebalance Recommendation"] = Field(alias="detail-type")
     detail: RebalanceRecommendationDetail
@@ -192,7 +199,7 @@ class RebalanceRecommendationEvent(EventBridgeModel):
         return [self.detail.instance_id]
 
 
-class InstanceStateChangeEvent(EventBridgeModel):
+class InstanceStateChangeEvent(_Envelope):
     source: Literal["aws.ec2"]
     detail_type: Literal["EC2 Instance State-change Notification"] = Field(alias="detail-type")
     detail: InstanceStateChangeDetail
@@ -201,7 +208,7 @@ class InstanceStateChangeEvent(EventBridgeModel):
         return [self.detail.instance_id]
 
 
-class HealthEvent(EventBridgeModel):
+class HealthEvent(_Envelope):
     source: Literal["aws.health"]
     detail_type: Literal["AWS Health Event"] = Field(alias="detail-type")
     detail: HealthEventDetail

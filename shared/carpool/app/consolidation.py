@@ -1,13 +1,303 @@
-"""Voluntary disruption (emptiness, consolidation, drift, expiry) — see issue "Disruption"."""
+"""The disruption executor: carries out `carpool.disruption` decisions across runs of the disruption Lambda
+(every minute), so a node is only drained once its replacement has joined, and only terminated once
+drained.
+
+Per run:
+1. record pod changes per node (consolidateAfter's clock);
+2. advance disruptions already in progress:
+   - replace: wait until every replacement claim is REGISTERED (a lost one is launched again, at most
+     `MAX_REPLACE_ATTEMPTS` times, then the node drains anyway and its pods are provisioned as pending);
+   - then drain (Eviction API: PDB-blocked pods wait for the next run; do-not-disrupt pods block a
+     voluntary drain), and once no pod is left: terminate the instance, release the claim, delete the Node;
+3. plan (`carpool.disruption.planner`) and start new decisions: a replacement is launched *first* through
+   `provision_pods` (which nominates the pods to it, so they are not provisioned twice), then the node is
+   cordoned and tainted `karpenter.sh/disrupted:NoSchedule` and the decision recorded; deletes drain at once.
+
+What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
+`carpool.disruption.keys`: reason, action, replacement claim names, decision time, relaunch attempts),
+written with `ledger.mark_launched(claim)`. The claim keeps status REGISTERED on purpose: `ledger.active()`
+omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.disrupt` would terminate the
+instance before it is drained (its id would be known to no active claim), the watcher would re-register it
+(it re-publishes Ready nodes whose claim is not REGISTERED) and the registrar could not release it when the
+node disappears. Labels survive all three untouched.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from carpool import labels, observability
+from carpool.amis import ResolvedAmi
+from carpool.api.k8s import Node, Pod
+from carpool.api.nodeclass import EC2NodeClass
+from carpool.app import drain, images, pools, provision
 from carpool.app.wiring import Dependencies
+from carpool.catalog import Catalog
+from carpool.disruption import candidates, keys, planner
+from carpool.disruption.decision import Decision, Kind, Reason
+from carpool.scheduling import convert
+from carpool.state.models import Claim, ClaimStatus
+
+log = logging.getLogger(__name__)
+MAX_REPLACE_ATTEMPTS = 3
+
+
+@dataclass
+class _World:
+    """One consistent read of the cluster and the ledger."""
+
+    nodes: dict[str, Node]
+    pods: list[Pod]
+    claims: list[Claim]
+
+    def pods_on(self, node: str) -> list[Pod]:
+        return [p for p in self.pods if p.spec.node_name == node and candidates.reschedulable(p)]
 
 
 def run(deps: Dependencies, now: datetime, summary: Any) -> None:
-    """Nothing voluntary is disrupted yet; only the clean-up in `disrupt` runs."""
-    return None
+    """One disruption run (called by `carpool.app.disrupt.run` after its clean-up)."""
+    world = _observe(deps)
+    _record_pod_changes(world, deps, now)
+    _sweep_leftovers(world, deps, summary)
+    for claim in world.claims:
+        if keys.DISRUPTION in claim.labels:
+            _advance(claim, world, deps, now, summary)
+    world = _observe(deps)
+    plan = _plan(world, deps, now)
+    for decision in plan.decisions:
+        _start(decision, world, deps, now, summary)
+
+
+def _observe(deps: Dependencies) -> _World:
+    nodes = {n.name: n for n in deps.cluster.list_nodes()}
+    return _World(nodes, deps.cluster.list_pods(), sorted(deps.ledger.active(), key=lambda c: c.name))
+
+
+# -- 1. consolidateAfter's clock ---------------------------------------------------------------------------
+def _record_pod_changes(world: _World, deps: Dependencies, now: datetime) -> None:
+    """Remember when each node's set of pods last changed; written only when it changes."""
+    for claim in world.claims:
+        if claim.status != ClaimStatus.REGISTERED or claim.node_name not in world.nodes:
+            continue
+        digest = candidates.pods_digest(p.key for p in world.pods_on(claim.node_name or ""))
+        if claim.labels.get(keys.PODS_DIGEST) == digest:
+            continue
+        claim.labels[keys.PODS_DIGEST] = digest
+        claim.labels[keys.PODS_CHANGED_AT] = now.isoformat()
+        deps.ledger.mark_launched(claim)
+
+
+# -- 2. disruptions in progress ----------------------------------------------------------------------------
+def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+    node = world.nodes.get(claim.node_name or "")
+    reason = claim.labels.get(keys.DISRUPTION, "")
+    if node is None:
+        _finish(claim, None, deps, summary, f"node of claim {claim.name} is gone")
+        return
+    if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, world, deps, summary):
+        return
+    forceful = reason == Reason.UNHEALTHY
+    if world.pods_on(node.name):
+        result = drain.drain(deps.cluster, node.name, voluntary=not forceful)
+        left = [] if forceful else drain.pods_on(deps.cluster, node.name)
+        if left:
+            why = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items())) or "pods terminating"
+            log.info("node %s (%s): %d pods left to drain (%s)", node.name, reason, len(left), why)
+            return
+    _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
+
+
+def _replacements_ready(claim: Claim, node: Node, world: _World, deps: Dependencies, summary: Any) -> bool:
+    """True when every replacement is registered (or has failed too often to wait for)."""
+    names = _names(claim.labels.get(keys.REPLACED_BY, ""))
+    found = {n: deps.ledger.get(n) for n in names}
+    lost = [n for n, c in found.items() if c is None]
+    if lost:
+        return _relaunch(claim, node, world, deps, summary, [n for n in names if n not in lost])
+    waiting = [n for n, c in found.items() if c is not None and c.status != ClaimStatus.REGISTERED]
+    if waiting:
+        log.info("node %s waits for replacement %s to register", node.name, ", ".join(waiting))
+        return False
+    return True
+
+
+def _relaunch(claim: Claim, node: Node, world: _World, deps: Dependencies, summary: Any, kept: list[str]) -> bool:
+    """A replacement never registered (its claim timed out or failed): launch another, or give up waiting."""
+    attempts = int(claim.labels.get(keys.REPLACE_ATTEMPTS, "0")) + 1
+    if attempts > MAX_REPLACE_ATTEMPTS:
+        _note(summary, f"node {node.name}: no replacement registered after {MAX_REPLACE_ATTEMPTS} launches; "
+                       "draining anyway, its pods will be provisioned as pending")
+        return True
+    reason = f"disruption/{claim.labels.get(keys.DISRUPTION)}"
+    outcome = provision.provision_pods(world.pods_on(node.name), deps, reason=reason, exclude_claims={claim.name})
+    claim.labels[keys.REPLACED_BY] = ",".join(sorted({*kept, *_replacement_names(outcome, deps)}))
+    claim.labels[keys.REPLACE_ATTEMPTS] = str(attempts)
+    deps.ledger.mark_launched(claim)
+    again = claim.labels[keys.REPLACED_BY] or "nothing"
+    _note(summary, f"node {node.name}: replacement lost, launched again ({again})")
+    return False
+
+
+def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Any, why: str) -> None:
+    """Terminate, release, delete the Node, in that order: a crash after any step is finished by the next
+    run (a terminate is idempotent; a tainted node without a claim is swept)."""
+    instance = claim.instance_id or (node.instance_id() if node else None)
+    if instance:
+        deps.compute.terminate_instances([instance])
+    deps.ledger.release(claim)
+    if node is not None:
+        deps.cluster.delete_node(node.name)
+    _note(summary, f"{why}: instance {instance or '?'} terminated, claim {claim.name} released")
+
+
+def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
+    """Nodes carpool tainted for disruption whose claim is already released (a run stopped between
+    release and Node deletion): finish them."""
+    known = {c.name for c in world.claims}
+    cluster = deps.settings.cluster_name
+    for node in world.nodes.values():
+        if node.labels.get(labels.OWNED_BY) != cluster or node.labels.get(labels.CLAIM) in known:
+            continue
+        tainted = any(t.key == labels.DISRUPTED_TAINT for t in node.taints())
+        if not tainted or deps.ledger.get(node.labels.get(labels.CLAIM, "")) is not None:
+            continue
+        if (iid := node.instance_id()) is not None:
+            deps.compute.terminate_instances([iid])
+        deps.cluster.delete_node(node.name)
+        _note(summary, f"node {node.name} was disrupted but never deleted: deleted")
+
+
+# -- 3. planning -------------------------------------------------------------------------------------------
+def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
+    view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),
+                            deps.settings.cluster_name, now, deps.ledger.nominated(now))
+    if not any(not c.disrupting for c in view.candidates):
+        return planner.Plan()  # nothing of carpool's to judge: skip pools, AMIs and the catalog
+    manifests = deps.config.load()
+    catalog = deps.catalog.get(now)
+    classes = {c.name: c for c in manifests.nodeclasses}
+    resolved = _resolver(deps)
+    prepared = pools.prepare(manifests, catalog, resolved, deps.cluster.cni_env(), deps.capacity.all(now),
+                             set(deps.offerings.unavailable(now)), deps.ledger.usage())
+    inputs = planner.Inputs(
+        view=view,
+        nodepools={p.name: p for p in manifests.nodepools},
+        nodeclasses=classes,
+        pool_specs=prepared.specs,
+        daemonsets=[convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()],
+        expected_amis=_expected_amis(view, classes, catalog, resolved),
+        type_labels={c.instance_type: catalog.types[c.instance_type].labels for c in view.candidates
+                     if c.instance_type in catalog.types},
+    )
+    plan = planner.plan(inputs, now)
+    for node, why in sorted(plan.waiting.items()):
+        log.info("node %s not disrupted now: %s", node, why)
+    return plan
+
+
+def _resolver(deps: Dependencies) -> Any:
+    """AMI resolution once per node class per run; a class that cannot be resolved resolves to nothing
+    (launching for it is impossible anyway, and its nodes are then not judged for AMI drift)."""
+    cache: dict[str, list[ResolvedAmi]] = {}
+
+    def resolve(nodeclass: EC2NodeClass) -> list[ResolvedAmi]:
+        if nodeclass.name not in cache:
+            try:
+                cache[nodeclass.name] = images.resolve(nodeclass, deps)
+            except Exception as exc:  # noqa: BLE001 - an AWS or selection error must not stop other pools
+                log.warning("AMIs of EC2NodeClass %s cannot be resolved: %s", nodeclass.name, exc)
+                cache[nodeclass.name] = []
+        return cache[nodeclass.name]
+
+    return resolve
+
+
+def _expected_amis(view: candidates.ClusterView, classes: Mapping[str, EC2NodeClass], catalog: Catalog,
+                   resolve: Any) -> dict[str, str | None]:
+    """Node -> the AMI the strict mapping gives its type now; nodes of an unresolvable class are left out."""
+    out: dict[str, str | None] = {}
+    for c in view.candidates:
+        nodeclass = classes.get(c.nodeclass)
+        amis = resolve(nodeclass) if nodeclass is not None else []
+        if not amis:
+            continue
+        expected = images.expected_for_node(dict(c.labels), catalog.types.get(c.instance_type), amis)
+        out[c.node] = expected.id if expected else None
+    return out
+
+
+# -- starting decisions ------------------------------------------------------------------------------------
+def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+    claims = [deps.ledger.get(name) for name in d.claims]
+    if any(c is None for c in claims):
+        log.info("skipping decision on %s: a claim disappeared meanwhile", ", ".join(d.nodes))
+        return
+    replacements: list[str] = []
+    if d.kind == Kind.REPLACE:
+        budget = sum(c.price or 0.0 for c in claims if c) if d.reason == Reason.UNDERUTILIZED else None
+        got = _launch_replacement(d, world, deps, summary, budget)
+        if got is None:
+            return
+        replacements = got
+    for claim, node in zip(claims, d.nodes, strict=True):
+        assert claim is not None
+        drain.cordon(deps.cluster, node)
+        claim.labels.update({keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
+                             keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()})
+        deps.ledger.mark_launched(claim)
+    suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
+    _note(summary, d.message + suffix, d.reason.value)
+    if d.kind == Kind.DELETE or d.forceful:
+        for claim in claims:
+            assert claim is not None
+            _advance(claim, world, deps, now, summary)
+
+
+def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: Any,
+                        cheaper_than: float | None) -> list[str] | None:
+    """Launch what the decision's pods need; None (and nothing left running) when that fails.
+
+    `provision_pods` schedules on its own, so for consolidation the price of what it actually launched is
+    checked again: a replacement that is not cheaper than the nodes it replaces is undone.
+    """
+    wanted = set(d.replacement_pods)
+    pods = [p for p in world.pods if p.key in wanted]
+    outcome = provision.provision_pods(pods, deps, reason=f"disruption/{d.reason.value}", exclude_claims=set(d.claims))
+    names = _replacement_names(outcome, deps)
+    failed = {**outcome.unschedulable, **{k: {"*": v} for k, v in outcome.refused.items()}}
+    problem = "; ".join(outcome.launch_failures) or (
+        f"{len(failed)} pods could not be placed" if failed else "" if names else "nothing was launched")
+    launched_price = sum(c.price or 0.0 for c in outcome.launched)
+    if not problem and cheaper_than is not None and launched_price >= cheaper_than:
+        problem = f"the launched replacement costs ${launched_price:.4f}/h, not less than ${cheaper_than:.4f}/h"
+    if problem:
+        for claim in outcome.launched:  # a partial or dearer replacement is undone, not left running
+            if claim.instance_id:
+                deps.compute.terminate_instances([claim.instance_id])
+            deps.ledger.release(claim)
+        _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): replacement failed: {problem}")
+        return None
+    return names
+
+
+def _replacement_names(outcome: provision.ProvisionOutcome, deps: Dependencies) -> list[str]:
+    """Claims launched now plus claims the pods were already nominated to (an earlier attempt's)."""
+    nominated = deps.ledger.nominated(deps.clock())
+    held = {nominated[k] for k in outcome.already_nominated if k in nominated}
+    return sorted({c.name for c in outcome.launched} | held)
+
+
+def _names(text: str) -> list[str]:
+    return [n for n in text.split(",") if n]
+
+
+def _note(summary: Any, message: str, reason: str | None = None) -> None:
+    """Log a message and add it to the run summary; decisions (with a reason) are also counted."""
+    summary.decisions.append(message)
+    if reason is not None:
+        observability.emit("Disruptions", reason=reason)
+    log.info(message)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from carpool import labels
 from carpool.api.k8s import Pod
+from carpool.disruption.protection import pod_protection
 from carpool.ports import Cluster, EvictionBlocked
 from carpool.taints import NO_SCHEDULE, Taint
 
@@ -34,13 +35,8 @@ def pods_on(cluster: Cluster, node_name: str) -> list[Pod]:
 
 
 def protected(pod: Pod) -> str | None:
-    """Why a pod blocks voluntary disruption, if it does."""
-    ann = pod.annotations
-    if ann.get(labels.DO_NOT_DISRUPT) == "true":
-        return f"pod {pod.key} has {labels.DO_NOT_DISRUPT}"
-    if ann.get(labels.CAS_SCALE_DOWN_DISABLED) == "true":
-        return f"pod {pod.key} has {labels.CAS_SCALE_DOWN_DISABLED}"
-    return None
+    """Why a pod blocks voluntary disruption, if it does (one rule, shared with the disruption planner)."""
+    return pod_protection(pod)
 
 
 def cordon(cluster: Cluster, node_name: str) -> None:

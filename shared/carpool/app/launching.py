@@ -21,7 +21,6 @@ from carpool.app.wiring import Dependencies
 from carpool.catalog import InstanceType
 from carpool.launch import fleet, templates
 from carpool.launch.userdata.bootstrap import NodeBootstrap
-from carpool.requirements import Requirements
 from carpool.scheduling.result import PlannedClaim
 from carpool.sizing import NodeSize
 
@@ -55,17 +54,10 @@ class LaunchAttempt:
 
 def choose_capacity_type(claim: PlannedClaim, ctx: PoolContext, unavailable: set[tuple[str, str, str]]) -> str | None:
     """Spot when the claim allows it and any option has an available spot offering, else on-demand."""
-    allowed = _allowed(claim.requirements, labels.CAPACITY_TYPE)
     for ct in (labels.CAPACITY_SPOT, labels.CAPACITY_ON_DEMAND):
-        if allowed is not None and ct not in allowed:
-            continue
-        if any(_offerings(claim, ctx, ct, unavailable)):
+        if any(_offerings(claim, ctx, ct, unavailable)):  # _offerings honours the claim's requirements
             return ct
     return None
-
-
-def _allowed(reqs: Requirements, key: str) -> Requirements | None:
-    return reqs if key in reqs else None
 
 
 def _offerings(claim: PlannedClaim, ctx: PoolContext, ct: str, unavailable: set[tuple[str, str, str]]) -> Iterable[tuple[str, str, float]]:

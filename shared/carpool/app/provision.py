@@ -19,11 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from carpool import labels, observability
+from carpool import coexistence, labels, observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.app import images, launching, pools
 from carpool.app.wiring import Dependencies
+from carpool.disruption import drift
+from carpool.disruption.keys import SPEC_HASH
 from carpool.resources import CPU, MEMORY, PODS, maximum
 from carpool.scheduling import convert, scheduler
 from carpool.scheduling import inputs as si
@@ -73,6 +75,9 @@ def provision_pods(
     """Schedule and launch for `pods` (also used by interruption handling to pre-launch replacements)."""
     now = deps.clock()
     outcome = ProvisionOutcome()
+    # --- Cluster Autoscaler coexistence filter (carpool.coexistence; owned by the disruption issue) ---
+    pods = _leave_alone_what_others_serve(pods, deps, outcome)
+    # --- end of coexistence filter ---
     nominated = deps.ledger.nominated(now)
     pending = []
     for pod in pods:
@@ -85,6 +90,22 @@ def provision_pods(
         return outcome
     _schedule_and_launch(pending, deps, reason, exclude_claims, now, outcome)
     return outcome
+
+
+def _leave_alone_what_others_serve(pods: Iterable[Pod], deps: Dependencies, outcome: ProvisionOutcome) -> list[Pod]:
+    """Pods pinned to a node group (Cluster Autoscaler's) or bound for another scheduler are not launched
+    for; each pod is counted in `PodsServedBy{server}`. See `carpool.coexistence`."""
+    classifier = coexistence.Coexistence(deps.config.load().nodepools)
+    kept = []
+    for pod in pods:
+        verdict = classifier.serves(pod)
+        observability.emit("PodsServedBy", server=verdict.server.value)
+        if verdict.leave_alone:
+            outcome.ignored[pod.key] = verdict.reason
+            log.info("leaving pod %s alone: %s", pod.key, verdict.reason)
+        else:
+            kept.append(pod)
+    return kept
 
 
 def _schedule_and_launch(
@@ -168,7 +189,7 @@ def _claim(planned: PlannedClaim, ctx: launching.PoolContext, now: datetime) -> 
         pods=list(planned.pods),
         reserved=reserved,
         requested=dict(planned.requests),
-        labels=planned.labels,
+        labels={**planned.labels, SPEC_HASH: drift.spec_hash(ctx.nodepool, ctx.nodeclass)},
     )
 
 

@@ -130,6 +130,8 @@ def capacity(
         typer.echo(_ROWS.dump_json(items, by_alias=True, indent=2).decode())
         return
     console = Console(soft_wrap=True)
+    if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
+        console = Console(soft_wrap=True, width=160)
     if not items:
         console.print("the learned capacity cache is empty (no node has registered yet)")
         return

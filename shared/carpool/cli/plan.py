@@ -1,9 +1,111 @@
-"""`carpool plan` (not yet implemented)."""
+"""`carpool plan`: what carpool would launch for these pending pods, and why the rest cannot run.
+
+Offline: NodePools/EC2NodeClasses/DaemonSets/Nodes from `--manifests`, pending pods (or workloads) from
+`--pods`, instance types from the shipped catalog snapshot sized per node class, or from a synthetic
+`--instance-types` JSON list. `--unavailable TYPE:ZONE:CAPACITY_TYPE` simulates capacity errors.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from carpool.api.loader import ManifestErrors, load
+from carpool.app.planning import PlanInputError, PlanInputs, assemble, load_synthetic_types, plan
+from carpool.scheduling.result import SchedulingResult
+from carpool.scheduling.scheduler import ScheduleOptions
+
+EXIT_INVALID = 2
+
+
+def _unavailable(values: list[str]) -> list[tuple[str, str, str]]:
+    out = []
+    for v in values:
+        parts = v.split(":")
+        if len(parts) != 3 or not all(parts):
+            raise typer.BadParameter(f"{v!r}: expected TYPE:ZONE:CAPACITY_TYPE (e.g. c7i-flex.large:us-east-1a:spot)",
+                                     param_hint="--unavailable")
+        out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def plan_command(
+    manifests: Annotated[list[Path], typer.Option("--manifests", "-m", help="NodePool/EC2NodeClass/DaemonSet/Node YAML (repeatable).")],
+    pods: Annotated[list[Path] | None, typer.Option("--pods", "-p", help="Pending pods or workloads YAML (repeatable).")] = None,
+    instance_types: Annotated[Path | None, typer.Option("--instance-types", help="Synthetic instance types JSON (replaces the catalog).")] = None,
+    region: Annotated[str, typer.Option("--region", help="Catalog region.")] = "us-east-1",
+    unavailable: Annotated[list[str] | None, typer.Option("--unavailable", help="TYPE:ZONE:CAPACITY_TYPE without capacity (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    max_instance_types: Annotated[int, typer.Option("--max-instance-types", help="Options listed per claim (0 = all).")] = 60,
+) -> None:
+    """Plan NodeClaims for pending pods (offline; prints claims, cost and a reason per unplaced pod)."""
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    gone = _unavailable(unavailable or [])
+    try:
+        loaded = load([*manifests, *(pods or [])])
+        synthetic = load_synthetic_types(instance_types) if instance_types is not None else None
+        catalog = None
+        if synthetic is None:
+            from carpool.catalog import Catalog
+
+            catalog = Catalog.snapshot(region)
+        inputs = assemble(loaded, synthetic=synthetic, catalog=catalog, unavailable=gone)
+    except ManifestErrors as exc:
+        for e in exc.errors:
+            err.print(str(e), markup=False, style="red")
+        raise typer.Exit(EXIT_INVALID) from None
+    except (PlanInputError, ValueError, LookupError) as exc:
+        err.print(str(exc), markup=False, style="red")
+        raise typer.Exit(EXIT_INVALID) from None
+    result = plan(inputs, ScheduleOptions(max_instance_types=max_instance_types or None))
+    if as_json:
+        out = result.to_json()
+        out["notes"] = {k: v for k, v in inputs.notes.items() if v}
+        typer.echo(json.dumps(out, indent=2))
+        return
+    _print(result, inputs)
+
+
+def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
+    out = Console(soft_wrap=True, highlight=False)
+    if out.width < 140 and not out.is_terminal:
+        out = Console(soft_wrap=True, highlight=False, width=140)
+    if result.claims:
+        table = Table(box=box.SIMPLE_HEAD)
+        for col in ("nodeclaim", "nodepool", "cheapest", "capacity", "zone", "pods", "$/h", "options"):
+            table.add_column(col)
+        for c in result.claims:
+            first = c.instance_types[0] if c.instance_types else None
+            table.add_row(c.name, c.pool, first.name if first else "-", c.capacity_type or "-",
+                          c.zone or (first.zone + "*" if first else "-"), str(len(c.pods)),
+                          f"{c.price:.4f}", str(c.option_count))
+        out.print(table)
+    nominated = result.nominations()
+    for target, keys in sorted(nominated.items()):
+        out.print(f"{len(keys)} pod(s) fit on {target}", markup=False)
+    for key, reasons in sorted(result.unschedulable.items()):
+        out.print(f"unschedulable {key}:", markup=False, style="yellow")
+        for pool, reason in reasons.items():
+            out.print(f"  {pool}: {reason}", markup=False)
+    for key in result.opted_out:
+        out.print(f"left alone {key}: requires karpenter.sh/nodepool DoesNotExist", markup=False)
+    for pool, notes in sorted(inputs.notes.items()):
+        for note in notes:
+            out.print(f"note ({pool}): {note}", markup=False, style="dim")
+    placed = len(result.placements)
+    out.print(
+        f"{len(result.claims)} nodeclaim(s), {placed} pod(s) placed, {len(result.unschedulable)} unschedulable, "
+        f"${result.hourly_cost:.4f}/h, scheduled in {result.seconds * 1000:.1f} ms",
+        markup=False,
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Attach this command to the CLI app."""
+    app.command("plan")(plan_command)

@@ -85,6 +85,7 @@ class Bin:
     pods: list[str] = field(default_factory=list)
     pending: list[tuple[TopologyGroup, int]] = field(default_factory=list)
     seq: int = 0
+    cap: int = -1  # claims grow only while one of these (cost-efficient) options still fits
     hostname: str = ""
     split_cpu: int = 0
 
@@ -100,7 +101,8 @@ class Bin:
             return {r: self.capacity.get(r, 0) - self.used.get(r, 0) for r in INDEXED}
         assert self.pool is not None
         index = self.pool.index
-        return {r: index.max_allocatable(self.options, r) - self.used.get(r, 0) for r in INDEXED}
+        growable = self.options & self.cap
+        return {r: index.max_allocatable(growable, r) - self.used.get(r, 0) for r in INDEXED}
 
     def port_conflict(self, ports: tuple[HostPort, ...]) -> bool:
         return any(p.conflicts(q) for p in ports for q in self.ports)

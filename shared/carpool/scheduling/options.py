@@ -93,6 +93,7 @@ class InstanceIndex:
         priced = [(cheapest(it), it) for it in types]
         priced.sort(key=lambda p: (p[0] is None, p[0] if p[0] is not None else 0.0, p[1].name))
         self.types: list[InstanceOption] = [it for _, it in priced]
+        self.prices: list[float | None] = [p for p, _ in priced]
         self.n = len(self.types)
         self.everything = (1 << self.n) - 1
         self.position = {it.name: i for i, it in enumerate(self.types)}
@@ -110,6 +111,8 @@ class InstanceIndex:
         self.zones = sorted({z for z, _ in self._offer})
         self.capacity_types = sorted({c for _, c in self._offer})
         self._offer_cache: dict[tuple[Requirement | None, Requirement | None], int] = {}
+        self._eff_sorted: list[float] = []
+        self._eff_prefix: list[int] = []
 
     @staticmethod
     def _ladders(lists: Sequence[Mapping[str, int]]) -> dict[str, _Ladder]:
@@ -157,6 +160,48 @@ class InstanceIndex:
                 return 0, name
             mask &= narrowed
         return mask, None
+
+    # -- cost efficiency ----------------------------------------------------------------------------
+    def set_shape(self, gib_per_vcpu: float | None) -> None:
+        """Rank types by price per unit of the batch's workload shape.
+
+        A node of type t holds `min(cpu_t, memory_t / gib_per_vcpu)` vCPU worth of a workload that asks
+        `gib_per_vcpu` GiB per vCPU; its price divided by that is what a unit of the workload costs on
+        it. (A 2-vCPU burstable type with 15 MiB of allocatable memory is cheap per vCPU and useless.)
+        """
+        eff: list[tuple[float, int]] = []
+        for i, it in enumerate(self.types):
+            price = self.prices[i]
+            cpu = it.allocatable.get("cpu", 0) / 1000
+            mem = it.allocatable.get("memory", 0) / 2**30
+            held = cpu if not gib_per_vcpu else min(cpu, mem / gib_per_vcpu)
+            eff.append((price / held if price is not None and held > 0 else float("inf"), i))
+        eff.sort()
+        self._eff_sorted = [e for e, _ in eff]
+        prefix, acc = [], 0
+        for _, i in eff:
+            acc |= 1 << i
+            prefix.append(acc)
+        self._eff_prefix = prefix
+
+    def efficient(self, mask: int, tolerance: float) -> int:
+        """The types of `mask` whose cost per workload unit is within `tolerance` of the best in `mask`
+        (all of `mask` when no shape was set)."""
+        prefix = self._eff_prefix
+        if not prefix or not mask or not (prefix[-1] & mask):
+            return mask
+        lo, hi = 0, len(prefix) - 1
+        while lo < hi:  # first prefix that reaches into mask = the best type of mask
+            mid = (lo + hi) // 2
+            if prefix[mid] & mask:
+                hi = mid
+            else:
+                lo = mid + 1
+        best = self._eff_sorted[lo]
+        if best == float("inf"):
+            return mask
+        last = bisect_right(self._eff_sorted, best * (1 + tolerance)) - 1
+        return prefix[last] & mask
 
     # -- requirements -------------------------------------------------------------------------------
     def _key_mask(self, key: str, req: Requirement) -> int:

@@ -33,12 +33,15 @@ class RoomIndex:
     def __init__(self, requests: Iterable[Mapping[str, int]]) -> None:
         reqs = list(requests)
         self.thresholds = {r: _quantize(q.get(r, 0) for q in reqs) for r in INDEXED}
+        if 1 not in self.thresholds[PODS]:  # every pod takes a pod slot
+            self.thresholds[PODS] = sorted({*self.thresholds[PODS], 1})
         self.masks = {r: [0] * len(t) for r, t in self.thresholds.items()}
         self._rooms: dict[int, tuple[int, ...]] = {}
 
     def position(self, request: Mapping[str, int]) -> tuple[int, ...]:
         """For a request, the index of the largest threshold not above it, per indexed resource."""
-        return tuple(bisect_right(self.thresholds[r], request.get(r, 0)) - 1 for r in INDEXED)
+        wanted = {**request, PODS: max(request.get(PODS, 0), 1)}
+        return tuple(bisect_right(self.thresholds[r], wanted.get(r, 0)) - 1 for r in INDEXED)
 
     def candidates(self, position: tuple[int, ...]) -> int:
         m = self.masks

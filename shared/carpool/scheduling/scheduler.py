@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from carpool import labels as L
 from carpool.requirements import NEGATIVE, Requirement, Requirements
 from carpool.resources import CPU, Resources, add
-from carpool.scheduling import explain
+from carpool.scheduling import balance, explain
 from carpool.scheduling.claim import CLAIM, IN_FLIGHT, NODE, Bin, Signature
 from carpool.scheduling.inputs import ExistingNode, InFlightClaim, PodSpec, PoolSpec
 from carpool.scheduling.options import lowest_bit
@@ -45,10 +45,18 @@ from carpool.taints import PREFER_NO_SCHEDULE, Taint, Toleration
 
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
-    """Knobs that do not change decisions: how many options to list per claim and how to name claims."""
+    """Knobs: options listed per claim, claim names, and how far claims may grow.
+
+    `efficiency_tolerance`: a new claim picks, among the options that fit its first pods, those whose
+    price per unit of the batch's workload shape is within this fraction of the best, and only grows while
+    one of them still fits (its option list keeps every type that fits, cheapest first). Karpenter grows a
+    claim until its *largest* option is full, which on a real catalog ends on 12 TB u7i nodes; `None`
+    restores that behaviour.
+    """
 
     max_instance_types: int | None = 60
     claim_name: Callable[[str, int], str] | None = None
+    efficiency_tolerance: float | None = 0.10
 
 
 def schedule(
@@ -158,7 +166,9 @@ class Scheduler:
 
     def _add_fixed(self, kind: str, name: str, labels: Mapping[str, str], taints: tuple[Taint, ...],
                    remaining: Resources, pool: PoolState | None, pods: Sequence[PodSpec]) -> None:
-        host_labels = {**labels, L.HOSTNAME: labels.get(L.HOSTNAME, name)}
+        # an empty value for a well-known key means "not known yet" (e.g. an in-flight claim's zone)
+        labels = {k: v for k, v in labels.items() if v or k not in L.WELL_KNOWN}
+        host_labels = {**labels, L.HOSTNAME: labels.get(L.HOSTNAME) or name}
         sig_labels = {k: v for k, v in host_labels.items() if k != L.HOSTNAME}
         sig = self._intern(pool, Requirements.from_labels(sig_labels), tuple(taints), sig_labels)
         b = Bin(len(self.bins), name, kind, sig, pool, {}, capacity=dict(remaining))
@@ -170,6 +180,10 @@ class Scheduler:
 
     def _setup(self, groups: list[PodGroup]) -> None:
         self.room = RoomIndex(g.requests for g in groups)
+        if self.options.efficiency_tolerance is not None:
+            shape = _shape(groups)
+            for pool in self.pools:
+                pool.index.set_shape(shape)
         self.groups = [_GroupState(g, Preferences(g.pod, self._prefer_no_schedule)) for g in groups]
         topo = self.topology
         for gs in self.groups:
@@ -245,7 +259,16 @@ class Scheduler:
     def solve(self, pods: Sequence[PodSpec]) -> SchedulingResult:
         groups, opted_out = group_pods(pods)
         self._setup(groups)
-        queue = deque(self.groups)
+        free = [gs for gs in self.groups if balance.is_free(gs)]
+        self._run_queue([gs for gs in self.groups if not balance.is_free(gs)])
+        balance.place_free(self, free)
+        self._run_queue([gs for gs in free if gs.remaining])
+        return self._result(opted_out)
+
+    def _run_queue(self, groups: list[_GroupState]) -> None:
+        """Karpenter's queue: a group that cannot be (fully) placed relaxes one preference and goes to the
+        back; stop when a whole pass over the queue changes nothing."""
+        queue = deque(groups)
         stale = 0
         while queue and stale < len(queue):
             gs = queue.popleft()
@@ -256,7 +279,6 @@ class Scheduler:
             relaxed = gs.prefs.relax() is not None
             stale = 0 if placed or relaxed else stale + 1
             queue.append(gs)
-        return self._result(opted_out)
 
     def _place(self, gs: _GroupState) -> int:
         """Place as many pods of the group as the current constraints allow; returns how many."""
@@ -424,8 +446,8 @@ class Scheduler:
         return mask
 
     # == placing ====================================================================================
-    def _host_cap(self, gs: _GroupState, vs: _VariantState, b: Bin | None) -> int:
-        cap = gs.remaining
+    def _host_cap(self, gs: _GroupState, vs: _VariantState, b: Bin | None, limit: int | None = None) -> int:
+        cap = gs.remaining if limit is None else min(gs.remaining, limit)
         if gs.pod.host_ports:
             cap = 1
         for o in vs.host:
@@ -434,11 +456,13 @@ class Scheduler:
                 cap = c
         return cap
 
-    def _try_bin(self, gs: _GroupState, vs: _VariantState, b: Bin, allowed: dict[str, dict[str, int]] | None) -> int:
+    def _try_bin(self, gs: _GroupState, vs: _VariantState, b: Bin, allowed: dict[str, dict[str, int]] | None,
+                 limit: int | None = None) -> int:
+        """Place up to `limit` (default: all remaining) pods of the group on bin b; returns how many."""
         pod = gs.pod
         if pod.host_ports and b.port_conflict(pod.host_ports):
             return 0
-        cap = self._host_cap(gs, vs, b)
+        cap = self._host_cap(gs, vs, b, limit)
         if cap <= 0:
             return 0
         req = gs.group.requests
@@ -459,17 +483,26 @@ class Scheduler:
                 continue
             for dsig, dcap in self._domain_choices(nsig, allowed, vs):
                 opts = b.options & dsig.type_mask
-                if not opts:
+                if not opts & b.cap:
                     continue
                 assert b.pool is not None
-                k, fitted = self._max_fit(b.pool, b.used, opts, req, min(cap, dcap))
+                k, _ = self._max_fit(b.pool, b.used, opts & b.cap, req, min(cap, dcap))
                 if k:
-                    self._commit(gs, vs, b, dsig, fitted, k)
+                    self._commit(gs, vs, b, dsig, self._remaining_options(b.pool, b.used, opts, req, k), k)
                     return k
         return 0
 
-    def _open_claim(self, gs: _GroupState, vs: _VariantState, allowed: dict[str, dict[str, int]] | None) -> int:
-        cap = self._host_cap(gs, vs, None)
+    @staticmethod
+    def _remaining_options(pool: PoolState, used: Resources, opts: int, req: Resources, k: int) -> int:
+        total = dict(used)
+        for r, v in req.items():
+            total[r] = total.get(r, 0) + k * v
+        return opts & pool.index.fit_mask(total)
+
+    def _open_claim(self, gs: _GroupState, vs: _VariantState, allowed: dict[str, dict[str, int]] | None,
+                    limit: int | None = None) -> int:
+        """Open a claim in the first pool (by priority) that can take the group; returns pods placed."""
+        cap = self._host_cap(gs, vs, None, limit)
         if cap <= 0:
             return 0
         req = gs.group.requests
@@ -490,13 +523,25 @@ class Scheduler:
                     opts = self._tier(pool, dsig.type_mask & first)
                     if not opts:
                         continue
-                    k, fitted = self._max_fit(pool, pool.overhead, opts, req, min(cap, dcap))
+                    grow = self._efficient(pool, opts)
+                    k, _ = self._max_fit(pool, pool.overhead, grow, req, min(cap, dcap))
                     if not k:
                         continue
                     b = self._new_claim(pool, dsig, opts)
-                    self._commit(gs, vs, b, dsig, fitted, k)
+                    b.cap = grow
+                    self._commit(gs, vs, b, dsig, self._remaining_options(pool, pool.overhead, opts, req, k), k)
                     return k
         return 0
+
+    def _efficient(self, pool: PoolState, opts: int) -> int:
+        """The options a new claim may grow into (see `ScheduleOptions.efficiency_tolerance`)."""
+        tolerance = self.options.efficiency_tolerance
+        if tolerance is None:
+            return opts
+        grow = pool.index.efficient(opts, tolerance)
+        if pool.min_values and not self._min_values_ok(pool, grow):
+            return opts
+        return grow
 
     def _tier(self, pool: PoolState, opts: int) -> int:
         """Restrict a new claim to the best preference tier that still has a fitting, offered option."""
@@ -575,6 +620,18 @@ class Scheduler:
             self._flush_pending(b)
         if gs.pod.host_ports:
             b.ports.extend(gs.pod.host_ports)
+        self._assign(gs, vs, b, k)
+        self._changed(b)
+        sig = b.sig
+        for tg in gs.counted_by:
+            if tg.kind == SPREAD and tg.node_filter and not self._filter_ok(tg, sig):
+                continue
+            self._count(tg, b, k)
+        for tg in gs.inverse_owned:
+            self._count(tg, b, k)
+
+    def _assign(self, gs: _GroupState, vs: _VariantState, b: Bin, k: int) -> None:
+        """Hand the group's next k pod keys to the bin."""
         keys = gs.group.keys[gs.next : gs.next + k]
         gs.next += k
         gs.remaining -= k
@@ -583,6 +640,9 @@ class Scheduler:
         if vs.variant.relaxed:
             for key in keys:
                 self._relaxed[key] = vs.variant.relaxed
+
+    def _changed(self, b: Bin) -> None:
+        """Refresh what depends on a bin's usage: the room index, the pool's limit charge, split counts."""
         assert self.room is not None
         self.room.update(b.id, b.room())
         pool = b.pool
@@ -590,13 +650,40 @@ class Scheduler:
             pool.limits.charge(b.id, pool.index, b.options)
             if pool.split_share and pool.split_by == "cpu":
                 self._recount_split_cpu(b)
-        sig = b.sig
-        for tg in gs.counted_by:
-            if tg.kind == SPREAD and tg.node_filter and not self._filter_ok(tg, sig):
-                continue
-            self._count(tg, b, k)
-        for tg in gs.inverse_owned:
-            self._count(tg, b, k)
+
+    def _place_mix(self, b: Bin, items: list[tuple[_GroupState, int]]) -> bool:
+        """Place several free groups on a bin in one step (no topology, no requirement narrowing);
+        False (nothing placed) when the mix does not fit or a group would narrow the bin."""
+        total = dict(b.used)
+        for gs, k in items:
+            vs = self._vstate(gs)
+            if gs.pod.host_ports or k > gs.remaining:
+                return False
+            terms = self._sig_terms(vs, b.sig)
+            if not terms:
+                return False
+            if b.capacity is None and self._narrow_term(b.sig, vs, terms[0]) is not b.sig:
+                return False
+            for r, v in gs.group.requests.items():
+                total[r] = total.get(r, 0) + k * v
+        if b.capacity is not None:
+            if any(v > b.capacity.get(r, 0) for r, v in total.items() if v > 0):
+                return False
+            options = 0
+        else:
+            assert b.pool is not None
+            options = b.options & b.pool.index.fit_mask(total)
+            grow = options & b.cap
+            if not grow or (b.pool.min_values and not self._min_values_ok(b.pool, grow)):
+                return False
+        b.used = total
+        if b.capacity is None:
+            b.options = options
+        for gs, k in items:
+            if k:
+                self._assign(gs, self._vstate(gs), b, k)
+        self._changed(b)
+        return True
 
     def _recount_split_cpu(self, b: Bin) -> None:
         assert b.pool is not None
@@ -702,6 +789,13 @@ class Scheduler:
             zone=next(iter(zones)) if len(zones) == 1 else None,
             capacity_type=ct,
         )
+
+
+def _shape(groups: Sequence[PodGroup]) -> float | None:
+    """GiB of memory requested per vCPU over the batch (None when one side is not requested)."""
+    cpu = sum(g.requests.get(CPU, 0) * g.count for g in groups) / 1000
+    memory = sum(g.requests.get("memory", 0) * g.count for g in groups) / 2**30
+    return memory / cpu if cpu > 0 and memory > 0 else None
 
 
 def _satisfied_except_hostname(term: Requirements, labels: Mapping[str, str]) -> bool:

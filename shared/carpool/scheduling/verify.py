@@ -240,22 +240,25 @@ def _check_spread(nodes: Mapping[str, _Node], batch: set[str], pools: Sequence[P
         if not all(c.selector.matches(o.labels) for o in owners):
             continue
         counts: dict[str, int] = defaultdict(int)
+        landed: set[str] = set()  # domains the batch's owners went to (existing skew is not theirs)
         for n, q in selected:
             doms = _domains(n, c.topology_key)
             if len(doms) != 1:
                 errors.append(f"{q.key}: spread on {c.topology_key} but domain undecided {sorted(doms)}")
                 continue
             counts[next(iter(doms))] += 1
+            if q.key in owner_keys:
+                landed |= doms
         if c.topology_key == L.HOSTNAME:
-            worst = max(counts.values(), default=0)
-            if any(o.key not in result.unschedulable for o in owners) and worst > c.max_skew:
+            worst = max((counts[d] for d in landed), default=0)
+            if worst > c.max_skew:
                 errors.append(f"spread {c.topology_key} {c.selector}: {worst} pods on one node > maxSkew {c.max_skew}")
             continue
         eligible = _eligible(pools, nodes, c.topology_key)
         low = min((counts.get(d, 0) for d in eligible), default=0)
         if c.min_domains is not None and len(eligible) < c.min_domains:
             low = 0
-        high = max(counts.values(), default=0)
+        high = max((counts[d] for d in landed), default=0)
         if high - low > c.max_skew:
             errors.append(f"spread {c.topology_key} {c.selector}: skew {high - low} > {c.max_skew} ({dict(counts)})")
 

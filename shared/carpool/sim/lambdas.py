@@ -143,6 +143,8 @@ class DecisionLog(io.TextIOBase):
             doc = json.loads(line)
         except ValueError:
             doc = None
+        if isinstance(doc, dict) and "_aws" in doc:
+            return  # a CloudWatch embedded-metrics document, not a decision
         if isinstance(doc, dict):
             message = str(doc.pop("message", "") or doc.get("msg", ""))
             level = str(doc.pop("level", "INFO"))

@@ -11,15 +11,19 @@ Two things moto does not do are done here:
   moto's backend (the server runs in this process, so it shares the backends).
 - moto's DynamoDB is not safe under concurrent requests (a transaction snapshots and restores whole
   tables), while real DynamoDB serializes conflicting writes. DynamoDB requests are therefore served one
-  at a time; other services (SQS long polls) stay concurrent.
+  at a time; other services (SQS long polls) stay concurrent. That also allows snapshotting a table once
+  per transaction instead of once per item (`_SnapshotOncePerTransaction`), which keeps 100-item
+  transactions fast.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import threading
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +34,11 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
 #: The owner of the EKS-optimized AMIs in most regions; seeded images default to it (alias "amazon").
 EKS_AMI_OWNER = "602401143452"
 #: Redrive after this many receives, as the stack does.
@@ -38,15 +46,13 @@ MAX_RECEIVE_COUNT = 3
 #: The attribute Powertools' idempotency utility expires records by.
 IDEMPOTENCY_TTL_ATTR = "expiration"
 
-# Event routing (detail-types from docs/design.md, `carpool.api.events`).
+# Event routing, mirroring infra/events.py (detail-types from docs/design.md, `carpool.api.events`).
 CLUSTER_SOURCE = "carpool.cluster"
 POD_UNSCHEDULABLE = "Pod Unschedulable"
 NODE_EVENTS = ("Node Registered", "Node Deleted")
-EC2_INTERRUPTIONS = (
-    "EC2 Spot Instance Interruption Warning",
-    "EC2 Instance Rebalance Recommendation",
-    "EC2 Instance State-change Notification",
-)
+SPOT_EVENTS = ("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation")
+INSTANCE_STATE_CHANGE = "EC2 Instance State-change Notification"
+LEAVING_STATES = ("stopping", "stopped", "shutting-down", "terminated")
 HEALTH_EVENT = "AWS Health Event"
 QUEUE_ROLES = ("provisioner", "registrar", "interruption")
 
@@ -64,6 +70,57 @@ class _SerializedDynamoDb:
                 # Materialise the body inside the lock: the work happens while it is produced.
                 return list(self._app(environ, start_response))
         return self._app(environ, start_response)
+
+
+class _SnapshotOncePerTransaction:
+    """Makes moto's TransactWriteItems snapshot each table once instead of once per item.
+
+    moto deep-copies the whole table for every item of a transaction (to roll back on failure), which is
+    O(items x table size): a 100-item reservation against a few hundred items takes seconds. While the
+    patch is installed, `copy.deepcopy` inside moto's DynamoDB models returns one copy per object per
+    transaction. Rollback semantics are unchanged (the snapshot is still taken before the first write);
+    it is only safe because LocalAws serves DynamoDB requests one at a time. Installed while a LocalAws
+    runs, removed when the last one stops; if moto's internals change it simply does nothing.
+    """
+
+    _installs = 0
+    _original: Any = None
+
+    @classmethod
+    def install(cls) -> None:
+        from moto.dynamodb import models
+
+        cls._installs += 1
+        if cls._installs > 1 or not hasattr(models, "copy"):
+            return
+        cls._original = models.DynamoDBBackend.transact_write_items
+        original = cls._original
+
+        def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+            real = copy.deepcopy
+            snapshots: dict[int, Any] = {}
+
+            def deepcopy_once(obj: Any, memo: Any = None) -> Any:
+                if id(obj) not in snapshots:
+                    snapshots[id(obj)] = real(obj, memo)
+                return snapshots[id(obj)]
+
+            models.copy = types.SimpleNamespace(deepcopy=deepcopy_once)  # type: ignore[assignment]
+            try:
+                return original(self, transact_items)  # type: ignore[no-any-return]
+            finally:
+                models.copy = copy  # type: ignore[assignment]
+
+        models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+    @classmethod
+    def uninstall(cls) -> None:
+        from moto.dynamodb import models
+
+        cls._installs = max(0, cls._installs - 1)
+        if cls._installs == 0 and cls._original is not None:
+            models.DynamoDBBackend.transact_write_items = cls._original  # type: ignore[method-assign]
+            cls._original = None
 
 
 class _QuietRequestHandler(MotoRequestHandler):
@@ -123,7 +180,9 @@ def queue_name(cluster: str, role: str) -> str:
 class LocalAws:
     """moto on 127.0.0.1 with carpool's resources. Usable as a context manager."""
 
-    def __init__(self, cluster: str = "carpool-test", region: str = "us-east-1", verbose: bool = False) -> None:
+    def __init__(
+        self, cluster: str = "carpool-test", region: str = "us-east-1", verbose: bool = False
+    ) -> None:
         self.cluster = cluster
         self.region = region
         self._verbose = verbose
@@ -138,6 +197,7 @@ class LocalAws:
         self._setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # only seeded images: deterministic lookups
         server = _Server(ip_address="127.0.0.1", port=0, verbose=self._verbose)
         server.start()
+        _SnapshotOncePerTransaction.install()
         self._server = server
         host, port = server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
@@ -154,6 +214,7 @@ class LocalAws:
         if self._server is not None:
             self._server.stop()
             self._server = None
+            _SnapshotOncePerTransaction.uninstall()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -213,7 +274,10 @@ class LocalAws:
                 AttributeDefinitions=[
                     {"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "gsi1pk", "gsi1sk")
                 ],
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
                 GlobalSecondaryIndexes=[
                     {
                         "IndexName": "gsi1",
@@ -248,15 +312,18 @@ class LocalAws:
         names = table_names(cluster or self.cluster)
         ddb = self.client("dynamodb")
         for table, keys in ((names.table, ("pk", "sk")), (names.idempotency_table, ("id",))):
-            for page in ddb.get_paginator("scan").paginate(TableName=table, ProjectionExpression=", ".join(keys)):
+            for page in ddb.get_paginator("scan").paginate(
+                TableName=table, ProjectionExpression=", ".join(keys)
+            ):
                 for item in page.get("Items", []):
                     ddb.delete_item(TableName=table, Key={k: item[k] for k in keys})
 
     # -- events -----------------------------------------------------------------------------------------
     def create_event_path(self, cluster: str | None = None, visibility_timeout: int = 30) -> EventPath:
         """Bus `carpool-<cluster>`, queues `carpool-<cluster>-<role>` each with `-dlq` (maxReceiveCount 3),
-        and the rules: cluster events on the bus, EC2/Health events on the default bus. Sets
-        CARPOOL_EVENT_BUS."""
+        a delivery DLQ for events EventBridge cannot deliver (`dlqs["delivery"]`), and the rules: cluster
+        events on the bus; spot warnings, instances leaving and scheduled EC2 maintenance on the default
+        bus. Sets CARPOOL_EVENT_BUS."""
         cluster = cluster or self.cluster
         events, sqs = self.client("events"), self.client("sqs")
         bus_name = f"carpool-{cluster}"
@@ -276,7 +343,9 @@ class LocalAws:
             queues[role], dlqs[role], arns[role] = url, dlq_url, _queue_arn(sqs, url)
         rules = {}
         for rule, bus, pattern, role in _routes(cluster, bus_name):
-            rule_arn = events.put_rule(Name=rule, EventBusName=bus, EventPattern=json.dumps(pattern))["RuleArn"]
+            rule_arn = events.put_rule(Name=rule, EventBusName=bus, EventPattern=json.dumps(pattern))[
+                "RuleArn"
+            ]
             events.put_targets(Rule=rule, EventBusName=bus, Targets=[{"Id": role, "Arn": arns[role]}])
             _allow_eventbridge(sqs, queues[role], arns[role], rule_arn)
             rules[rule] = rule_arn
@@ -304,7 +373,10 @@ class LocalAws:
                 CidrBlock=f"10.0.{index * 16}.0/20",
                 AvailabilityZone=zone,
                 TagSpecifications=[
-                    {"ResourceType": "subnet", "Tags": [*discovery, {"Key": "Name", "Value": f"{cluster}-{zone}"}]}
+                    {
+                        "ResourceType": "subnet",
+                        "Tags": [*discovery, {"Key": "Name", "Value": f"{cluster}-{zone}"}],
+                    }
                 ],
             )["Subnet"]
             subnets[zone].append(subnet["SubnetId"])
@@ -365,7 +437,7 @@ class LocalAws:
         backend = ssm_backends[self.account_id][self.region]
         versions = backend._parameters[path]
         versions.append(
-            Parameter(
+            Parameter(  # type: ignore[abstract]  # moto's CloudFormation mixin, instantiated by moto itself
                 account_id=self.account_id,
                 name=path,
                 value=value,
@@ -392,30 +464,56 @@ class LocalAws:
     def receive(self, queue_url: str, max_messages: int = 10, wait_seconds: int = 1) -> list[dict[str, Any]]:
         """Receive and delete up to `max_messages` (tests read what a rule delivered)."""
         sqs = self.client("sqs")
-        out = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_seconds)
+        out = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_seconds
+        )
         messages = out.get("Messages", [])
         for m in messages:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
         return messages
 
     def drain(self, queue_urls: Iterable[str]) -> None:
-        sqs = self.client("sqs")
+        """Empty queues by receiving and deleting (PurgeQueue may run only once a minute per queue)."""
         for url in queue_urls:
-            sqs.purge_queue(QueueUrl=url)
+            while self.receive(url, wait_seconds=0):
+                pass
 
 
 def _routes(cluster: str, bus_name: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
-    """(rule name, bus, pattern, queue role) as the stack defines them."""
+    """(rule name, bus, pattern, queue role), the same patterns as the stack's `EventRouting`."""
     prefix = f"carpool-{cluster}"
+    cluster_events = {"source": [CLUSTER_SOURCE]}
     yield (
         f"{prefix}-pod-unschedulable",
         bus_name,
-        {"source": [CLUSTER_SOURCE], "detail-type": [POD_UNSCHEDULABLE]},
+        {**cluster_events, "detail-type": [POD_UNSCHEDULABLE]},
         "provisioner",
     )
-    yield f"{prefix}-nodes", bus_name, {"source": [CLUSTER_SOURCE], "detail-type": list(NODE_EVENTS)}, "registrar"
-    yield f"{prefix}-ec2", "default", {"source": ["aws.ec2"], "detail-type": list(EC2_INTERRUPTIONS)}, "interruption"
-    yield f"{prefix}-health", "default", {"source": ["aws.health"], "detail-type": [HEALTH_EVENT]}, "interruption"
+    yield (
+        f"{prefix}-node-lifecycle",
+        bus_name,
+        {**cluster_events, "detail-type": list(NODE_EVENTS)},
+        "registrar",
+    )
+    # AWS service events only arrive on the default bus.
+    yield (
+        f"{prefix}-spot-interruption",
+        "default",
+        {"source": ["aws.ec2"], "detail-type": list(SPOT_EVENTS)},
+        "interruption",
+    )
+    state_change = {
+        "source": ["aws.ec2"],
+        "detail-type": [INSTANCE_STATE_CHANGE],
+        "detail": {"state": list(LEAVING_STATES)},
+    }
+    yield f"{prefix}-instance-state-change", "default", state_change, "interruption"
+    scheduled = {
+        "source": ["aws.health"],
+        "detail-type": [HEALTH_EVENT],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+    }
+    yield f"{prefix}-scheduled-change", "default", scheduled, "interruption"
 
 
 def _queue_arn(sqs: Any, url: str) -> str:
@@ -425,7 +523,9 @@ def _queue_arn(sqs: Any, url: str) -> str:
 def _allow_eventbridge(sqs: Any, url: str, queue_arn: str, rule_arn: str) -> None:
     """Add `rule_arn` to the queue policy, as the stack's `SqsQueue` targets do."""
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"]).get("Attributes", {})
-    policy = json.loads(attrs["Policy"]) if attrs.get("Policy") else {"Version": "2012-10-17", "Statement": []}
+    policy: dict[str, Any] = (
+        json.loads(attrs["Policy"]) if attrs.get("Policy") else {"Version": "2012-10-17", "Statement": []}
+    )
     policy["Statement"].append(
         {
             "Sid": f"events-{len(policy['Statement'])}",
@@ -445,9 +545,11 @@ def _image_id(name: str) -> str:
 
 
 def _datetime(value: str | datetime | None) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """ISO text (`2025-01-01`, `...T00:00:00.000Z`) or a datetime, as an aware UTC datetime."""
+    if value is None:
+        return None
+    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _iso(value: datetime | None) -> str:

@@ -59,9 +59,10 @@ def test_ordered_glob_values_in_one_pool_prefer_flex_then_fall_back():
     result = run(anti_pods(4), [spec])
     assert len(result.claims) == 4
     assert all(t.name.startswith("c7i.") for c in result.claims for t in c.instance_types)
-    # a pod too big for any flex type uses the next tier; smaller ones stay on flex
+    # a pod too big for any flex type uses the next tier; a new claim for a smaller one is flex again
     spec = pool("one", flex_types(), reqs=[ordered], ordered_keys=(L.INSTANCE_FAMILY,))
-    result = run([pod("big", cpu=7000), pod("small", cpu=500)], [spec])
+    apart = dict(labels={"app": "web"}, anti_affinity=(term(L.HOSTNAME, app="web"),))
+    result = run([pod("big", cpu=7000, **apart), pod("small", cpu=500, **apart)], [spec])
     assert claim_of(result, "big").instance_types[0].name == "c7i.2xlarge"
     assert claim_of(result, "small").instance_types[0].name.startswith("c7i-flex")
 
@@ -80,7 +81,7 @@ def test_equal_weights_break_alphabetically():
 def test_proportional_split_70_30_by_nodes():
     a = pool("a", split_share=70)
     b = pool("b", split_share=30)
-    result = run(anti_pods(100), [b, a], check=False)
+    result = run(anti_pods(100), [b, a])
     counts = Counter(c.pool for c in result.claims)
     assert sum(counts.values()) == 100
     assert abs(counts["a"] - 70) <= 2 and abs(counts["b"] - 30) <= 2
@@ -89,7 +90,7 @@ def test_proportional_split_70_30_by_nodes():
 def test_proportional_split_counts_existing_usage():
     a = pool("a", split_share=50, usage={"nodes": 10})
     b = pool("b", split_share=50)
-    result = run(anti_pods(10), [a, b], check=False)
+    result = run(anti_pods(10), [a, b])
     assert Counter(c.pool for c in result.claims) == {"b": 10}
 
 
@@ -97,7 +98,7 @@ def test_proportional_split_by_cpu():
     a = pool("a", split_share=50, split_by="cpu", types=[itype("m5.xlarge", 4, 16)])
     b = pool("b", split_share=50, split_by="cpu", types=[itype("m5.large", 2, 8)])
     batch = pods("web", 12, cpu=1500, labels={"app": "web"}, anti_affinity=(term(L.HOSTNAME, app="web"),))
-    result = run(batch, [a, b], check=False)
+    result = run(batch, [a, b])
     counts = Counter(c.pool for c in result.claims)
     # equal cpu: b's nodes are half the size, so b gets twice the nodes
     assert counts == {"a": 4, "b": 8}
@@ -107,7 +108,7 @@ def test_split_is_only_among_equal_weights_and_weight_stays_strict():
     a = pool("a", split_share=50)
     b = pool("b", split_share=50)
     top = pool("top", weight=10)
-    result = run(anti_pods(6), [a, b, top], check=False)
+    result = run(anti_pods(6), [a, b, top])
     assert {c.pool for c in result.claims} == {"top"}
 
 

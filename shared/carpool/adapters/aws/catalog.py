@@ -24,9 +24,14 @@ class Ec2Catalog:
         self.region = region or session.region_name()
         self.client = client if client is not None else session.client("ec2", region=self.region)
 
-    def instance_types(self, filters: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
-        """Every `InstanceTypes` item (optionally filtered, e.g. by `processor-info.supported-architecture`)."""
+    def instance_types(
+        self, filters: Sequence[Mapping[str, Any]] = (), names: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Every `InstanceTypes` item, or only those `names` / matching `filters` (e.g. by
+        `processor-info.supported-architecture`)."""
         kwargs: dict[str, Any] = {"Filters": list(filters)} if filters else {}
+        if names:
+            kwargs["InstanceTypes"] = list(names)
         pages = self.client.get_paginator("describe_instance_types").paginate(**kwargs)
         return [t for page in pages for t in page.get("InstanceTypes", [])]
 
@@ -61,15 +66,21 @@ def latest_spot_prices(history: Iterable[Mapping[str, Any]]) -> dict[tuple[str, 
 
 
 def fetch_catalog_inputs(
-    now: datetime, ec2: Ec2Catalog | None = None, pricing: OnDemandPrices | None = None
+    now: datetime,
+    ec2: Ec2Catalog | None = None,
+    pricing: OnDemandPrices | None = None,
+    names: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The keyword arguments of `carpool.catalog.builder.from_ec2`, read live (about a dozen calls)."""
+    """The keyword arguments of `carpool.catalog.builder.from_ec2`, read live (about a dozen calls);
+    `names` restricts the catalog to those instance types (all when empty)."""
     ec2 = ec2 or Ec2Catalog()
     pricing = pricing or OnDemandPrices(region=ec2.region)
+    wanted = set(names)
+    offerings = ec2.type_offerings()
     return {
-        "instance_types": ec2.instance_types(),
-        "type_offerings": ec2.type_offerings(),
-        "spot_prices": latest_spot_prices(ec2.spot_price_history(now)),
+        "instance_types": ec2.instance_types(names=names),
+        "type_offerings": [o for o in offerings if not wanted or o["InstanceType"] in wanted],
+        "spot_prices": latest_spot_prices(ec2.spot_price_history(now, names)),
         "ondemand_prices": pricing.prices(),
         "region": ec2.region,
     }

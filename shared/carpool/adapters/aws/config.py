@@ -34,7 +34,9 @@ class SsmConfigText:
     ) -> None:
         self.parameter_name = parameter_name or os.environ.get(CONFIG_PARAMETER_ENV, "")
         if not self.parameter_name:
-            raise ConfigNotConfigured(f"set {CONFIG_PARAMETER_ENV} to the SSM parameter holding the config YAML")
+            raise ConfigNotConfigured(
+                f"set {CONFIG_PARAMETER_ENV} to the SSM parameter holding the config YAML"
+            )
         self.max_age = max_age
         self._provider = provider
 

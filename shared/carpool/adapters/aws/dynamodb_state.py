@@ -17,6 +17,7 @@ consistent; only `reserve`'s conditions decide races, and they read the table it
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -314,7 +315,9 @@ class DynamoLedger:
         self._sleep = sleep
 
     # -- reserve --------------------------------------------------------------------------------------
-    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int) -> None:
+    def reserve(
+        self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int
+    ) -> None:
         _refuse_impossible(claim, limits)
         pods = list(dict.fromkeys(claim.pods))
         until = now + timedelta(seconds=ttl_seconds)
@@ -328,10 +331,17 @@ class DynamoLedger:
         for start in range(0, len(rest), MAX_TRANSACTION_ITEMS):
             chunk = rest[start : start + MAX_TRANSACTION_ITEMS]
             try:
-                _transact(self._table, [self._nominate(p, claim.name, now, until) for p in chunk], self._sleep)
+                _transact(
+                    self._table, [self._nominate(p, claim.name, now, until) for p in chunk], self._sleep
+                )
             except _Cancelled as c:
                 self.release(claim)
                 raise ReservationRefused(_refusal_reason(c, claim, limits)) from c
+            except Exception:
+                # Not a refusal (the network, throttling past retries): undo what we can, then fail.
+                with contextlib.suppress(Exception):
+                    self.release(claim)
+                raise
 
     def _claim_put(self, claim: Claim) -> _Op:
         request = {
@@ -406,7 +416,12 @@ class DynamoLedger:
                 Key=claim_key(claim_name),
                 UpdateExpression="SET #s = :s, #n = :n, #r = :r, #gsk = :gsk",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#s": "status", "#n": "nodeName", "#r": "registeredAt", "#gsk": "gsi1sk"},
+                ExpressionAttributeNames={
+                    "#s": "status",
+                    "#n": "nodeName",
+                    "#r": "registeredAt",
+                    "#gsk": "gsi1sk",
+                },
                 ExpressionAttributeValues=values(
                     s=ClaimStatus.REGISTERED.value,
                     n=node_name,

@@ -26,7 +26,11 @@ log = logging.getLogger(__name__)
 
 THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
 TEMPLATE_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
-TEMPLATE_MISSING = frozenset({"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"})
+#: "MissingParameter" is how moto answers DeleteLaunchTemplate for an unknown name; carpool always sends
+#: the name, so from EC2 that code cannot mean anything but "no such template" either.
+TEMPLATE_MISSING = frozenset(
+    {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "MissingParameter"}
+)
 INSTANCE_MISSING = "InvalidInstanceID.NotFound"
 #: TerminateInstances accepts at most this many ids per call.
 TERMINATE_BATCH = 1000
@@ -75,7 +79,9 @@ class Ec2Compute:
                 if error_code(e) not in THROTTLING_CODES or attempt == self._fleet_attempts - 1:
                     raise
                 delay = backoff_delay(attempt, self._backoff_base, self._backoff_cap, self._rand)
-                log.warning("CreateFleet throttled (%s), retry %d in %.2fs", error_code(e), attempt + 1, delay)
+                log.warning(
+                    "CreateFleet throttled (%s), retry %d in %.2fs", error_code(e), attempt + 1, delay
+                )
                 self._sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 

@@ -68,5 +68,7 @@ class EventBridgePublisher:
                 continue
             for entry, result in zip(batch, response.get("Entries", []), strict=False):
                 if result.get("ErrorCode"):
-                    failed.append({**entry, "_error": f"{result['ErrorCode']}: {result.get('ErrorMessage', '')}"})
+                    failed.append(
+                        {**entry, "_error": f"{result['ErrorCode']}: {result.get('ErrorMessage', '')}"}
+                    )
         return failed

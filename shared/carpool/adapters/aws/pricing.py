@@ -10,6 +10,7 @@ did not price still has a number.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from carpool.adapters.aws import session
@@ -18,6 +19,10 @@ log = logging.getLogger(__name__)
 
 #: The Pricing API is served from a few regions only; us-east-1 answers for every region's prices.
 PRICING_REGION = "us-east-1"
+
+
+class PricingUnavailable(RuntimeError):
+    """No Pricing API to ask (a local endpoint override such as moto has none)."""
 
 
 class OnDemandPrices:
@@ -31,6 +36,10 @@ class OnDemandPrices:
 
     def _pricing_client(self) -> Any:
         if self._client is None:
+            if session.endpoint_url() and not os.environ.get("AWS_ENDPOINT_URL_PRICING"):
+                # AWS_ENDPOINT_URL sends every client to a local AWS, which has no Pricing API: asking
+                # it only produces server errors and retries before the same fallback.
+                raise PricingUnavailable(f"no Pricing API at {session.endpoint_url()}")
             # Few attempts and short timeouts: the fallback is cheap, waiting is not.
             self._client = session.client(
                 "pricing", region=PRICING_REGION, max_attempts=2, connect_timeout=2, read_timeout=10
@@ -43,6 +52,9 @@ class OnDemandPrices:
         table = price_rules.static_ondemand(self.region)
         try:
             live = self._from_api(price_rules)
+        except PricingUnavailable as e:
+            log.info("using the static on-demand price table: %s", e)
+            live = {}
         except Exception as e:  # noqa: BLE001 - any failure means "use the table", by design
             log.warning("Pricing API unavailable for %s, using the static table: %s", self.region, e)
             live = {}

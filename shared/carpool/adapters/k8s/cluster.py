@@ -13,6 +13,7 @@ hints; the next list is the truth).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -20,8 +21,9 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import httpx2 as httpx
 from lightkube import ALL_NS, ApiError, AsyncClient, Client, KubeConfig
 from lightkube.config.models import Cluster as KubeCluster
 from lightkube.config.models import User
@@ -49,6 +51,31 @@ WATCH_KINDS = ("Pod", "Node")
 _CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
 
+class TokenSource(Protocol):
+    """What the cluster needs from `EksTokenProvider` (tests pass a fixed token)."""
+
+    @property
+    def stale(self) -> bool: ...
+
+    def token(self) -> str: ...
+
+
+class ClusterSettings(Protocol):
+    """The fields of `carpool.app.settings.Settings` the cluster adapter reads."""
+
+    @property
+    def cluster_name(self) -> str: ...
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def cluster_endpoint(self) -> str: ...
+
+    @property
+    def cluster_ca(self) -> str: ...
+
+
 class WatchExpired(Exception):
     """The resource version given to `watch` is too old (HTTP 410): list again, then watch from the
     list's resource version (the informer pattern)."""
@@ -66,7 +93,9 @@ class ClusterAccess:
     ca_data: str
 
 
-def cluster_access(cluster_name: str, region: str | None = None, eks_client: Any | None = None) -> ClusterAccess:
+def cluster_access(
+    cluster_name: str, region: str | None = None, eks_client: Any | None = None
+) -> ClusterAccess:
     """From the environment when the stack set it (no API call on a cold start), else DescribeCluster."""
     endpoint, ca = os.environ.get(ENDPOINT_ENV, ""), os.environ.get(CA_ENV, "")
     if endpoint and ca:
@@ -87,13 +116,19 @@ def kube_config(access: ClusterAccess, token: str) -> KubeConfig:
     )
 
 
-def status_code(error: ApiError) -> int:
-    return int(getattr(error.status, "code", 0) or error.response.status_code)
+def status_code(error: Exception) -> int | None:
+    """The HTTP status of a lightkube `ApiError` (from a Status body, e.g. a watch ERROR event) or of a
+    plain httpx status error (a watch request refused before streaming), else None."""
+    status = getattr(error, "status", None)
+    if getattr(status, "code", None):
+        return int(status.code)  # type: ignore[union-attr]
+    response = getattr(error, "response", None)
+    return int(response.status_code) if response is not None else None
 
 
 def _retry_transient(error: Exception, count: int) -> OnErrorResult:
     """Watch error policy: give up at once on 410 (the caller must re-list), retry others three times."""
-    if isinstance(error, ApiError) and status_code(error) == 410:
+    if status_code(error) == 410:
         return OnErrorResult(OnErrorAction.RAISE)
     if count > 3:
         return OnErrorResult(OnErrorAction.RAISE)
@@ -109,16 +144,31 @@ class LightkubeCluster:
         cluster_name: str,
         region: str,
         access: ClusterAccess | None = None,
-        tokens: EksTokenProvider | None = None,
+        tokens: TokenSource | None = None,
         client_factory: Callable[[KubeConfig], Client] | None = None,
+        async_client_factory: Callable[[KubeConfig], AsyncClient] | None = None,
     ) -> None:
         self.cluster_name = cluster_name
         self._access = access
         self._region = region
         self._tokens = tokens or EksTokenProvider(cluster_name, region)
         self._factory = client_factory or (lambda config: Client(config=config, field_manager=FIELD_MANAGER))
+        self._async_factory = async_client_factory or (
+            lambda config: AsyncClient(config=config, field_manager=FIELD_MANAGER)
+        )
         self._client_obj: Client | None = None
         self.resource_versions: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: ClusterSettings) -> LightkubeCluster:
+        """The production cluster from `carpool.app.settings.Settings`: endpoint and CA from the settings
+        when the stack provided them, else EKS DescribeCluster on first use."""
+        access = (
+            ClusterAccess(settings.cluster_endpoint, settings.cluster_ca)
+            if settings.cluster_endpoint and settings.cluster_ca
+            else None
+        )
+        return cls(settings.cluster_name, settings.region, access=access)
 
     # -- connection ---------------------------------------------------------------------------------------
     @property
@@ -182,7 +232,11 @@ class LightkubeCluster:
             taints = convert.taints_with(existing, taint)
             if taints is None:
                 return
-            patch = {"metadata": {"resourceVersion": node.metadata.resourceVersion}, "spec": {"taints": taints}}
+            version = node.metadata.resourceVersion if node.metadata else None
+            patch = {
+                "metadata": {"resourceVersion": version},
+                "spec": {"taints": taints},
+            }
             try:
                 self._client().patch(NodeResource, node_name, patch, patch_type=PatchType.MERGE)
                 return
@@ -235,7 +289,7 @@ class LightkubeCluster:
             pump.join(timeout=5)
 
     async def _watch_all(self, versions: dict[str, str], timeout: float, stream: _EventStream) -> None:
-        client = AsyncClient(config=self._config(), field_manager=FIELD_MANAGER)
+        client = self._async_factory(self._config())
         try:
             async with asyncio.timeout(timeout):
                 async with asyncio.TaskGroup() as group:
@@ -261,7 +315,7 @@ class LightkubeCluster:
             ):
                 if change in _CHANGE_TYPES:
                     stream.put(_event(change, kind, obj, model))
-        except ApiError as e:
+        except httpx.HTTPStatusError as e:  # ApiError is one too
             if status_code(e) == 410:
                 raise WatchExpired(kind) from e
             raise
@@ -322,7 +376,5 @@ class _EventStream:
         """Stop the pump early (the consumer closed the generator)."""
         self._ready.wait(timeout=5)
         if self._loop is not None and self._task is not None and not self._loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop closed in between: nothing left to cancel
                 self._loop.call_soon_threadsafe(self._task.cancel)
-            except RuntimeError:  # the loop closed in between: nothing left to cancel
-                pass

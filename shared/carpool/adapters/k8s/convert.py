@@ -43,7 +43,9 @@ def container_env(workload: Mapping[str, Any], container_name: str) -> dict[str,
     containers = workload.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
     for container in containers:
         if container.get("name") == container_name:
-            return {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "valueFrom" not in e}
+            return {
+                e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "valueFrom" not in e
+            }
     return {}
 
 

@@ -36,7 +36,8 @@ def sts_endpoint(region: str) -> str:
 
 def presigned_caller_identity_url(cluster_name: str, region: str, credentials: Credentials) -> str:
     """A GetCallerIdentity URL signed (SigV4, query auth) with the cluster header, valid 60 seconds."""
-    signer = RequestSigner(ServiceId("STS"), region, "sts", "v4", credentials, HierarchicalEmitter())
+    emitter = HierarchicalEmitter()  # the signer only keeps a weak reference: hold it for the call
+    signer = RequestSigner(ServiceId("STS"), region, "sts", "v4", credentials, emitter)
     request = {
         "method": "GET",
         "url": f"{sts_endpoint(region)}/?Action=GetCallerIdentity&Version=2011-06-15",

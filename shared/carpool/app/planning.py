@@ -1,0 +1,199 @@
+"""Offline planning (`carpool plan`): typed manifests + instance types -> scheduler inputs -> a plan.
+
+Why separate from `app/pools.py` (the Lambda path): the CLI runs without AWS, so it cannot resolve AMIs
+or read the state tables. Instance types come either from a synthetic JSON list (benchmarks, what-ifs) or
+from the shipped catalog snapshot sized with `carpool.sizing` for each pool's EC2NodeClass (AMI family,
+kubelet settings, prefix-delegation/custom-networking annotations); every type the pool's requirements
+admit is assumed bootable (the AMI mapping needs SSM).
+
+Pods given with `spec.nodeName` set to a node present in the manifests run on it (they use its room and
+count for topology); every other pod (including expanded workloads) is pending. DaemonSets give the
+per-pool overhead; Nodes carrying `karpenter.sh/nodepool` count towards that pool's limits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from carpool import labels as L
+from carpool.api.k8s import Pod
+from carpool.api.loader import Manifests
+from carpool.api.nodeclass import EC2NodeClass
+from carpool.api.nodepool import NodePool
+from carpool.catalog import Catalog
+from carpool.quantity import MIB
+from carpool.requirements import Requirements
+from carpool.resources import CPU, MEMORY, PODS, Resources, add
+from carpool.scheduling import convert
+from carpool.scheduling import inputs as si
+from carpool.scheduling.result import SchedulingResult
+from carpool.scheduling.scheduler import ScheduleOptions, schedule
+from carpool.sizing import KubeletSettings, NetworkSettings, network_settings, size_node
+
+Unavailable = frozenset[tuple[str, str, str]]
+
+
+class PlanInputError(ValueError):
+    """Bad planning input, naming the file/field at fault."""
+
+
+@dataclass
+class PlanInputs:
+    """Everything `schedule` takes, plus per-pool notes for the person reading the plan."""
+
+    pods: list[si.PodSpec] = field(default_factory=list)
+    pools: list[si.PoolSpec] = field(default_factory=list)
+    daemonsets: list[si.PodSpec] = field(default_factory=list)
+    existing: list[si.ExistingNode] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+
+# -- instance types -----------------------------------------------------------------------------------
+def load_synthetic_types(path: Path | str) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlanInputError(f"{path}: cannot read instance types: {exc}") from None
+    if not isinstance(data, list):
+        raise PlanInputError(f"{path}: expected a JSON list of instance types")
+    return data
+
+
+def synthetic_options(entries: Sequence[Mapping[str, Any]], unavailable: Unavailable = frozenset(),
+                      source: str = "instance types") -> list[si.InstanceOption]:
+    """`[{name, cpu, memoryMiB, pods, arch?, labels?, overhead?: {cpuMillis, memoryMiB}, offerings: [{zone,
+    capacityType, price, available?}]}]` as instance options (allocatable = capacity - overhead)."""
+    out = []
+    for i, e in enumerate(entries):
+        where = f"{source}[{i}]"
+        try:
+            name = str(e["name"])
+            cpu, memory_mib, pods = int(e["cpu"]), int(e["memoryMiB"]), int(e["pods"])
+            overhead = e.get("overhead") or {}
+            offerings = tuple(
+                si.Offering(str(o["zone"]), str(o["capacityType"]), float(o["price"]),
+                            bool(o.get("available", True)) and (name, o["zone"], o["capacityType"]) not in unavailable)
+                for o in e["offerings"]
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanInputError(f"{where}: {exc.__class__.__name__}: {exc} (fields: name, cpu, memoryMiB, pods, offerings)") from None
+        capacity = {CPU: cpu * 1000, MEMORY: memory_mib * MIB, PODS: pods}
+        allocatable = {
+            CPU: capacity[CPU] - int(overhead.get("cpuMillis", 0)),
+            MEMORY: capacity[MEMORY] - int(overhead.get("memoryMiB", 0)) * MIB,
+            PODS: pods,
+        }
+        family, _, size = name.partition(".")
+        labels = {
+            L.INSTANCE_TYPE: name,
+            L.ARCH: str(e.get("arch", "amd64")),
+            L.OS: "linux",
+            L.INSTANCE_CPU: str(cpu),
+            L.INSTANCE_MEMORY: str(memory_mib),
+            **({L.INSTANCE_FAMILY: family, L.INSTANCE_SIZE: size} if size else {}),
+            **{str(k): str(v) for k, v in (e.get("labels") or {}).items()},
+        }
+        out.append(si.InstanceOption(name, Requirements.from_labels(labels), allocatable, offerings, capacity))
+    return out
+
+
+def catalog_options(catalog: Catalog, pool: NodePool, nodeclass: EC2NodeClass | None,
+                    unavailable: Unavailable = frozenset(),
+                    cache: dict[tuple, si.InstanceOption | None] | None = None) -> list[si.InstanceOption]:
+    """Catalog types the pool's requirements admit, sized for its node class."""
+    reqs = pool.requirements()
+    family = nodeclass.ami_family() if nodeclass is not None else "al2023"
+    network = _network(nodeclass)
+    kubelet = _kubelet(nodeclass)
+    cache = {} if cache is None else cache
+    out = []
+    for it in catalog.types.values():
+        if it.requirements.intersects(reqs) is not None:
+            continue
+        key = (it.name, family, network, repr(kubelet))
+        if key not in cache:
+            try:
+                size = size_node(it, family, network, kubelet)
+            except ValueError:
+                cache[key] = None
+            else:
+                cache[key] = convert.instance_option(it.name, it.requirements, it.offerings, size.allocatable,
+                                                     size.capacity, unavailable)
+        option = cache[key]
+        if option is not None:
+            out.append(option)
+    return out
+
+
+def _network(nodeclass: EC2NodeClass | None) -> NetworkSettings:
+    """The node class's CNI annotations (offline there is no aws-node DaemonSet env to read)."""
+    return network_settings({}, (nodeclass.metadata.annotations or {}) if nodeclass is not None else {})
+
+
+def _kubelet(nodeclass: EC2NodeClass | None) -> KubeletSettings:
+    k = nodeclass.spec.kubelet if nodeclass is not None else None
+    if k is None:
+        return KubeletSettings()
+    return KubeletSettings(
+        max_pods=k.max_pods, pods_per_core=k.pods_per_core, kube_reserved=dict(k.kube_reserved or {}),
+        system_reserved=dict(k.system_reserved or {}), eviction_hard=dict(k.eviction_hard or {}),
+    )
+
+
+# -- assembly -----------------------------------------------------------------------------------------
+def assemble(
+    manifests: Manifests,
+    *,
+    synthetic: Sequence[Mapping[str, Any]] | None = None,
+    catalog: Catalog | None = None,
+    unavailable: Iterable[tuple[str, str, str]] = (),
+) -> PlanInputs:
+    """Scheduler inputs from manifests and either synthetic instance types or a catalog."""
+    if synthetic is None and catalog is None:
+        raise PlanInputError("planning needs instance types: a catalog or a synthetic list")
+    gone: Unavailable = frozenset(unavailable)
+    out = PlanInputs()
+    out.daemonsets = [convert.pod_spec(ds.template_pod()) for ds in manifests.daemonsets]
+    nodes = {n.name: n for n in manifests.nodes}
+    bound: dict[str, list[Pod]] = {name: [] for name in nodes}
+    for pod in manifests.pods:
+        if pod.is_daemonset_pod() or pod.is_terminal():
+            continue
+        if pod.spec.node_name:
+            if pod.spec.node_name in bound:
+                bound[pod.spec.node_name].append(pod)
+            continue
+        out.pods.append(convert.pod_spec(pod))
+    usage: dict[str, Resources] = {}
+    for name, node in nodes.items():
+        out.existing.append(convert.existing_node(node, bound[name]))
+        owner = node.labels.get(L.NODEPOOL)
+        if owner:
+            cap = node.capacity() or node.allocatable()
+            usage[owner] = add(usage.get(owner, {}), {CPU: cap.get(CPU, 0), MEMORY: cap.get(MEMORY, 0), "nodes": 1})
+    shared_options = synthetic_options(synthetic, gone) if synthetic is not None else None
+    classes = {c.name: c for c in manifests.nodeclasses}
+    cache: dict[tuple, si.InstanceOption | None] = {}
+    for pool in manifests.nodepools:
+        notes = out.notes.setdefault(pool.name, [])
+        if shared_options is not None:
+            options = shared_options
+        else:
+            assert catalog is not None
+            nodeclass = classes.get(pool.node_class_name)
+            if nodeclass is None:
+                notes.append(f"EC2NodeClass {pool.node_class_name!r} not in the manifests: sized as al2023 defaults")
+            options = catalog_options(catalog, pool, nodeclass, gone, cache)
+            notes.append("AMIs are not resolved offline: every admitted instance type is assumed bootable")
+        if not options:
+            notes.append("no instance type is admitted by the requirements")
+        out.pools.append(convert.pool_spec(pool, options, usage.get(pool.name, {})))
+    return out
+
+
+def plan(inputs: PlanInputs, options: ScheduleOptions | None = None) -> SchedulingResult:
+    return schedule(inputs.pods, inputs.pools, existing=inputs.existing, daemonsets=inputs.daemonsets, options=options)

@@ -1,0 +1,248 @@
+"""A snapshot of the cluster as disruption sees it: one `Candidate` per node carpool launched, and the
+scheduler inputs (existing nodes' free room, pending pods) consolidation simulates with.
+
+Ownership is checked twice, on purpose (Cluster Autoscaler coexistence): a node is a candidate only if it
+carries `carpool.dev/owned-by=<cluster>` **and** names a claim the ledger knows. A managed node group's node,
+another cluster's node, or a node whose claim was lost is never disrupted by carpool; it still counts as
+room other nodes' pods may move to, because the kube-scheduler would use it too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from carpool import labels, resources
+from carpool.api.k8s import Node, Pod, PodDisruptionBudget
+from carpool.disruption import keys, protection
+from carpool.resources import CPU, MEMORY, Resources
+from carpool.scheduling import convert
+from carpool.scheduling import inputs as si
+from carpool.state.models import Claim, ClaimStatus
+
+PodConverter = Callable[[Pod], si.PodSpec]
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One node carpool launched, with everything a disruption rule looks at."""
+
+    node: str
+    claim: str
+    pool: str
+    nodeclass: str
+    instance_type: str
+    capacity_type: str
+    zone: str
+    #: hourly price of the offering it runs on (None when unknown: it can be deleted, not replaced)
+    price: float | None
+    launched_at: datetime
+    registered: bool
+    ready: bool
+    not_ready_since: datetime | None
+    labels: Mapping[str, str]
+    allocatable: Resources
+    #: requests of every pod on it (DaemonSet pods included)
+    requested: Resources
+    #: the pods that need a new home if it goes (not DaemonSet, static or finished pods)
+    pods: tuple[si.PodSpec, ...]
+    image_id: str | None
+    spec_hash: str | None
+    #: when its set of pods last changed: consolidateAfter counts from here
+    quiet_since: datetime
+    #: Karpenter's eviction cost of its pods (priority and pod-deletion-cost aware)
+    eviction_cost: float
+    #: why voluntary disruption is blocked by an annotation or a pod under two PDBs
+    protected: str | None
+    #: PDB key -> how many of its pods the PDB selects
+    pdbs: Mapping[str, int] = field(default_factory=dict)
+    #: a disruption of this node is already in progress
+    disrupting: bool = False
+    #: why it must stay for now (it is the replacement of a disrupting node, or pods are nominated to it)
+    reserved: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.pods
+
+    @property
+    def initialized(self) -> bool:
+        """Registered and Ready: what Karpenter counts toward budgets and may consolidate."""
+        return self.registered and self.ready
+
+    def utilization(self) -> float:
+        """The larger of its cpu and memory request ratios (0..1), for logs and ordering."""
+        ratios = [self.requested.get(r, 0) / self.allocatable[r] for r in (CPU, MEMORY) if self.allocatable.get(r)]
+        return max(ratios, default=0.0)
+
+
+@dataclass
+class ClusterView:
+    """Candidates plus the scheduler inputs a consolidation simulation needs."""
+
+    candidates: list[Candidate]
+    #: every Ready, schedulable node (carpool's or not) with its free room
+    existing: list[si.ExistingNode]
+    #: pods waiting for a node and not nominated to a claim: their room is spoken for
+    pending: list[si.PodSpec]
+    #: PDB key -> evictions allowed now
+    pdb_allowed: dict[str, int]
+    #: nodes that are not candidates, and why
+    ignored: dict[str, str]
+
+    def candidate(self, node: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.node == node), None)
+
+
+def pods_digest(pod_keys: Iterable[str]) -> str:
+    """A short digest of the set of pods on a node; when it changes, consolidateAfter starts again."""
+    return hashlib.sha256("\n".join(sorted(pod_keys)).encode()).hexdigest()[:16]
+
+
+def reschedulable(pod: Pod) -> bool:
+    return not (pod.is_daemonset_pod() or pod.is_static_pod() or pod.is_terminal())
+
+
+def eviction_cost(pod: Pod) -> float:
+    """Karpenter's per-pod eviction cost: 1, plus pod-deletion-cost / 2^27, plus priority / 2^25, in
+    [-10, 10]. Nodes whose pods are cheap to evict are disrupted first."""
+    cost = 1.0
+    raw = pod.annotations.get(DELETION_COST, "")
+    if raw.lstrip("-").isdigit():  # the API server only admits int32 values
+        cost += int(raw) / 2**27
+    if pod.spec.priority:
+        cost += pod.spec.priority / 2**25
+    return max(-10.0, min(10.0, cost))
+
+
+def owner_of(node: Node, cluster: str, claims: Mapping[str, Claim]) -> tuple[Claim | None, str | None]:
+    """The node's claim when carpool owns it, else why it is not carpool's to disrupt."""
+    owner = node.labels.get(labels.OWNED_BY)
+    if owner is None:
+        group = node.labels.get(labels.EKS_NODEGROUP)
+        return None, f"managed node group {group} (not launched by carpool)" if group else "not launched by carpool"
+    if owner != cluster:
+        return None, f"launched by carpool for cluster {owner!r}, this is {cluster!r}"
+    claim = claims.get(node.labels.get(labels.CLAIM, ""))
+    if claim is None:
+        return None, f"its claim {node.labels.get(labels.CLAIM)!r} is not in the ledger"
+    if claim.node_name not in (None, node.name):
+        return None, f"its claim {claim.name} belongs to node {claim.node_name}"
+    return claim, None
+
+
+def build(
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
+    claims: Sequence[Claim],
+    pdbs: Sequence[PodDisruptionBudget],
+    cluster: str,
+    now: datetime,
+    nominated: Mapping[str, str] | None = None,
+    to_spec: PodConverter = convert.pod_spec,
+) -> ClusterView:
+    """The view of one disruption run. `nominated` is the ledger's pod -> claim nominations."""
+    nominated = nominated or {}
+    by_name = {c.name: c for c in claims}
+    bound: dict[str, list[Pod]] = {}
+    for p in pods:
+        if p.spec.node_name and not p.is_terminal():
+            bound.setdefault(p.spec.node_name, []).append(p)
+    specs = {p.key: to_spec(p) for p in pods if reschedulable(p)}
+    targets = _replacement_targets(claims)
+    held = set(nominated.values())
+    view = ClusterView([], [], _pending(pods, specs, nominated),
+                       protection.allowances(pdbs, pods), {})
+    for node in sorted(nodes, key=lambda n: n.name):
+        on_node = bound.get(node.name, [])
+        claim, why_not = owner_of(node, cluster, by_name)
+        allocatable = node.allocatable() or (dict(claim.allocatable) if claim else {})
+        requested = resources.sum_all(p.requests() for p in on_node)
+        if _schedulable(node):
+            view.existing.append(si.ExistingNode(
+                node.name, dict(node.labels), resources.subtract(allocatable, requested), tuple(node.taints()),
+                tuple(specs[p.key] for p in on_node if p.key in specs), node.labels.get(labels.NODEPOOL)))
+        if claim is None:
+            view.ignored[node.name] = why_not or ""
+            continue
+        reserved = targets.get(claim.name) or ("pods are nominated to it" if claim.name in held else None)
+        view.candidates.append(_candidate(node, claim, on_node, specs, allocatable, requested, pdbs, now, reserved))
+    return view
+
+
+def _candidate(node: Node, claim: Claim, on_node: list[Pod], specs: Mapping[str, si.PodSpec],
+               allocatable: Resources, requested: Resources, pdbs: Sequence[PodDisruptionBudget], now: datetime,
+               reserved: str | None) -> Candidate:
+    movable = [p for p in on_node if reschedulable(p)]
+    counts, multi = protection.membership(movable, pdbs)
+    protected = protection.node_protection(node) or next(
+        (r for r in map(protection.pod_protection, movable) if r), None) or multi
+    lab = node.labels
+    return Candidate(
+        node=node.name,
+        claim=claim.name,
+        pool=claim.nodepool,
+        nodeclass=claim.nodeclass,
+        instance_type=lab.get(labels.INSTANCE_TYPE) or claim.instance_type or "",
+        capacity_type=lab.get(labels.CAPACITY_TYPE) or claim.capacity_type or "",
+        zone=lab.get(labels.ZONE) or claim.zone or "",
+        price=claim.price,
+        launched_at=claim.launched_at or claim.created_at,
+        registered=claim.status == ClaimStatus.REGISTERED,
+        ready=node.is_ready(),
+        not_ready_since=_not_ready_since(node, claim),
+        labels=dict(lab),
+        allocatable=allocatable,
+        requested=requested,
+        pods=tuple(specs[p.key] for p in sorted(movable, key=lambda p: p.key)),
+        image_id=lab.get(labels.IMAGE_ID) or claim.image_id,
+        spec_hash=claim.labels.get(keys.SPEC_HASH),
+        quiet_since=quiet_since(claim, [p.key for p in movable], now),
+        eviction_cost=sum(eviction_cost(p) for p in movable),
+        protected=protected,
+        pdbs=counts,
+        disrupting=keys.DISRUPTION in claim.labels,
+        reserved=reserved,
+    )
+
+
+def quiet_since(claim: Claim, pod_keys: Iterable[str], now: datetime) -> datetime:
+    """When the node's pods last changed, as the executor recorded it; `now` when they just changed (or
+    were never recorded), so consolidateAfter never counts time nobody observed."""
+    recorded = claim.labels.get(keys.PODS_CHANGED_AT)
+    if recorded and claim.labels.get(keys.PODS_DIGEST) == pods_digest(pod_keys):
+        return datetime.fromisoformat(recorded)
+    return now
+
+
+def _not_ready_since(node: Node, claim: Claim) -> datetime | None:
+    if node.is_ready():
+        return None
+    cond = next((c for c in node.status.conditions if c.type == "Ready"), None)
+    if cond is not None and cond.last_transition_time is not None:
+        return cond.last_transition_time
+    return node.metadata.creation_timestamp or claim.registered_at or claim.launched_at or claim.created_at
+
+
+def _schedulable(node: Node) -> bool:
+    """Room the kube-scheduler could put a moved pod into: Ready, not cordoned, not being disrupted."""
+    if not node.is_ready() or node.spec.unschedulable:
+        return False
+    return not any(t.key == labels.DISRUPTED_TAINT for t in node.taints())
+
+
+def _replacement_targets(claims: Sequence[Claim]) -> dict[str, str]:
+    """Replacement claim -> why it must not be disrupted while the node it replaces drains."""
+    out: dict[str, str] = {}
+    for c in claims:
+        for name in filter(None, c.labels.get(keys.REPLACED_BY, "").split(",")):
+            out[name] = f"it replaces node {c.node_name or c.name}, which is still draining"
+    return out
+
+
+def _pending(pods: Sequence[Pod], specs: Mapping[str, si.PodSpec], nominated: Mapping[str, str]) -> list[si.PodSpec]:
+    return [specs[p.key] for p in sorted(pods, key=lambda p: p.key)
+            if p.key in specs and not p.spec.node_name and not p.is_terminating() and p.key not in nominated]

@@ -1,0 +1,207 @@
+"""Consolidation: remove or replace underutilized nodes when the rest of the cluster can take their pods.
+
+Every question is answered by the real scheduler (`carpool.scheduling.scheduler.schedule`), so
+consolidation honours exactly the constraints provisioning does (requests, node affinity, taints,
+topology spread, pod (anti-)affinity, host ports, pool limits): the candidate nodes' pods are scheduled
+against every *other* node's free room (`existing`), in-flight claims and, if need be, new claims.
+- every pod fits on what exists -> **delete** (saves the nodes' whole price);
+- the pods need exactly one new node whose cheapest option costs less than the nodes -> **replace**
+  with it (only options cheaper than the nodes are kept, so the launch cannot pick a dearer one);
+- otherwise (a pod fits nowhere, or more than one new node) -> leave the nodes alone.
+Spot nodes are not replaced by spot nodes (Karpenter's SpotToSpotConsolidation gate, off by default:
+spot prices move and a cheaper spot node is often a more interrupted one); they can still be deleted.
+
+Multi-node (Karpenter's multi-node consolidation): the first k candidates in disruption order are tried
+together, k found by binary search; a multi-node replacement may not use an instance type of the nodes it
+replaces unless cheaper than the cheapest of them (else deleting some of them would do). It is taken when
+it saves more than the best single-node decision among the same nodes.
+
+`Simulator` keeps the cluster consistent while one run takes several decisions: pending pods' room is
+reserved first, and each decision's placements are committed, so two decisions never count on the same
+free room. Only registered, Ready nodes are room: like Karpenter (which refuses plans that rely on
+uninitialized nodes), a plan never counts on an in-flight claim, nor on a replacement decided in the same
+run, since pods drained now would be pending until that node joins and the provisioner would launch again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from carpool import labels
+from carpool.disruption.candidates import Candidate, ClusterView
+from carpool.disruption.decision import Decision, Kind, Reason, Replacement
+from carpool.resources import Resources, add, subtract
+from carpool.scheduling import inputs as si
+from carpool.scheduling.claim import NODE
+from carpool.scheduling.result import PlannedClaim, SchedulingResult
+from carpool.scheduling.scheduler import ScheduleOptions, schedule
+
+MAX_MULTI = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What removing a set of nodes would take: a decision, or why not (`decision` is None)."""
+
+    decision: Decision | None
+    why_not: str = ""
+    result: SchedulingResult | None = None
+
+
+class Simulator:
+    """The scheduler over the view's room, updated as decisions are taken."""
+
+    def __init__(self, view: ClusterView, pools: Sequence[si.PoolSpec], daemonsets: Sequence[si.PodSpec] = ()) -> None:
+        self.pools = list(pools)
+        self.daemonsets = list(daemonsets)
+        self.existing: dict[str, si.ExistingNode] = {n.name: n for n in view.existing}
+        #: nodes that took pods in this run (pending ones or a decision's): not candidates any more
+        self.touched: set[str] = set()
+        self._seq = 0
+        self._reserve_for_pending(view.pending)
+
+    # -- simulation ---------------------------------------------------------------------------------
+    def simulate(self, removed: Sequence[Candidate], exclude: Iterable[str] = ()) -> SchedulingResult:
+        """Schedule the pods of `removed` as if those nodes (and `exclude`) were gone."""
+        gone = {c.node for c in removed} | set(exclude)
+        self._seq += 1
+        seq = self._seq
+        return schedule(
+            [p for c in removed for p in c.pods], self.pools,
+            existing=[n for name, n in self.existing.items() if name not in gone],
+            daemonsets=self.daemonsets,
+            options=ScheduleOptions(claim_name=lambda pool, i: f"{pool}-replacement-{seq}-{i}"),
+        )
+
+    def commit(self, removed: Sequence[Candidate], result: SchedulingResult | None,
+               pods: dict[str, si.PodSpec]) -> None:
+        """Take a decision into account: its nodes are gone and their pods occupy the existing nodes they
+        were placed on (its new claims are not room for later decisions, see the module docstring)."""
+        for c in removed:
+            self.existing.pop(c.node, None)
+            self.touched.add(c.node)
+        if result is not None:
+            self._occupy(result, pods)
+
+    def _reserve_for_pending(self, pending: Sequence[si.PodSpec]) -> None:
+        """Room pending pods will take is not room consolidation may count on; nodes that receive them
+        are as good as nominated and are not disrupted in this run."""
+        if not pending:
+            return
+        result = schedule(pending, [], existing=list(self.existing.values()), daemonsets=self.daemonsets)
+        self._occupy(result, {p.key: p for p in pending})
+
+    def _occupy(self, result: SchedulingResult, pods: dict[str, si.PodSpec]) -> None:
+        for key, placement in result.placements.items():
+            pod = pods.get(key)
+            if pod is None:
+                continue
+            if placement.kind == NODE and placement.target in self.existing:
+                n = self.existing[placement.target]
+                self.existing[n.name] = replace(n, remaining=subtract(n.remaining, pod.requests), pods=(*n.pods, pod))
+                self.touched.add(n.name)
+
+
+# -- the rule --------------------------------------------------------------------------------------------
+def evaluate(cands: Sequence[Candidate], sim: Simulator, *, spot_to_spot: bool = False,
+             avoid_same_type: bool = False) -> Outcome:
+    """Delete or replace `cands` together, or why not."""
+    result = sim.simulate(cands)
+    moving = {p.key for c in cands for p in c.pods}
+    stuck = sorted(k for k in result.unschedulable if k in moving)
+    if stuck:
+        return Outcome(None, f"pod {stuck[0]} would fit nowhere ({_first_reason(result, stuck[0])})")
+    price = _price(cands)
+    if not result.claims:
+        return Outcome(_decision(Kind.DELETE, cands, None, price or 0.0), result=result)
+    if len(result.claims) > 1:
+        return Outcome(None, f"its pods would need {len(result.claims)} new nodes")
+    if price is None:
+        return Outcome(None, "its price is unknown, so a replacement cannot be shown to be cheaper")
+    if not spot_to_spot and all(c.capacity_type == labels.CAPACITY_SPOT for c in cands):
+        return Outcome(None, "spot nodes are not replaced by other spot nodes (spot-to-spot consolidation is off)")
+    claim = _cheaper_only(result.claims[0], price, cands if avoid_same_type else ())
+    if claim is None:
+        return Outcome(None, f"no single instance type that holds its pods is cheaper than ${price:.4f}/h")
+    return Outcome(_decision(Kind.REPLACE, cands, claim, price - claim.price), result=result)
+
+
+def _cheaper_only(claim: PlannedClaim, price: float, same_type_of: Sequence[Candidate]) -> PlannedClaim | None:
+    """The claim restricted to options cheaper than `price` (and, for multi-node, than the cheapest node
+    of a type it would launch again); None when no option is left."""
+    limit = price
+    types = {c.instance_type: c.price for c in same_type_of if c.price is not None}
+    for t in claim.instance_types:
+        if t.name in types:
+            limit = min(limit, types[t.name])
+    kept = tuple(t for t in claim.instance_types if t.price < limit)
+    return replace(claim, instance_types=kept, option_count=len(kept)) if kept else None
+
+
+def _decision(kind: Kind, cands: Sequence[Candidate], claim: PlannedClaim | None, savings: float) -> Decision:
+    nodes = tuple(c.node for c in cands)
+    replacement = Replacement(tuple(claim.pods), (claim,)) if claim else None
+    what = (f"replace with {replacement.describe()}" if replacement else "delete: their pods fit on other nodes"
+            if len(cands) > 1 else "delete: its pods fit on other nodes")
+    subject = f"node {nodes[0]} ({cands[0].instance_type})" if len(cands) == 1 else f"nodes {', '.join(nodes)}"
+    return Decision(kind, Reason.UNDERUTILIZED, nodes, tuple(c.claim for c in cands),
+                    tuple(dict.fromkeys(c.pool for c in cands)), replacement, round(savings, 6),
+                    f"{subject} underutilized: {what} (saves ${savings:.4f}/h)")
+
+
+def _price(cands: Sequence[Candidate]) -> float | None:
+    if any(c.price is None for c in cands):
+        return None
+    return sum(c.price or 0.0 for c in cands)
+
+
+def _first_reason(result: SchedulingResult, key: str) -> str:
+    reasons = result.unschedulable.get(key) or {}
+    return next(iter(reasons.values()), "no node fits") if reasons else "no node fits"
+
+
+def multi(cands: Sequence[Candidate], sim: Simulator, *, spot_to_spot: bool = False,
+          max_nodes: int = MAX_MULTI) -> Outcome:
+    """The largest prefix (at least 2) of `cands` that can be consolidated together (binary search, as
+    Karpenter: candidates are in disruption order, so a prefix is the cheapest set to disrupt)."""
+    cands = list(cands)[:max_nodes]
+    if len(cands) < 2:
+        return Outcome(None, "fewer than two candidates")
+    best = Outcome(None, "no set of two or more nodes can be consolidated together")
+    low, high = 2, len(cands)
+    while low <= high:
+        mid = (low + high) // 2
+        got = evaluate(cands[:mid], sim, spot_to_spot=spot_to_spot, avoid_same_type=True)
+        if got.decision is not None:
+            best, low = got, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def relocate(c: Candidate, sim: Simulator, reason: Reason, why: str, exclude: Iterable[str] = ()) -> Outcome:
+    """For drift and expiry: the node goes whatever it costs; its pods move to free room where they fit
+    and to as many new nodes as they need (launched first). Nodes in `exclude` (themselves about to be
+    replaced) are not used as room. Refused only when a pod would fit nowhere, as Karpenter's drift."""
+    result = sim.simulate([c], exclude)
+    stuck = sorted(k for k in result.unschedulable if k in {p.key for p in c.pods})
+    if stuck:
+        return Outcome(None, f"{why}, but pod {stuck[0]} would fit nowhere ({_first_reason(result, stuck[0])})")
+    if not result.claims:
+        decision = Decision(Kind.DELETE, reason, (c.node,), (c.claim,), (c.pool,), savings=c.price or 0.0,
+                            message=f"{why}: delete node {c.node} ({len(c.pods)} pods fit on other nodes)")
+        return Outcome(decision, result=result)
+    repl = Replacement(tuple(k for cl in result.claims for k in cl.pods), tuple(result.claims))
+    decision = Decision(Kind.REPLACE, reason, (c.node,), (c.claim,), (c.pool,), repl,
+                        round((c.price or 0.0) - repl.price, 6), f"{why}: replace node {c.node} with {repl.describe()}")
+    return Outcome(decision, result=result)
+
+
+def pods_of(cands: Iterable[Candidate]) -> dict[str, si.PodSpec]:
+    return {p.key: p for c in cands for p in c.pods}
+
+
+def free_room(existing: Iterable[si.ExistingNode]) -> Resources:
+    """Total free room (for messages and tests)."""
+    return add(*(n.remaining for n in existing))

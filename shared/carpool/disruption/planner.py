@@ -1,0 +1,252 @@
+"""One disruption run's decisions, in a fixed order, within budgets, PDBs and protections.
+
+Order (first rules first; a node decided by one rule is not seen by the next):
+1. repair (`Unhealthy`): NotReady nodes, forceful, not budgeted, capped at 20% of a pool;
+2. emptiness (`Empty`): nodes with no pods for consolidateAfter (both consolidation policies);
+3. drift (`Drifted`): replacement first; pods may not move onto other drifted/expired nodes;
+4. expiry (`Expired`): same, budgets without `reasons`;
+5. multi-node consolidation (`Underutilized`), then 6. single-node consolidation, only for
+   `WhenEmptyOrUnderutilized` pools.
+Within a rule, candidates go in disruption-cost order (Karpenter's: the pods' eviction cost weighted by
+the lifetime the node has left), ties by node name, so the same snapshot always gives the same plan.
+Voluntary rules (2-6) only consider Ready, registered nodes that are not already disrupting, not the
+replacement of a draining node, not holding nominated pods and not about to receive pending pods.
+Budgets are per pool and reason and count nodes already disrupting; PDB allowances are consumed across
+the run's decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from carpool.api.nodeclass import EC2NodeClass
+from carpool.api.nodepool import NodePool
+from carpool.disruption import consolidation, drift, emptiness, expiry, repair
+from carpool.disruption.budgets import Budgets
+from carpool.disruption.candidates import Candidate, ClusterView
+from carpool.disruption.consolidation import Outcome, Simulator
+from carpool.disruption.decision import Decision, Reason
+from carpool.disruption.protection import PdbTracker
+from carpool.scheduling import inputs as si
+
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+
+
+@dataclass(frozen=True)
+class Options:
+    repair_after: timedelta = repair.DEFAULT_AFTER
+    max_unhealthy: float = repair.MAX_UNHEALTHY
+    spot_to_spot: bool = False
+    max_multi: int = consolidation.MAX_MULTI
+
+
+@dataclass
+class Inputs:
+    """Everything a plan depends on (all of it plain data)."""
+
+    view: ClusterView
+    nodepools: Mapping[str, NodePool]
+    nodeclasses: Mapping[str, EC2NodeClass]
+    pool_specs: Sequence[si.PoolSpec]
+    daemonsets: Sequence[si.PodSpec] = ()
+    #: node -> the AMI the strict mapping gives its type now (None: none maps); absent: not checked
+    expected_amis: Mapping[str, str | None] = field(default_factory=dict)
+    #: instance type -> its catalog labels (requirement drift sees labels carpool does not put on nodes)
+    type_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    decisions: list[Decision] = field(default_factory=list)
+    #: node -> why a rule applies to it but it is not disrupted now (budget, protection, PDB, no room)
+    waiting: dict[str, str] = field(default_factory=dict)
+    #: node -> why consolidation keeps it
+    kept: dict[str, str] = field(default_factory=dict)
+
+
+def plan(inputs: Inputs, now: datetime, options: Options | None = None) -> Plan:
+    return _Planner(inputs, now, options or Options()).run()
+
+
+class _Planner:
+    def __init__(self, inputs: Inputs, now: datetime, options: Options) -> None:
+        self.inp, self.now, self.opt = inputs, now, options
+        self.out = Plan()
+        cands = inputs.view.candidates
+        totals: dict[str, int] = {}
+        disrupting: dict[str, int] = {}
+        for c in cands:
+            if c.registered:
+                totals[c.pool] = totals.get(c.pool, 0) + 1
+                if c.disrupting or not c.ready:
+                    disrupting[c.pool] = disrupting.get(c.pool, 0) + 1
+        self.budgets = Budgets(inputs.nodepools, totals, disrupting, now)
+        self.pdbs = PdbTracker(inputs.view.pdb_allowed)
+        self.sim = Simulator(inputs.view, inputs.pool_specs, inputs.daemonsets)
+        self.decided: set[str] = set()
+        self.ordered = sorted(cands, key=self._cost)
+
+    def run(self) -> Plan:
+        self._repair()
+        self._empty()
+        replaced = self._replaced_set()
+        self._replace(Reason.DRIFTED, replaced)
+        self._replace(Reason.EXPIRED, replaced)
+        self._consolidate()
+        return self.out
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _cost(self, c: Candidate) -> tuple[float, float, str]:
+        """Disruption cost, then the less utilized node first (less to move), then the name."""
+        pool = self.inp.nodepools.get(c.pool)
+        life = expiry.lifetime_remaining(c, pool, self.now) if pool else 1.0
+        return (round(c.eviction_cost * life, 9), round(c.utilization(), 9), c.node)
+
+    def _voluntary(self) -> list[Candidate]:
+        """Candidates any voluntary rule may consider now."""
+        return [c for c in self.ordered
+                if c.node not in self.decided and not c.disrupting and c.initialized and not c.reserved
+                and c.node not in self.sim.touched]
+
+    def _take(self, d: Decision, cands: Sequence[Candidate], outcome: Outcome | None) -> None:
+        self.out.decisions.append(d)
+        for c in cands:
+            self.decided.add(c.node)
+            self.budgets.take(c.pool)
+            self.pdbs.consume(c.pdbs)
+        self.sim.commit(cands, outcome.result if outcome else None, consolidation.pods_of(cands))
+
+    def _blocked(self, c: Candidate) -> str | None:
+        return c.protected or self.pdbs.blocker(c.pdbs)
+
+    def _wait(self, c: Candidate, why: str, blocked: str) -> None:
+        """Record why a node waits; the first (highest-priority) rule's reason is kept."""
+        self.out.waiting.setdefault(c.node, f"{why}; waiting: {blocked}")
+
+    # -- rules --------------------------------------------------------------------------------------
+    def _repair(self) -> None:
+        by_pool: dict[str, list[Candidate]] = {}
+        for c in self.ordered:
+            by_pool.setdefault(c.pool, []).append(c)
+        for pool in sorted(by_pool):
+            sick = [(c, why) for c in by_pool[pool] if not c.disrupting
+                    and (why := repair.unhealthy(c, self.now, self.opt.repair_after))]
+            if not sick:
+                continue
+            capped = repair.repairable(by_pool[pool], [c for c, _ in sick], self.opt.max_unhealthy)
+            for c, why in sick:
+                if capped:
+                    self._wait(c, why, capped)
+                else:
+                    self._take(repair.decide(c, why), [c], None)
+
+    def _empty(self) -> None:
+        for c in self._voluntary():
+            pool = self.inp.nodepools.get(c.pool)
+            if pool is None or not c.empty:
+                continue
+            why = emptiness.why_not_empty(c, pool, self.now)
+            if why:
+                if c.protected:
+                    self._wait(c, "empty", why)
+                continue
+            if self.budgets.remaining(c.pool, Reason.EMPTY) <= 0:
+                self._wait(c, "empty", self.budgets.describe(c.pool, Reason.EMPTY))
+                continue
+            self._take(emptiness.decide(c), [c], None)
+
+    def _why(self, c: Candidate, reason: Reason) -> str | None:
+        pool = self.inp.nodepools.get(c.pool)
+        if reason == Reason.DRIFTED:
+            return drift.drifted(c, pool, self.inp.nodeclasses.get(c.nodeclass), self.inp.expected_amis,
+                                 self.inp.type_labels.get(c.instance_type))
+        return expiry.expired(c, pool, self.now) if pool else None
+
+    def _replaced_set(self) -> set[str]:
+        """Nodes drift or expiry will replace: not room for the pods of the others."""
+        return {c.node for c in self._voluntary()
+                if self._why(c, Reason.DRIFTED) or self._why(c, Reason.EXPIRED)}
+
+    def _fresh(self, c: Candidate) -> bool:
+        """Still untouched by this run's earlier decisions (a node that just received pods is not)."""
+        return c.node not in self.decided and c.node not in self.sim.touched
+
+    def _replace(self, reason: Reason, replaced: set[str]) -> None:
+        for c in self._voluntary():
+            if not self._fresh(c):
+                continue
+            why = self._why(c, reason)
+            if not why:
+                continue
+            blocked = self._blocked(c)
+            if blocked:
+                self._wait(c, why, blocked)
+                continue
+            if self.budgets.remaining(c.pool, reason) <= 0:
+                self._wait(c, why, self.budgets.describe(c.pool, reason))
+                continue
+            outcome = consolidation.relocate(c, self.sim, reason, why, exclude=replaced - {c.node})
+            if outcome.decision is None:
+                self.out.waiting.setdefault(c.node, outcome.why_not)
+                continue
+            self._take(outcome.decision, [c], outcome)
+
+    def _consolidatable(self) -> list[Candidate]:
+        out = []
+        for c in self._voluntary():
+            pool = self.inp.nodepools.get(c.pool)
+            if pool is None or c.empty or pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+                continue
+            why = emptiness.quiet_enough(c, pool, self.now) or self._blocked(c)
+            if why:
+                self.out.kept[c.node] = why
+                continue
+            out.append(c)
+        return out
+
+    def _consolidate(self) -> None:
+        self._multi(self._consolidatable())
+        for c in self._consolidatable():
+            if not self._fresh(c):
+                continue
+            if self.budgets.remaining(c.pool, Reason.UNDERUTILIZED) <= 0:
+                self._wait(c, "underutilized", self.budgets.describe(c.pool, Reason.UNDERUTILIZED))
+                continue
+            outcome = self._single(c)
+            if outcome.decision is None:
+                self.out.kept[c.node] = outcome.why_not
+                continue
+            self._take(outcome.decision, [c], outcome)
+
+    def _single(self, c: Candidate) -> Outcome:
+        return consolidation.evaluate([c], self.sim, spot_to_spot=self.opt.spot_to_spot)
+
+    def _multi(self, cands: list[Candidate]) -> None:
+        within = _within_budgets(cands, lambda pool: self.budgets.remaining(pool, Reason.UNDERUTILIZED))
+        if len(within) < 2:
+            return
+        outcome = consolidation.multi(within, self.sim, spot_to_spot=self.opt.spot_to_spot,
+                                      max_nodes=self.opt.max_multi)
+        d = outcome.decision
+        if d is None or len(d.nodes) < 2:
+            return
+        chosen = [c for c in within if c.node in d.nodes]
+        best_single = max((s.decision.savings for c in chosen if (s := self._single(c)).decision), default=0.0)
+        if d.savings > best_single:
+            self._take(d, chosen, outcome)
+
+
+def _within_budgets(cands: Sequence[Candidate], remaining: Callable[[str], int]) -> list[Candidate]:
+    """Candidates in order, each pool's list cut at its remaining budget (Karpenter pre-filters the same
+    way so multi-node consolidation never proposes more than a budget allows)."""
+    left: dict[str, int] = {}
+    out = []
+    for c in cands:
+        if c.pool not in left:
+            left[c.pool] = remaining(c.pool)
+        if left[c.pool] > 0:
+            out.append(c)
+            left[c.pool] -= 1
+    return out

@@ -1,0 +1,105 @@
+"""What keeps a node from being disrupted voluntarily: annotations on its pods or on itself, and
+PodDisruptionBudgets that allow no eviction right now.
+
+Why both projects' annotations: with Cluster Autoscaler and carpool in one cluster, a user who protected a
+workload with CAS's `cluster-autoscaler.kubernetes.io/scale-down-disabled` (or, on pods,
+`cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`) expects it to hold against any autoscaler;
+neither Karpenter nor CAS honours the other's. carpool honours both, on pods and nodes.
+
+PDBs: the Eviction API enforces them during a drain anyway; checking here keeps carpool from tainting a
+node (and launching its replacement) that could not be drained. A node is blocked when one of its pods is
+selected by a PDB that allows 0 disruptions, or by two PDBs (the Eviction API refuses such pods).
+Forceful disruption (node repair) ignores all of this, as Karpenter's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from carpool import labels
+from carpool.api.k8s import Node, Pod, PodDisruptionBudget
+
+CAS_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+TRUE = "true"
+
+
+def pod_protection(pod: Pod) -> str | None:
+    """Why this pod keeps its node from voluntary disruption, if it does."""
+    ann = pod.annotations
+    if ann.get(labels.DO_NOT_DISRUPT) == TRUE:
+        return f"pod {pod.key} has {labels.DO_NOT_DISRUPT}"
+    if ann.get(labels.CAS_SCALE_DOWN_DISABLED) == TRUE:
+        return f"pod {pod.key} has {labels.CAS_SCALE_DOWN_DISABLED}"
+    if ann.get(CAS_SAFE_TO_EVICT) == "false":
+        return f"pod {pod.key} has {CAS_SAFE_TO_EVICT}: false"
+    return None
+
+
+def node_protection(node: Node) -> str | None:
+    """Why the node itself is protected (the annotation on the Node object), if it is."""
+    ann = node.metadata.annotations
+    for key in (labels.DO_NOT_DISRUPT, labels.CAS_SCALE_DOWN_DISABLED):
+        if ann.get(key) == TRUE:
+            return f"node {node.name} has {key}"
+    return None
+
+
+def pdb_key(pdb: PodDisruptionBudget) -> str:
+    return f"{pdb.namespace}/{pdb.name}"
+
+
+def is_healthy(pod: Pod) -> bool:
+    """Counts as healthy for a PDB: running and Ready (running is enough when no conditions are reported)."""
+    if pod.status.phase != "Running" or pod.is_terminating():
+        return False
+    ready = pod.condition("Ready")
+    return ready is None or ready.status == "True"
+
+
+def allowances(pdbs: Iterable[PodDisruptionBudget], pods: Sequence[Pod]) -> dict[str, int]:
+    """Evictions each PDB allows now: `status.disruptionsAllowed` when the API reported it, else computed
+    from the pods it selects (the disruption controller's formula)."""
+    out: dict[str, int] = {}
+    for pdb in pdbs:
+        if pdb.status is not None and pdb.status.disruptions_allowed is not None:
+            out[pdb_key(pdb)] = pdb.status.disruptions_allowed
+            continue
+        selected = [p for p in pods if not p.is_terminal() and pdb.matches(p)]
+        out[pdb_key(pdb)] = pdb.allowed_disruptions(len(selected), sum(1 for p in selected if is_healthy(p)))
+    return out
+
+
+def membership(pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[dict[str, int], str | None]:
+    """How many of `pods` each PDB selects, and why they cannot be evicted at all (a pod under two PDBs)."""
+    counts: dict[str, int] = {}
+    problem = None
+    for pod in pods:
+        keys = [pdb_key(b) for b in pdbs if b.matches(pod)]
+        if len(keys) > 1 and problem is None:
+            problem = f"pod {pod.key} is selected by {len(keys)} PodDisruptionBudgets ({', '.join(sorted(keys))})"
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+    return counts, problem
+
+
+class PdbTracker:
+    """Evictions still allowed per PDB while one run plans several disruptions.
+
+    Blocking only at 0 (not "fewer than the node's pods") lets a node whose pods share one PDB drain
+    gradually, one eviction at a time, as `kubectl drain` and Karpenter do; consuming the allowance keeps
+    one run from choosing two nodes that the same exhausted PDB would block.
+    """
+
+    def __init__(self, allowed: Mapping[str, int]) -> None:
+        self._left = dict(allowed)
+
+    def blocker(self, counts: Mapping[str, int]) -> str | None:
+        for key in sorted(counts):
+            if counts[key] and self._left.get(key, 1) <= 0:
+                return f"PodDisruptionBudget {key} allows no disruption now"
+        return None
+
+    def consume(self, counts: Mapping[str, int]) -> None:
+        for key, n in counts.items():
+            if key in self._left:
+                self._left[key] = max(0, self._left[key] - n)

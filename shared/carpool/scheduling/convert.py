@@ -1,0 +1,172 @@
+"""From `carpool.api` models (and catalog types) to the scheduler's own input types.
+
+Why a separate module: the scheduler core must not depend on pydantic models (speed, and independence from
+the API's evolution); everything that knows both sides lives here.
+
+Conventions kept from Kubernetes:
+- node affinity: `nodeSelector` is ANDed into every required term; the terms are ORed;
+- a missing `labelSelector` selects nothing; an empty `namespaceSelector: {}` means every namespace (other
+  namespace selectors need Namespace labels, which carpool does not load: they fall back to the listed
+  namespaces or the pod's own);
+- `matchLabelKeys` adds `key In [pod's value]` to the selector (spread and pod affinity);
+- `nodeAffinityPolicy: Ignore` on a spread drops the pod's node affinity from the count filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from carpool.api.k8s import Node, Pod, PodAffinityTerm, TopologySpreadConstraint
+from carpool.api.nodepool import NodePool
+from carpool.api.selectors import LabelSelector as ApiLabelSelector
+from carpool.requirements import Requirements
+from carpool.resources import Resources, subtract
+from carpool.scheduling import inputs as si
+
+ORDERED_ANNOTATION = "carpool.dev/ordered-requirements"
+SPLIT_ANNOTATION = "carpool.dev/split"
+SPLIT_BY_ANNOTATION = "carpool.dev/split-by"
+
+
+def label_selector(sel: ApiLabelSelector | None, pod_labels: Mapping[str, str] | None = None,
+                   match_label_keys: Iterable[str] = ()) -> si.LabelSelector:
+    """A LabelSelector (None selects nothing), with `matchLabelKeys` resolved against the pod's labels."""
+    if sel is None:
+        return si.NOTHING
+    exprs = [(e.key, e.operator, e.values) for e in sel.match_expressions]
+    for key in match_label_keys:
+        if pod_labels is not None and key in pod_labels:
+            exprs.append((key, "In", [pod_labels[key]]))
+    return si.LabelSelector.of(sel.match_labels, exprs)
+
+
+def affinity_term(term: PodAffinityTerm, pod_labels: Mapping[str, str]) -> si.AffinityTerm:
+    everywhere = term.namespace_selector is not None and term.namespace_selector.is_empty()
+    return si.AffinityTerm(
+        topology_key=term.topology_key,
+        selector=label_selector(term.label_selector, pod_labels, term.match_label_keys),
+        namespaces=frozenset(term.namespaces) if term.namespaces else None,
+        all_namespaces=everywhere,
+    )
+
+
+def spread(c: TopologySpreadConstraint, pod_labels: Mapping[str, str]) -> si.TopologySpread:
+    return si.TopologySpread(
+        topology_key=c.topology_key,
+        max_skew=c.max_skew,
+        when_unsatisfiable=c.when_unsatisfiable,
+        selector=label_selector(c.label_selector, pod_labels, c.match_label_keys),
+        min_domains=c.min_domains,
+    )
+
+
+def node_terms(pod: Pod) -> tuple[Requirements, ...]:
+    """The pod's node constraints as OR-terms (each required term ANDed with `nodeSelector`)."""
+    base = Requirements.from_labels(pod.spec.node_selector)
+    aff = pod.spec.affinity
+    required = aff.node_affinity.required if aff is not None and aff.node_affinity is not None else []
+    if not required:
+        return (base,) if len(base) else ()
+    return tuple(base.merge(t.requirements()) for t in required)
+
+
+def pod_spec(pod: Pod) -> si.PodSpec:
+    """The scheduler's view of a pod."""
+    labels = dict(pod.labels)
+    aff = pod.spec.affinity
+    node_aff = aff.node_affinity if aff is not None else None
+    pod_aff = aff.pod_affinity if aff is not None else None
+    anti = aff.pod_anti_affinity if aff is not None else None
+    preferred_node = tuple(
+        si.PreferredNodeTerm(p.weight, p.preference.requirements()) for p in (node_aff.preferred if node_aff else [])
+    )
+    owner = next((f"{r.kind}/{r.name}" for r in pod.metadata.owner_references if r.controller), None)
+    return si.PodSpec(
+        key=pod.key,
+        requests=pod.requests(),
+        labels=labels,
+        namespace=pod.namespace,
+        uid=pod.metadata.uid or pod.key,
+        requirements=node_terms(pod),
+        preferred_node_affinity=preferred_node,
+        tolerations=tuple(pod.tolerations()),
+        spread=tuple(spread(c, labels) for c in pod.spec.topology_spread_constraints),
+        affinity=tuple(affinity_term(t, labels) for t in (pod_aff.required if pod_aff else [])),
+        anti_affinity=tuple(affinity_term(t, labels) for t in (anti.required if anti else [])),
+        preferred_affinity=tuple(
+            si.WeightedAffinityTerm(w.weight, affinity_term(w.pod_affinity_term, labels))
+            for w in (pod_aff.preferred if pod_aff else [])
+        ),
+        preferred_anti_affinity=tuple(
+            si.WeightedAffinityTerm(w.weight, affinity_term(w.pod_affinity_term, labels))
+            for w in (anti.preferred if anti else [])
+        ),
+        host_ports=tuple(si.HostPort(port, proto, "" if ip in ("0.0.0.0", "") else ip) for ip, proto, port in pod.host_ports()),
+        owner=owner,
+    )
+
+
+def pool_spec(
+    nodepool: NodePool,
+    instance_types: Sequence[si.InstanceOption],
+    usage: Mapping[str, int] | None = None,
+    daemon_overhead: Resources | None = None,
+) -> si.PoolSpec:
+    """A NodePool with its (already sized) instance types; carpool annotations become pool settings."""
+    ann = nodepool.metadata.annotations or {}
+    ordered = tuple(k.strip() for k in ann.get(ORDERED_ANNOTATION, "").split(",") if k.strip())
+    split = ann.get(SPLIT_ANNOTATION)
+    template_meta = nodepool.spec.template.metadata
+    return si.PoolSpec(
+        name=nodepool.name,
+        instance_types=list(instance_types),
+        weight=nodepool.weight,
+        requirements=nodepool.requirements(),
+        labels=dict(template_meta.labels or {}) if template_meta is not None else {},
+        taints=tuple(nodepool.taints()),
+        startup_taints=tuple(nodepool.startup_taints()),
+        limits=nodepool.limits(),
+        usage=dict(usage or {}),
+        daemon_overhead=dict(daemon_overhead or {}),
+        ordered_keys=ordered,
+        split_share=_share(split),
+        split_by="cpu" if ann.get(SPLIT_BY_ANNOTATION, "nodes").strip() == "cpu" else "nodes",
+    )
+
+
+def _share(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise ValueError(f"annotation {SPLIT_ANNOTATION}: expected a number, got {text!r}") from None
+    return value if value > 0 else None
+
+
+def instance_option(name: str, requirements: Requirements, offerings: Iterable, allocatable: Resources,
+                    capacity: Resources | None = None,
+                    unavailable: set[tuple[str, str, str]] | frozenset[tuple[str, str, str]] = frozenset()) -> si.InstanceOption:
+    """An instance type for one pool: its sized allocatable and its offerings (minus unavailable ones)."""
+    offers = tuple(
+        si.Offering(o.zone, o.capacity_type, o.price, o.available and (name, o.zone, o.capacity_type) not in unavailable)
+        for o in offerings
+    )
+    return si.InstanceOption(name, requirements, dict(allocatable), offers, dict(capacity) if capacity else None)
+
+
+def existing_node(node: Node, pods: Sequence[Pod]) -> si.ExistingNode:
+    """A registered node with what its bound pods leave free; the pods count for topology."""
+    allocatable = node.allocatable()
+    used: Resources = {}
+    for p in pods:
+        for k, v in p.requests().items():
+            used[k] = used.get(k, 0) + v
+    return si.ExistingNode(
+        name=node.name,
+        labels=dict(node.labels),
+        remaining=subtract(allocatable, used),
+        taints=tuple(node.taints()),
+        pods=tuple(pod_spec(p) for p in pods),
+        pool=node.labels.get("karpenter.sh/nodepool"),
+    )

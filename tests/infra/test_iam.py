@@ -1,0 +1,228 @@
+"""IAM: ownership-tag conditions on every EC2 write, PassRole scoping, no mutating action on "*",
+per-function capabilities, the node role and the EKS access entries."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from cdk_support import ACCOUNT, NODE_ROLE_ARN, REGION, Synth, actions_of, as_list, flatten, statements
+
+#: Non-mutating verbs; anything else is treated as a write.
+READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|Get|List|BatchGet|Query|Scan|ConditionCheck)\w*\*?$")
+#: Writes that AWS cannot scope to a resource at all.
+UNSCOPABLE_WRITES = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+OWNED_REQUEST_TAGS = {"aws:RequestTag/kubernetes.io/cluster/demo": "owned", "aws:RequestTag/carpool.dev/cluster": "demo"}
+OWNED_RESOURCE_TAGS = {
+    "aws:ResourceTag/kubernetes.io/cluster/demo": "owned",
+    "aws:ResourceTag/carpool.dev/cluster": "demo",
+}
+
+
+def role_statements(synth: Synth, name: str) -> list[dict[str, Any]]:
+    role = synth.stack.functions.roles[name]
+    return statements(synth.template.to_json(), synth.logical_id(role))
+
+
+def with_action(found: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    return [s for s in found if action in actions_of(s)]
+
+
+def all_actions(found: list[dict[str, Any]]) -> set[str]:
+    return {a for s in found for a in actions_of(s)}
+
+
+@pytest.mark.parametrize("variant", ["default", "full", "rbac"])
+def test_no_mutating_action_on_star(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    checked = 0
+    for statement in statements(synth.template.to_json()):
+        resources = as_list(statement["Resource"])
+        if "*" not in resources:
+            continue
+        for action in actions_of(statement):
+            checked += 1
+            assert READ_ONLY.match(action) or action in UNSCOPABLE_WRITES or action == "pricing:GetProducts", (
+                f"{action} is allowed on Resource '*'"
+            )
+    assert checked, "expected the read-only Describe statement to be checked"
+
+
+def test_launch_statements_require_ownership_request_tags(default: Synth) -> None:
+    found = role_statements(default, "provisioner")
+    for action in ("ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate"):
+        for statement in with_action(found, action):
+            resources = as_list(statement["Resource"])
+            creates = [r for r in resources if re.search(r":(instance|volume|network-interface|fleet|spot-instances-request)/\*$", r)]
+            if creates:
+                # Everything a launch creates must be requested with both ownership tags.
+                assert statement["Condition"] == {"StringEquals": OWNED_REQUEST_TAGS}, statement
+            elif any(r.endswith(":launch-template/*") for r in resources) and action != "ec2:CreateLaunchTemplate":
+                # Launching from a template: only carpool's own templates.
+                assert statement["Condition"] == {"StringEquals": {"aws:ResourceTag/carpool.dev/cluster": "demo"}}
+            else:
+                # Inputs a launch reads but never changes.
+                assert "Condition" not in statement
+                assert all(re.search(r":(image|snapshot|subnet|security-group|capacity-reservation)/\*$", r) for r in resources), resources
+    create_lt = with_action(found, "ec2:CreateLaunchTemplate")
+    assert len(create_lt) == 1 and create_lt[0]["Condition"] == {"StringEquals": OWNED_REQUEST_TAGS}
+
+
+def test_instance_creating_statement_covers_every_launched_resource(default: Synth) -> None:
+    (statement,) = [s for s in role_statements(default, "provisioner") if s.get("Sid") == "LaunchOnlyTaggedResources"]
+    suffixes = sorted(r.rsplit(":", 1)[1] for r in as_list(statement["Resource"]))
+    assert suffixes == sorted(
+        f"{t}/*" for t in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
+    )
+    assert all(r.startswith("arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:") for r in statement["Resource"])
+
+
+def test_create_tags_only_during_create_calls(default: Synth) -> None:
+    (statement,) = with_action(role_statements(default, "provisioner"), "ec2:CreateTags")
+    assert statement["Condition"] == {
+        "StringEquals": {
+            **OWNED_REQUEST_TAGS,
+            "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+        }
+    }
+
+
+@pytest.mark.parametrize("name", ["interruption", "disruption"])
+def test_terminate_requires_ownership_resource_tags(default: Synth, name: str) -> None:
+    (statement,) = with_action(role_statements(default, name), "ec2:TerminateInstances")
+    assert statement["Resource"] == "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:instance/*"
+    assert statement["Condition"] == {"StringEquals": OWNED_RESOURCE_TAGS}
+
+
+@pytest.mark.parametrize("name", ["provisioner", "disruption"])
+def test_delete_launch_template_requires_ownership_resource_tags(default: Synth, name: str) -> None:
+    (statement,) = with_action(role_statements(default, name), "ec2:DeleteLaunchTemplate")
+    assert statement["Resource"] == "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:launch-template/*"
+    assert statement["Condition"] == {"StringEquals": OWNED_RESOURCE_TAGS}
+
+
+def test_registrar_may_tag_own_instances_but_never_ownership_tags(default: Synth) -> None:
+    (statement,) = with_action(role_statements(default, "registrar"), "ec2:CreateTags")
+    assert statement["Condition"]["StringEquals"] == OWNED_RESOURCE_TAGS
+    keys = statement["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
+    assert "Name" in keys
+    assert not any(k.startswith(("kubernetes.io/cluster", "carpool.dev/cluster")) for k in keys)
+
+
+def test_pass_role_only_for_the_node_role_and_only_to_ec2(default: Synth, full: Synth) -> None:
+    node_role = default.logical_id(default.stack.cluster.node_role)
+    for synth, expected in ((default, "${" + node_role + ".Arn}"), (full, NODE_ROLE_ARN)):
+        found = [s for s in statements(synth.template.to_json()) if "iam:PassRole" in actions_of(s)]
+        assert len(found) == 1, "only the provisioner passes a role"
+        assert found[0]["Resource"] == expected
+        assert found[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+        assert actions_of(found[0]) == ["iam:PassRole"]
+
+
+CAPABILITIES = {
+    "watcher": set(),
+    "provisioner": {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags",
+                    "ec2:DeleteLaunchTemplate", "iam:PassRole", "pricing:GetProducts"},
+    "registrar": {"ec2:CreateTags"},
+    "interruption": {"ec2:TerminateInstances"},
+    "disruption": {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "pricing:GetProducts"},
+}  # fmt: skip
+EC2_SIDE = {a for actions in CAPABILITIES.values() for a in actions}
+
+
+@pytest.mark.parametrize("name", sorted(CAPABILITIES))
+def test_each_function_gets_only_its_ec2_capabilities(default: Synth, name: str) -> None:
+    actions = all_actions(role_statements(default, name))
+    assert actions & EC2_SIDE == CAPABILITIES[name]
+    assert "eks:DescribeCluster" in actions
+    assert ("events:PutEvents" in actions) == (name in {"watcher", "interruption", "disruption"})
+    sids = {s.get("Sid") for s in role_statements(default, name)}
+    assert ("ReadAmiParameters" in sids) == (name in {"provisioner", "disruption"})
+
+
+def test_ami_parameters_are_the_public_paths_only(default: Synth) -> None:
+    (statement,) = [s for s in role_statements(default, "provisioner") if s.get("Sid") == "ReadAmiParameters"]
+    assert sorted(statement["Resource"]) == sorted(
+        f"arn:${{AWS::Partition}}:ssm:${{AWS::Region}}::parameter/aws/service/{p}/*"
+        for p in ("eks", "bottlerocket", "ami-windows-latest")
+    )
+
+
+def test_config_parameter_is_readable_by_every_function(default: Synth) -> None:
+    parameter = default.logical_id(default.stack.config_parameter)
+    for name in CAPABILITIES:
+        readable = [
+            s for s in role_statements(default, name)
+            if "ssm:GetParameter" in actions_of(s) and parameter in str(s["Resource"])
+        ]  # fmt: skip
+        assert readable, name
+
+
+def test_describe_cluster_is_scoped_to_the_cluster(full: Synth) -> None:
+    for name in CAPABILITIES:
+        (statement,) = with_action(role_statements(full, name), "eks:DescribeCluster")
+        assert statement["Resource"] == f"arn:${{AWS::Partition}}:eks:{REGION}:{ACCOUNT}:cluster/prod"
+
+
+def test_put_events_only_on_the_carpool_bus(default: Synth) -> None:
+    bus = default.logical_id(default.stack.routing.bus)
+    for statement in statements(default.template.to_json()):
+        if "events:PutEvents" in actions_of(statement):
+            assert statement["Resource"] == "${" + bus + ".Arn}"
+
+
+def test_state_tables_granted_by_arn(default: Synth) -> None:
+    table = default.logical_id(default.stack.tables.state)
+    found = with_action(role_statements(default, "provisioner"), "dynamodb:PutItem")
+    resources = {r for s in found for r in as_list(s["Resource"])}
+    assert "${" + table + ".Arn}" in resources
+    assert "*" not in resources
+
+
+def test_node_role_and_instance_profile(default: Synth, full: Synth) -> None:
+    role = default.resources("AWS::IAM::Role")[default.logical_id(default.stack.cluster.node_role)]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    policies = sorted(flatten(p).rsplit("/", 1)[1] for p in role["ManagedPolicyArns"])
+    assert policies == sorted(
+        ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly",
+         "AmazonSSMManagedInstanceCore"]
+    )  # fmt: skip
+    default.template.has_resource_properties(
+        "AWS::IAM::InstanceProfile", {"Roles": [{"Ref": default.logical_id(default.stack.cluster.node_role)}]}
+    )
+    # An existing role is used as is (not modified), and still gets a profile.
+    assert all("KarpenterNode" not in str(r) for r in full.resources("AWS::IAM::Role").values())
+    full.template.has_resource_properties("AWS::IAM::InstanceProfile", {"Roles": ["KarpenterNodeRole-prod"]})
+
+
+def access_entries(synth: Synth) -> list[dict[str, Any]]:
+    return [flatten(r["Properties"]) for r in synth.resources("AWS::EKS::AccessEntry").values()]
+
+
+def test_access_entries_with_managed_access_policies(default: Synth) -> None:
+    entries = access_entries(default)
+    node = [e for e in entries if e["Type"] == "EC2_LINUX"]
+    assert len(node) == 1 and node[0]["ClusterName"] == "demo"
+    functions = {e["PrincipalArn"]: e for e in entries if e["Type"] == "STANDARD"}
+    assert len(functions) == 5
+    for name, role in default.stack.functions.roles.items():
+        entry = functions["${" + default.logical_id(role) + ".Arn}"]
+        (policy,) = entry["AccessPolicies"]
+        expected = "AmazonEKSAdminViewPolicy" if name in {"watcher", "provisioner"} else "AmazonEKSClusterAdminPolicy"
+        assert policy["PolicyArn"] == f"arn:${{AWS::Partition}}:eks::aws:cluster-access-policy/{expected}"
+        assert policy["AccessScope"] == {"Type": "cluster"}
+
+
+def test_access_entries_with_a_kubernetes_group(rbac: Synth, full: Synth) -> None:
+    standard = [e for e in access_entries(rbac) if e["Type"] == "STANDARD"]
+    assert len(standard) == 5
+    for entry in standard:
+        assert entry["KubernetesGroups"] == ["carpool-controller"]
+        assert "AccessPolicies" not in entry
+    # With an existing node role, its access is assumed to exist already (no EC2_LINUX entry).
+    assert not [e for e in access_entries(full) if e["Type"] == "EC2_LINUX"]
+
+
+def test_access_entries_can_be_left_out(no_access_entries: Synth) -> None:
+    no_access_entries.template.resource_count_is("AWS::EKS::AccessEntry", 0)

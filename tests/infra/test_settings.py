@@ -1,0 +1,113 @@
+"""Context parsing: one required key, typed optional ones, errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from infra.settings import Settings, SettingsError, Tag
+
+
+def test_only_cluster_name_is_required() -> None:
+    settings = Settings.from_context({"clusterName": "demo"})
+    assert settings.cluster_name == "demo"
+    assert settings.bus_name == "carpool-demo"
+    assert settings.config_parameter_name == "/carpool/demo/config"
+    assert settings.stack_name == "carpool-demo"
+    assert settings.discovery_subnet_tag == Tag("karpenter.sh/discovery", "demo")
+    assert settings.discovery_security_group_tag == Tag("karpenter.sh/discovery", "demo")
+    assert settings.node_role_arn is None and settings.vpc_id is None and settings.config_file is None
+    assert settings.access_entries and settings.reserved_concurrency and settings.retain_state
+    assert settings.log_retention_days == 30 and settings.log_level == "INFO"
+    assert not settings.wants_alarm_topic
+
+
+def test_missing_cluster_name_says_how_to_pass_it() -> None:
+    with pytest.raises(SettingsError, match=r"clusterName is required: cdk deploy -c clusterName="):
+        Settings.from_context({})
+
+
+@pytest.mark.parametrize("name", ["-leading-dash", "has space", "a" * 101, "dots.not.allowed"])
+def test_cluster_name_must_be_an_eks_name(name: str) -> None:
+    with pytest.raises(SettingsError, match="clusterName"):
+        Settings.from_context({"clusterName": name})
+
+
+def test_underscores_are_valid_in_clusters_but_not_stack_names() -> None:
+    settings = Settings.from_context({"clusterName": "team_a"})
+    assert settings.stack_name == "carpool-team-a"
+    assert settings.bus_name == "carpool-team_a"
+
+
+def test_unknown_context_key_is_a_typo() -> None:
+    with pytest.raises(SettingsError, match=r"unknown context key\(s\) \['clusterNmae'\]"):
+        Settings.from_context({"clusterName": "demo", "clusterNmae": "demo"})
+
+
+def test_cdk_own_context_keys_are_ignored() -> None:
+    Settings.from_context(
+        {
+            "clusterName": "demo",
+            "@aws-cdk/core:newStyleStackSynthesis": True,
+            "aws:cdk:enable-path-metadata": True,
+            "acknowledged-issue-numbers": [1],
+            "vpc-provider:account=1:filter.vpc-id=vpc-1:region=x": {},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("nodeRoleArn", "KarpenterNodeRole"),
+        ("nodeRoleArn", "arn:aws:iam::123:role/x"),
+        ("vpcId", "subnet-0123456789abcdef0"),
+        ("clusterEndpoint", "http://insecure"),
+        ("subnetTag", "no-equals-sign"),
+        ("logRetentionDays", "31"),
+        ("logLevel", "chatty"),
+        ("reservedConcurrency", "maybe"),
+        ("alarmEmail", "not-an-email"),
+        ("kubernetesGroup", "system:masters"),
+    ],
+)
+def test_malformed_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=key):
+        Settings.from_context({"clusterName": "demo", key: value})
+
+
+def test_values_from_the_command_line_are_strings() -> None:
+    settings = Settings.from_context(
+        {
+            "clusterName": "demo",
+            "accessEntries": "false",
+            "reservedConcurrency": "no",
+            "retainState": False,
+            "logRetentionDays": "7",
+            "logLevel": "debug",
+            "subnetTag": "team=platform",
+            "securityGroupTag": "kubernetes.io/cluster/demo=owned",
+            "alarmTopic": "true",
+            "nodeRoleArn": "arn:aws:iam::123456789012:role/path/NodeRole",
+        }
+    )
+    assert not settings.access_entries and not settings.reserved_concurrency and not settings.retain_state
+    assert settings.log_retention_days == 7 and settings.log_level == "DEBUG"
+    assert settings.discovery_subnet_tag == Tag("team", "platform")
+    assert settings.discovery_security_group_tag == Tag("kubernetes.io/cluster/demo", "owned")
+    assert settings.wants_alarm_topic
+
+
+def test_config_file_is_resolved_against_the_project(tmp_path: Path) -> None:
+    (tmp_path / "pools.yaml").write_text("kind: NodePool\n")
+    settings = Settings.from_context({"clusterName": "demo", "configFile": "pools.yaml"}, base_dir=tmp_path)
+    assert settings.config_file == tmp_path / "pools.yaml"
+    with pytest.raises(SettingsError, match="configFile='missing.yaml'"):
+        Settings.from_context({"clusterName": "demo", "configFile": "missing.yaml"}, base_dir=tmp_path)
+
+
+def test_inconsistent_combinations_are_refused() -> None:
+    with pytest.raises(SettingsError, match="clusterSecurityGroupId needs vpcId"):
+        Settings.from_context({"clusterName": "demo", "clusterSecurityGroupId": "sg-0123456789abcdef0"})
+    with pytest.raises(SettingsError, match="kubernetesGroup"):
+        Settings.from_context({"clusterName": "demo", "kubernetesGroup": "carpool", "accessEntries": "false"})

@@ -1,0 +1,309 @@
+"""LightkubeCluster against an in-process fake API server (httpx mock transport): no cluster needed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx2
+import pytest
+from lightkube import AsyncClient, Client
+
+from carpool.adapters.k8s import convert
+from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster, WatchExpired, kube_config
+from carpool.ports import EvictionBlocked
+from carpool.taints import Taint
+
+SERVER = "https://k8s.test"
+
+
+class FixedToken:
+    stale = False
+
+    def token(self) -> str:
+        return "k8s-aws-v1.test"
+
+
+def pod(name: str, rv: str = "1", namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "spec": {
+            "containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "500m"}}}]
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def node(name: str, rv: str = "7", taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "resourceVersion": rv,
+            "labels": {"node.kubernetes.io/instance-type": "m5.large"},
+        },
+        "spec": {"taints": taints or []},
+        "status": {"capacity": {"cpu": "2", "memory": "7935916Ki", "pods": "29"}},
+    }
+
+
+def status(code: int, reason: str, message: str) -> httpx2.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
+    return httpx2.Response(code, json=body)
+
+
+class FakeApi:
+    """Routes requests by (method, path) to handlers; records every request."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Callable[[httpx2.Request], Any]] = {}
+        self.requests: list[httpx2.Request] = []
+
+    def on(self, method: str, path: str, handler: Callable[[httpx2.Request], Any]) -> None:
+        self.routes[(method, path)] = handler
+
+    def __call__(self, request: httpx2.Request) -> Any:
+        self.requests.append(request)
+        handler = self.routes.get((request.method, request.url.path))
+        if handler is None:
+            return status(404, "NotFound", f"{request.method} {request.url.path} not found")
+        return handler(request)
+
+
+def cluster_on(api: FakeApi) -> LightkubeCluster:
+    transport = httpx2.MockTransport(api)
+    return LightkubeCluster(
+        "test",
+        "us-east-1",
+        access=ClusterAccess(SERVER, ""),
+        tokens=FixedToken(),
+        client_factory=lambda config: Client(config=config, transport=transport),
+        async_client_factory=lambda config: AsyncClient(config=config, transport=transport),
+    )
+
+
+# -- conversion helpers -------------------------------------------------------------------------------------
+def test_conversion_helpers() -> None:
+    ds = {"spec": {"template": {"spec": {"containers": [
+        {"name": "aws-eks-nodeagent", "env": [{"name": "X", "value": "1"}]},
+        {"name": "aws-node", "env": [
+            {"name": "ENABLE_PREFIX_DELEGATION", "value": "true"},
+            {"name": "MY_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        ]},
+    ]}}}}  # fmt: skip
+    assert convert.container_env(ds, "aws-node") == {"ENABLE_PREFIX_DELEGATION": "true"}
+    assert convert.container_env({}, "aws-node") == {}
+    assert convert.split_pod_key("team-a/web-1") == ("team-a", "web-1")
+    assert convert.split_pod_key("web-1") == ("default", "web-1")
+
+    existing = [{"key": "a", "effect": "NoSchedule"}]
+    assert convert.taints_with(existing, Taint("a", "NoSchedule")) is None
+    assert convert.taints_with(existing, Taint("a", "NoSchedule", "v")) == [
+        {"key": "a", "effect": "NoSchedule", "value": "v"}
+    ]
+    assert convert.taints_with(existing, Taint("b", "NoExecute")) == [
+        *existing,
+        {"key": "b", "effect": "NoExecute"},
+    ]
+    assert convert.resource_version({"metadata": {"resourceVersion": "9"}}) == "9"
+
+
+def test_kube_config_carries_token_and_ca() -> None:
+    config = kube_config(ClusterAccess(SERVER, "Q0E="), "tok").get()
+    assert config.cluster.server == SERVER
+    assert config.cluster.certificate_auth_data == "Q0E="
+    assert config.user is not None and config.user.token == "tok"
+
+
+# -- reads ----------------------------------------------------------------------------------------------------
+def test_list_pods_converts_to_api_models_and_remembers_the_version() -> None:
+    api = FakeApi()
+    api.on("GET", "/api/v1/pods", lambda r: httpx2.Response(
+        200, json={"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "123"},
+                   "items": [pod("web-1"), pod("web-2", namespace="team-a")]}))  # fmt: skip
+    api.on("GET", "/api/v1/nodes", lambda r: httpx2.Response(
+        200, json={"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "456"}, "items": [node("n1")]}))  # fmt: skip
+    cluster = cluster_on(api)
+
+    pods = cluster.list_pods()
+    assert [p.key for p in pods] == ["default/web-1", "team-a/web-2"]
+    assert pods[0].requests()["cpu"] == 500
+    (n,) = cluster.list_nodes()
+    assert n.metadata.name == "n1"
+    assert cluster.resource_versions == {"Pod": "123", "Node": "456"}
+    assert api.requests[0].headers["authorization"] == "Bearer k8s-aws-v1.test"
+    assert api.requests[0].url.params["limit"] == "500"
+
+
+def test_cni_env_reads_the_aws_node_daemonset() -> None:
+    api = FakeApi()
+    cluster = cluster_on(api)
+    assert cluster.cni_env() == {}  # no VPC CNI: 404
+    api.on("GET", "/apis/apps/v1/namespaces/kube-system/daemonsets/aws-node", lambda r: httpx2.Response(200, json={
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "aws-node", "namespace": "kube-system"},
+        "spec": {"selector": {}, "template": {"spec": {"containers": [
+            {"name": "aws-node", "env": [{"name": "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "value": "true"}]}]}}}}))  # fmt: skip
+    assert cluster.cni_env() == {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "true"}
+
+
+# -- writes ---------------------------------------------------------------------------------------------------
+def test_cordon_and_taint_patch_the_node() -> None:
+    api = FakeApi()
+    patches: list[tuple[str, dict[str, Any]]] = []
+
+    def patch(request: httpx2.Request) -> httpx2.Response:
+        patches.append((request.headers["content-type"], json.loads(request.content)))
+        return httpx2.Response(200, json=node("n1", rv="8"))
+
+    api.on(
+        "GET",
+        "/api/v1/nodes/n1",
+        lambda r: httpx2.Response(200, json=node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])),
+    )
+    api.on("PATCH", "/api/v1/nodes/n1", patch)
+    cluster = cluster_on(api)
+
+    cluster.cordon("n1")
+    cluster.taint("n1", Taint("karpenter.sh/disrupted", "NoSchedule"))
+    cluster.taint("n1", Taint("a", "NoSchedule"))  # already there: no patch
+
+    assert patches[0] == ("application/strategic-merge-patch+json", {"spec": {"unschedulable": True}})
+    assert patches[1] == (
+        "application/merge-patch+json",
+        {
+            "metadata": {"resourceVersion": "7"},
+            "spec": {
+                "taints": [
+                    {"key": "a", "effect": "NoSchedule"},
+                    {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
+                ]
+            },
+        },
+    )
+    assert len(patches) == 2
+
+
+def test_eviction_blocked_by_a_pdb() -> None:
+    api = FakeApi()
+    path = "/api/v1/namespaces/team-a/pods/web-1/eviction"
+    api.on(
+        "POST",
+        path,
+        lambda r: status(
+            429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget."
+        ),
+    )
+    cluster = cluster_on(api)
+    with pytest.raises(EvictionBlocked, match="team-a/web-1"):
+        cluster.evict("team-a/web-1")
+    body = json.loads(api.requests[-1].content)
+    assert body["kind"] == "Eviction" and body["metadata"] == {"name": "web-1", "namespace": "team-a"}
+
+    api.on("POST", path, lambda r: httpx2.Response(201, json={"kind": "Status", "status": "Success"}))
+    cluster.evict("team-a/web-1")
+    cluster.evict("team-a/gone")  # 404: already gone is evicted
+
+
+def test_delete_node_tolerates_a_missing_node() -> None:
+    api = FakeApi()
+    api.on(
+        "DELETE",
+        "/api/v1/nodes/n1",
+        lambda r: httpx2.Response(200, json={"kind": "Status", "status": "Success"}),
+    )
+    cluster = cluster_on(api)
+    cluster.delete_node("n1")
+    cluster.delete_node("n2")
+    assert [r.url.path for r in api.requests] == ["/api/v1/nodes/n1", "/api/v1/nodes/n2"]
+
+
+# -- watch ----------------------------------------------------------------------------------------------------
+def watch_lines(*events: tuple[str, dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps({"type": t, "object": o}).encode() + b"\n" for t, o in events)
+
+
+async def quiet_server() -> AsyncIterator[bytes]:
+    """A watch connection on which nothing happens (until the client gives up)."""
+    await asyncio.sleep(3600)
+    yield b""
+
+
+def consume(cluster: LightkubeCluster, versions: dict[str, str], timeout: float) -> list[Any]:
+    """Run `watch` in a thread so a hang fails the test instead of blocking the run."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.extend(cluster.watch(versions, timeout))
+        except Exception as e:  # noqa: BLE001 - handed to the assertion below
+            out.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive(), "watch did not stop at its deadline"
+    return out
+
+
+def test_watch_streams_both_kinds_and_stops_at_the_deadline() -> None:
+    api = FakeApi()
+    served: dict[str, int] = {}
+
+    def route(kind: str, body: bytes) -> Callable[[httpx2.Request], httpx2.Response]:
+        def handler(request: httpx2.Request) -> httpx2.Response:
+            served[kind] = served.get(kind, 0) + 1
+            assert request.url.params["watch"] == "true"
+            if served[kind] == 1:
+                served[f"{kind}-rv"] = request.url.params.get("resourceVersion")  # type: ignore[assignment]
+                return httpx2.Response(200, content=body)
+            return httpx2.Response(200, content=quiet_server())  # reconnect: nothing more happens
+
+        return handler
+
+    api.on(
+        "GET",
+        "/api/v1/pods",
+        route("Pod", watch_lines(("ADDED", pod("web-1", "11")), ("MODIFIED", pod("web-1", "12")))),
+    )
+    api.on("GET", "/api/v1/nodes", route("Node", watch_lines(("BOOKMARK", {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": "20"}}), ("DELETED", node("n1", "21")))))  # fmt: skip
+
+    events = consume(cluster_on(api), {"Pod": "10", "Node": "19"}, timeout=0.5)
+
+    assert all(not isinstance(e, Exception) for e in events), events
+    assert sorted((e.kind, e.type, e.resource_version) for e in events) == [
+        ("Node", "DELETED", "21"),
+        ("Pod", "ADDED", "11"),
+        ("Pod", "MODIFIED", "12"),
+    ]
+    assert served["Pod-rv"] == "10" and served["Node-rv"] == "19"
+    assert next(e for e in events if e.kind == "Pod").obj.key == "default/web-1"
+
+
+def test_watch_with_an_expired_version_asks_for_a_relist() -> None:
+    api = FakeApi()
+    api.on("GET", "/api/v1/pods", lambda r: status(410, "Expired", "too old resource version: 1 (200)"))
+    api.on("GET", "/api/v1/nodes", lambda r: httpx2.Response(200, content=quiet_server()))
+    (error,) = consume(cluster_on(api), {"Pod": "1"}, timeout=5)
+    assert isinstance(error, WatchExpired) and error.kind == "Pod"
+
+
+def test_from_settings_uses_the_stacks_endpoint_and_ca() -> None:
+    from types import SimpleNamespace
+
+    settings = SimpleNamespace(cluster_name="prod", region="eu-west-1", cluster_endpoint=SERVER, cluster_ca="Q0E=")
+    cluster = LightkubeCluster.from_settings(settings)
+    assert cluster.access == ClusterAccess(SERVER, "Q0E=")  # no DescribeCluster needed
+    assert cluster.cluster_name == "prod"
