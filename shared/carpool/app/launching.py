@@ -110,7 +110,11 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
     )
 
 
-def launch(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailable: set[tuple[str, str, str]], now: datetime) -> LaunchAttempt:
+def launch(
+    claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailable: set[tuple[str, str, str]], now: datetime,
+    claim_name: str,
+) -> LaunchAttempt:
+    """One CreateFleet for `claim`, tagged with the ledger's `claim_name` (how orphans are traced back)."""
     ct = choose_capacity_type(claim, ctx, unavailable)
     if ct is None:
         return LaunchAttempt(error="no available offering for any instance type of the claim")
@@ -125,10 +129,10 @@ def launch(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailabl
     overrides = [
         fleet.FleetOverride(lt_of[t], t, subnet_by_zone[z], z, price) for t, z, price in offers if t in lt_of
     ]
-    tags = fleet.fleet_tags(deps.settings.cluster_name, ctx.nodepool.name, claim.name, ctx.nodeclass.name,
+    tags = fleet.fleet_tags(deps.settings.cluster_name, ctx.nodepool.name, claim_name, ctx.nodeclass.name,
                             ctx.nodeclass.spec.tags)
     tags[CREATED_AT_TAG] = now.isoformat()
-    request = fleet.build_fleet_request(claim.name, ct, overrides, tags)
+    request = fleet.build_fleet_request(claim_name, ct, overrides, tags)
     outcome = fleet.parse_fleet_response(deps.compute.create_fleet(request))
     return _attempt(outcome, ct, ctx)
 

@@ -157,7 +157,7 @@ def _launch_all(
                 outcome.refused[pod] = refused.reason
             outcome.decisions.append(f"claim for {len(planned.pods)} pods in {planned.pool} refused: {refused.reason}")
             continue
-        attempt = launching.launch(planned, ctx, deps, unavailable, now)
+        attempt = launching.launch(planned, ctx, deps, unavailable, now, claim.name)
         if attempt.instance is not None:
             _launched(claim, attempt, ctx, deps, reason, outcome, now)
             continue

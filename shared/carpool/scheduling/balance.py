@@ -15,10 +15,11 @@ existing nodes, claims already open, then new claims seeded with the biggest pod
 3. what rounding left is topped up greedily: the shape whose normalized request best matches the free
    room (the dot-product heuristic of vector bin packing), a quarter of what fits at a time.
 
-"Unconstrained" = no topology spread, no pod (anti-)affinity (required or preferred), not selected by
-anyone's spread or (anti-)affinity, no host ports, no preferred node affinity. Node selectors, required
-node affinity and tolerations are fine: they are checked per bin as usual. Pods this phase cannot place go
-through the normal queue afterwards (relaxation, explanations).
+"Unconstrained" (`is_free`) = no topology spread, no pod (anti-)affinity (required or preferred), no host
+ports, no preferred node affinity, not the target of anyone's pod affinity or required anti-affinity.
+Node selectors, required node affinity and tolerations are fine: they are checked per bin as usual, and
+placements are counted in every topology group that selects the pods. Pods left over go through the
+normal queue afterwards (relaxation, explanations), with every other group still pending.
 """
 
 from __future__ import annotations
@@ -27,23 +28,30 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from carpool.resources import CPU, MEMORY, PODS
-from carpool.scheduling.options import InstanceIndex, bits
+from carpool.scheduling.topology import AFFINITY
 
 if TYPE_CHECKING:  # pragma: no cover
     from carpool.scheduling.claim import Bin
     from carpool.scheduling.scheduler import Scheduler, _GroupState
 
 CHUNK = 4  # greedy top-up adds a quarter of what fits, then looks again
+TARGET_TOLERANCE = 0.02  # options this close to the most efficient count as equally good (take the biggest)
 GIB = 2**30
 
 
 def is_free(gs: _GroupState) -> bool:
-    """Whether a pod group takes part in no topology rule (its placement moves no count)."""
+    """Whether a pod group has no placement rule of its own beyond node affinity and tolerations.
+
+    It may still be *counted* by other pods' spreads or preferred anti-affinity (those rules bind the
+    pods that declare them, which were placed first), but not be the target of someone's pod affinity
+    (those pods need it placed first, in Karpenter's order) nor of a required anti-affinity (that binds
+    it too: anti-affinity is symmetric).
+    """
     pod = gs.pod
     if (pod.spread or pod.affinity or pod.anti_affinity or pod.preferred_affinity or pod.preferred_anti_affinity
             or pod.host_ports or pod.preferred_node_affinity):
         return False
-    return not gs.counted_by and not gs.inverse_selecting
+    return not gs.inverse_selecting and not any(tg.kind == AFFINITY for tg in gs.counted_by)
 
 
 @dataclass(eq=False)
@@ -78,7 +86,6 @@ class _Filler:
         self.shapes = sorted(by_key.values(), key=lambda sh: (-sh.cpu, -sh.memory))
         for sh in self.shapes:
             sh.recount()
-        self._targets: dict[tuple[int, int, float | None], int] = {}
 
     # -- driver -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -125,11 +132,7 @@ class _Filler:
         if b.capacity is not None or b.pool is None:
             return b.room()
         index = b.pool.index
-        growable = b.options & b.cap
-        key = (b.pool.id, growable, None if ratio is None else round(ratio, 2))
-        target = self._targets.get(key)
-        if target is None:
-            target = self._targets[key] = _best_option(index, growable, ratio)
+        target = index.largest(index.efficient(b.options & b.cap, TARGET_TOLERANCE, ratio))
         alloc = index.types[target].allocatable
         return {r: alloc.get(r, 0) - b.used.get(r, 0) for r in (CPU, MEMORY, PODS)}
 
@@ -142,8 +145,12 @@ class _Filler:
             return
         low = [sh for sh in usable if sh.memory * t_cpu < t_mem * sh.cpu]  # relatively cpu-heavy
         high = [sh for sh in usable if not sh.memory * t_cpu < t_mem * sh.cpu]
-        alpha, beta = _fractions(_totals(low), _totals(high), (t_cpu, t_mem))
-        count = alpha * sum(sh.left for sh in low) + beta * sum(sh.left for sh in high)
+        lows, highs = _totals(low), _totals(high)
+        n_low, n_high = sum(sh.left for sh in low), sum(sh.left for sh in high)
+        both = _fractions(lows, highs, (t_cpu, t_mem))  # fills the target's cpu and memory
+        f = _fractions((lows[0] + highs[0], lows[1] + highs[1]), (0.0, 0.0), (t_cpu, t_mem))[0]
+        alpha, beta = self._cheaper(b, lows, highs, both, (f, f))  # or the remaining demand's own mix
+        count = alpha * n_low + beta * n_high
         if count > t_pods:
             alpha, beta = alpha * t_pods / count, beta * t_pods / count
         items: list[tuple[_GroupState, int]] = []
@@ -164,6 +171,23 @@ class _Filler:
                 self.s._try_bin(gs, self.s._vstate(gs), b, None, limit=k)
         for sh in usable:
             sh.recount()
+
+    def _cheaper(self, b: Bin, lows: tuple[float, float], highs: tuple[float, float],
+                 *choices: tuple[float, float]) -> tuple[float, float]:
+        """Among mixes (alpha, beta), the one leaving the demand that is cheapest to serve afterwards,
+        estimated at the pool's best price per unit of the leftover's shape (one-step lookahead: filling
+        a bin to the brim only pays when some type suits what it leaves behind)."""
+        if b.pool is None or b.capacity is not None:
+            return choices[-1]
+        index = b.pool.index
+        best, best_cost = choices[-1], float("inf")
+        for alpha, beta in reversed(choices):
+            cpu = (1 - alpha) * lows[0] + (1 - beta) * highs[0]
+            mem = (1 - alpha) * lows[1] + (1 - beta) * highs[1]
+            cost = index.unit_cost(cpu, mem)
+            if cost < best_cost - 1e-12:
+                best, best_cost = (alpha, beta), cost
+        return best
 
     def _greedy(self, b: Bin, ratio: float | None) -> None:
         """Top up: the best-matching shape, a quarter of what fits, until nothing fits."""
@@ -214,23 +238,6 @@ def _ratio(shapes: list[_Shape]) -> float | None:
     cpu = sum(sh.cpu * sh.left for sh in shapes)
     mem = sum(sh.memory * sh.left for sh in shapes)
     return (mem / GIB) / (cpu / 1000) if cpu and mem else None
-
-
-def _best_option(index: InstanceIndex, mask: int, ratio: float | None) -> int:
-    """The type of `mask` cheapest per vCPU of a workload with `ratio` GiB per vCPU (within 2 %: the
-    bigger one)."""
-    best, best_eff, best_cpu = -1, float("inf"), 0
-    for i in bits(mask):
-        price = index.prices[i]
-        alloc = index.types[i].allocatable
-        cpu = alloc.get(CPU, 0) / 1000
-        held = cpu if ratio is None else min(cpu, alloc.get(MEMORY, 0) / GIB / ratio)
-        if price is None or held <= 0:
-            continue
-        eff = price / held
-        if eff < best_eff * 0.98 or (eff <= best_eff * 1.02 and cpu > best_cpu):
-            best, best_eff, best_cpu = i, min(eff, best_eff), cpu
-    return best if best >= 0 else (mask & -mask).bit_length() - 1
 
 
 def _totals(shapes: list[_Shape]) -> tuple[float, float]:

@@ -12,6 +12,7 @@ per requested resource.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -111,8 +112,7 @@ class InstanceIndex:
         self.zones = sorted({z for z, _ in self._offer})
         self.capacity_types = sorted({c for _, c in self._offer})
         self._offer_cache: dict[tuple[Requirement | None, Requirement | None], int] = {}
-        self._eff_sorted: list[float] = []
-        self._eff_prefix: list[int] = []
+        self._rankings: dict[int | None, tuple[list[float], list[int]]] = {}
 
     @staticmethod
     def _ladders(lists: Sequence[Mapping[str, int]]) -> dict[str, _Ladder]:
@@ -163,31 +163,45 @@ class InstanceIndex:
 
     # -- cost efficiency ----------------------------------------------------------------------------
     def set_shape(self, gib_per_vcpu: float | None) -> None:
-        """Rank types by price per unit of the batch's workload shape.
+        """Rank types by price per unit of the batch's workload shape (the default for `efficient`).
 
         A node of type t holds `min(cpu_t, memory_t / gib_per_vcpu)` vCPU worth of a workload that asks
         `gib_per_vcpu` GiB per vCPU; its price divided by that is what a unit of the workload costs on
         it. (A 2-vCPU burstable type with 15 MiB of allocatable memory is cheap per vCPU and useless.)
         """
+        self._shape = gib_per_vcpu
+        self._ranking(gib_per_vcpu)
+
+    def _ranking(self, gib_per_vcpu: float | None) -> tuple[list[float], list[int]]:
+        """(efficiencies ascending, prefix masks) for a shape, quantized to quarter octaves and cached."""
+        key = None if not gib_per_vcpu else round(math.log2(gib_per_vcpu) * 4)
+        got = self._rankings.get(key)
+        if got is not None:
+            return got
+        ratio = None if key is None else 2 ** (key / 4)
         eff: list[tuple[float, int]] = []
         for i, it in enumerate(self.types):
             price = self.prices[i]
             cpu = it.allocatable.get("cpu", 0) / 1000
             mem = it.allocatable.get("memory", 0) / 2**30
-            held = cpu if not gib_per_vcpu else min(cpu, mem / gib_per_vcpu)
+            held = cpu if ratio is None else min(cpu, mem / ratio)
             eff.append((price / held if price is not None and held > 0 else float("inf"), i))
         eff.sort()
-        self._eff_sorted = [e for e, _ in eff]
         prefix, acc = [], 0
         for _, i in eff:
             acc |= 1 << i
             prefix.append(acc)
-        self._eff_prefix = prefix
+        got = self._rankings[key] = ([e for e, _ in eff], prefix)
+        return got
 
-    def efficient(self, mask: int, tolerance: float) -> int:
+    def efficient(self, mask: int, tolerance: float, gib_per_vcpu: float | None | object = ...) -> int:
         """The types of `mask` whose cost per workload unit is within `tolerance` of the best in `mask`
-        (all of `mask` when no shape was set)."""
-        prefix = self._eff_prefix
+        (shape: the batch's, unless given; all of `mask` when no shape was ever set)."""
+        if gib_per_vcpu is ...:
+            if not hasattr(self, "_shape"):
+                return mask
+            gib_per_vcpu = self._shape
+        eff_sorted, prefix = self._ranking(gib_per_vcpu)  # type: ignore[arg-type]
         if not prefix or not mask or not (prefix[-1] & mask):
             return mask
         lo, hi = 0, len(prefix) - 1
@@ -197,11 +211,31 @@ class InstanceIndex:
                 hi = mid
             else:
                 lo = mid + 1
-        best = self._eff_sorted[lo]
+        best = eff_sorted[lo]
         if best == float("inf"):
             return mask
-        last = bisect_right(self._eff_sorted, best * (1 + tolerance)) - 1
+        last = bisect_right(eff_sorted, best * (1 + tolerance)) - 1
         return prefix[last] & mask
+
+    def unit_cost(self, cpu_millis: float, memory_bytes: float) -> float:
+        """Rough hourly cost of serving this much cpu and memory with the pool's most efficient type for
+        its shape (fractional nodes; for comparing leftovers, not for billing)."""
+        if cpu_millis <= 0 and memory_bytes <= 0:
+            return 0.0
+        ratio = (memory_bytes / 2**30) / (cpu_millis / 1000) if cpu_millis > 0 else 1e6
+        eff_sorted, _ = self._ranking(max(ratio, 1e-6) if memory_bytes > 0 else None)
+        if not eff_sorted or eff_sorted[0] == float("inf"):
+            return float("inf")
+        vcpus = cpu_millis / 1000 if cpu_millis > 0 else memory_bytes / 2**30 / ratio
+        return eff_sorted[0] * vcpus
+
+    def largest(self, mask: int, name: str = "cpu") -> int:
+        """Index of a type of `mask` with the most allocatable `name` (the cheapest such)."""
+        ladder = self._resources.get(name)
+        if ladder is None or not mask:
+            return lowest_bit(mask)
+        top = ladder.maximum(mask)
+        return lowest_bit(mask & ladder.at_least(top))
 
     # -- requirements -------------------------------------------------------------------------------
     def _key_mask(self, key: str, req: Requirement) -> int:

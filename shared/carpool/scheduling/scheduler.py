@@ -262,7 +262,7 @@ class Scheduler:
         free = [gs for gs in self.groups if balance.is_free(gs)]
         self._run_queue([gs for gs in self.groups if not balance.is_free(gs)])
         balance.place_free(self, free)
-        self._run_queue([gs for gs in free if gs.remaining])
+        self._run_queue([gs for gs in self.groups if gs.remaining])
         return self._result(opted_out)
 
     def _run_queue(self, groups: list[_GroupState]) -> None:
@@ -622,6 +622,10 @@ class Scheduler:
             b.ports.extend(gs.pod.host_ports)
         self._assign(gs, vs, b, k)
         self._changed(b)
+        self._record(gs, b, k)
+
+    def _record(self, gs: _GroupState, b: Bin, k: int) -> None:
+        """Count k pods of the group on bin b in every topology group that selects them."""
         sig = b.sig
         for tg in gs.counted_by:
             if tg.kind == SPREAD and tg.node_filter and not self._filter_ok(tg, sig):
@@ -682,6 +686,7 @@ class Scheduler:
         for gs, k in items:
             if k:
                 self._assign(gs, self._vstate(gs), b, k)
+                self._record(gs, b, k)
         self._changed(b)
         return True
 

@@ -86,7 +86,7 @@ def deployments(draw, index: int) -> list[PodSpec]:
     if draw(st.booleans()):
         kw["preferred_node_affinity"] = (PreferredNodeTerm(10, Requirements.from_labels({L.ZONE: draw(st.sampled_from(ZONES))})),)
     topo = draw(st.sampled_from(["none", "zone-spread", "host-spread", "host-anti", "zone-anti", "zone-aff", "host-aff",
-                                 "pref-anti", "soft-spread", "ports"]))
+                                 "pref-anti", "soft-spread", "ports", "spread-d0", "pref-anti-d0"]))
     me = LabelSelector.of(labels)
     if topo == "zone-spread":
         kw["spread"] = (TopologySpread(L.ZONE, draw(st.integers(1, 2)), selector=me,
@@ -106,6 +106,11 @@ def deployments(draw, index: int) -> list[PodSpec]:
         kw["affinity"] = (AffinityTerm(L.HOSTNAME, me),)
     elif topo == "pref-anti":
         kw["preferred_anti_affinity"] = (WeightedAffinityTerm(50, AffinityTerm(L.HOSTNAME, me)),)
+    elif topo == "spread-d0":  # counts d0's pods, which may otherwise be unconstrained
+        kw["spread"] = (TopologySpread(draw(st.sampled_from([L.ZONE, L.HOSTNAME])), 1,
+                                       selector=LabelSelector.of({"app": "d0"})),)
+    elif topo == "pref-anti-d0":
+        kw["preferred_anti_affinity"] = (WeightedAffinityTerm(50, AffinityTerm(L.HOSTNAME, LabelSelector.of({"app": "d0"}))),)
     elif topo == "ports":
         kw["host_ports"] = (HostPort(8080),)
     cpu = draw(st.sampled_from([100, 500, 1000, 1500, 3000, 7000]))

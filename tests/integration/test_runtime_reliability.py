@@ -1,0 +1,211 @@
+"""Runtime reliability against local AWS (moto on 127.0.0.1), through the real provisioner handler and
+use cases: at-least-once delivery, concurrent provisioners, and a crash between CreateFleet and the claim
+write. The cluster is the simulation's in-memory one; everything else is the production adapters."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carpool.api import events
+from carpool.api.k8s import Pod
+from carpool.app import disrupt, provision, wiring
+from carpool.app.settings import Settings
+from carpool.app.sources import StaticCatalogSource
+from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.lambdas import load_handler
+from carpool.sim.localaws import LocalAws
+from carpool.state.models import ClaimStatus
+
+CLUSTER = "itest"  # the session LocalAws fixture's cluster (conftest.CLUSTER)
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+CONFIG = f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  template:
+    spec:
+      requirements:
+        - {{key: karpenter.k8s.aws/instance-family, operator: In, values: [c5, m5]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  limits: {{cpu: "{{limit}}"}}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: node-role
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def env(local_aws: LocalAws, state_tables: Any, network: Any, event_path: Any) -> Iterator[dict[str, Any]]:
+    local_aws.seed_amis([
+        {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2026-01-01T00:00:00Z",
+         "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"},
+    ])
+    _terminate_all(local_aws)
+    clock = Clock()
+    yield {"aws": local_aws, "clock": clock}
+    wiring.use(None)
+
+
+def _deps(aws: LocalAws, clock: Clock, limit: int = 10_000) -> wiring.Dependencies:
+    aws.put_config(CONFIG.replace("{limit}", str(limit)))
+    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+    cluster = SimulatedCluster(clock)
+    deps = wiring.build_from_env(settings, cluster=cluster)
+    # the shipped catalog keeps these tests fast; the EC2-built catalog is covered by the simulation
+    return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
+
+
+def _pods(n: int, cpu: str = "1", prefix: str = "p") -> list[Pod]:
+    return [Pod.model_validate({
+        "metadata": {"name": f"{prefix}{i}", "namespace": "default", "uid": f"{prefix}{i}"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+    }) for i in range(n)]
+
+
+def _sqs_event(pods: list[Pod], now: datetime, copies: int = 1) -> dict[str, Any]:
+    records = []
+    for c in range(copies):
+        for i, pod in enumerate(pods):
+            entry = events.pod_unschedulable_entry(CLUSTER, pod, now, "bus")
+            body = json.dumps(events.delivered_event(entry, event_id=f"e{c}-{i}"))
+            records.append({"messageId": f"m{c}-{i}", "receiptHandle": "r", "body": body, "attributes": {},
+                            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"})
+    return {"Records": records}
+
+
+def _running(aws: LocalAws) -> list[dict[str, Any]]:
+    out = aws.client("ec2").describe_instances(Filters=[
+        {"Name": "tag:carpool.dev/cluster", "Values": [CLUSTER]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    return [i for r in out["Reservations"] for i in r["Instances"]]
+
+
+def _terminate_all(aws: LocalAws) -> None:
+    ids = [i["InstanceId"] for i in _running(aws)]
+    if ids:
+        aws.client("ec2").terminate_instances(InstanceIds=ids)
+
+
+class Ctx:
+    function_name = "provisioner"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:provisioner"
+    aws_request_id = "req"
+
+
+def test_provisioner_handler_launches_and_records_claims(env: dict[str, Any]) -> None:
+    deps = _deps(env["aws"], env["clock"])
+    wiring.use(deps)
+    handler = load_handler("provisioner", ROOT / "functions")
+    response = handler(_sqs_event(_pods(6), T0), Ctx())
+    assert response == {"batchItemFailures": []}
+    instances = _running(env["aws"])
+    claims = deps.ledger.active()
+    assert instances and len(instances) == len(claims)
+    assert {c.instance_id for c in claims} == {i["InstanceId"] for i in instances}
+    assert sorted(p for c in claims for p in c.pods) == sorted(f"default/p{i}" for i in range(6))
+    assert all(c.status == ClaimStatus.LAUNCHED for c in claims)
+
+
+def test_every_event_delivered_three_times_launches_nothing_extra(env: dict[str, Any]) -> None:
+    deps = _deps(env["aws"], env["clock"])
+    wiring.use(deps)
+    handler = load_handler("provisioner", ROOT / "functions")
+    pods = _pods(8)
+    handler(_sqs_event(pods, T0, copies=3), Ctx())          # duplicates within one batch
+    first = {i["InstanceId"] for i in _running(env["aws"])}
+    for _ in range(2):                                         # and redelivered in later batches
+        env["clock"].now += timedelta(seconds=30)
+        handler(_sqs_event(pods, env["clock"].now), Ctx())
+    assert first and {i["InstanceId"] for i in _running(env["aws"])} == first
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_two_concurrent_provisioners_never_double_launch_or_pass_the_limit(env: dict[str, Any], seed: int) -> None:
+    rng = random.Random(seed)
+    limit = 300
+    deps = _deps(env["aws"], env["clock"], limit=limit)
+    pods = _pods(500, cpu="500m")
+    batches = []
+    for _ in range(2):  # overlapping, differently ordered halves
+        chosen = rng.sample(pods, rng.randint(250, 500))
+        batches.append(chosen)
+    errors: list[BaseException] = []
+
+    def work(batch: list[Pod]) -> None:
+        try:
+            provision.provision_pods(batch, deps, reason="test")
+        except BaseException as exc:  # pragma: no cover - surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    claims = deps.ledger.active()
+    nominated = [p for c in claims for p in c.pods]
+    assert len(nominated) == len(set(nominated)), "a pod was provisioned twice"
+    assert len(_running(env["aws"])) == len(claims)
+    cpu_reserved = sum(c.reserved.get("cpu", 0) for c in claims)
+    assert cpu_reserved <= limit * 1000
+    assert deps.ledger.usage().get("default", {}).get("cpu", 0) == cpu_reserved
+
+
+def test_crash_between_launch_and_claim_write_is_cleaned_up(env: dict[str, Any]) -> None:
+    deps = _deps(env["aws"], env["clock"])
+    pods = _pods(3)
+
+    class Crash(Exception):
+        pass
+
+    real_mark = deps.ledger.mark_launched
+
+    def die(claim: Any) -> None:
+        raise Crash("Lambda killed after CreateFleet")
+
+    deps.ledger.mark_launched = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        provision.provision_pods(pods, deps, reason="test")
+    deps.ledger.mark_launched = real_mark  # type: ignore[method-assign]
+    orphans = _running(env["aws"])
+    assert len(orphans) == 1
+    # within the grace period nothing is touched
+    assert disrupt.run(deps).orphans == []
+    env["clock"].now += timedelta(seconds=deps.settings.orphan_grace_seconds + 1)
+    summary = disrupt.run(deps)
+    assert summary.orphans == [orphans[0]["InstanceId"]]
+    assert _running(env["aws"]) == []
+    outcome = provision.provision_pods(pods, deps, reason="test")
+    assert outcome.launched and sorted(p for c in outcome.launched for p in c.pods) == sorted(p.key for p in pods)
+    assert len(_running(env["aws"])) == 1
