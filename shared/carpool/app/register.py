@@ -15,6 +15,7 @@ from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.app import images
 from carpool.app.wiring import Dependencies
+from carpool.state.models import Claim
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,11 @@ def _registered(node: Node, deps: Dependencies, summary: RegisterSummary) -> Non
         summary.ignored[node.name] = "node not launched by carpool"
         log.info("node %s is not carpool's; left alone", node.name)
         return
-    claim_name = node.labels.get(labels.CLAIM, "")
-    claim = deps.ledger.mark_registered(claim_name, node.name, deps.clock())
+    known = claim_of(node, deps)
+    claim = deps.ledger.mark_registered(known.name, node.name, deps.clock()) if known else None
     if claim is None:
-        summary.ignored[node.name] = f"no claim {claim_name!r}"
-        log.warning("node %s names claim %r which carpool does not know", node.name, claim_name)
+        summary.ignored[node.name] = f"no claim for instance {node.instance_id()}"
+        log.warning("node %s (instance %s) has no claim carpool knows", node.name, node.instance_id())
         return
     summary.registered.append(node.name)
     reason = learn(node, claim.nodeclass, claim.image_id, deps)
@@ -60,6 +61,15 @@ def _registered(node: Node, deps: Dependencies, summary: RegisterSummary) -> Non
         log.info("capacity of node %s not learned: %s", node.name, reason)
     else:
         summary.learned.append(node.name)
+
+
+def claim_of(node: Node, deps: Dependencies) -> Claim | None:
+    """The node's claim: by the instance in its providerID (always there), else by a claim label."""
+    instance_id = node.instance_id()
+    claim = deps.ledger.find_by_instance(instance_id) if instance_id else None
+    if claim is None and node.labels.get(labels.CLAIM):
+        claim = deps.ledger.get(node.labels[labels.CLAIM])
+    return claim
 
 
 def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dependencies) -> str | None:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from carpool import labels
+from carpool import labels, observability
 from carpool.api import events
 from carpool.api.k8s import Node, Pod
+from carpool.app import register
 from carpool.app.wiring import Dependencies
 from carpool.state.models import ClaimStatus
 
@@ -32,6 +33,7 @@ class WatchSummary:
     failed: int = 0
     watch_events: int = 0
     resource_versions: dict[str, str] = field(default_factory=dict)
+    oldest_pending_seconds: float = 0.0
 
 
 def owned(node: Node, cluster: str) -> bool:
@@ -46,6 +48,8 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     entries = list(_resync(deps, summary, now))
     if watch_seconds > 0:
         entries.extend(_follow(deps, summary, now, watch_seconds))
+    _emit_gauges(deps, now)
+    observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     summary.published = len(entries)
     summary.failed = deps.publisher.put_events(entries) if entries else 0
     log.info("watcher published %d events for cluster %s (%d failed)", summary.published, cluster, summary.failed)
@@ -57,6 +61,7 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterabl
     for pod in deps.cluster.list_pods():
         if pod.is_provisionable():
             summary.pending_pods += 1
+            summary.oldest_pending_seconds = max(summary.oldest_pending_seconds, _age(pod, now))
             yield events.pod_unschedulable_entry(cluster, pod, now, bus)
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
     claims = deps.ledger.active()
@@ -64,8 +69,7 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterabl
     for node in nodes.values():
         if not owned(node, cluster) or not node.is_ready():
             continue
-        claim_name = node.labels.get(labels.CLAIM)
-        claim = deps.ledger.get(claim_name) if claim_name else None
+        claim = register.claim_of(node, deps)
         if claim is not None and claim.status != ClaimStatus.REGISTERED:
             summary.registered_nodes += 1
             yield events.node_registered_entry(cluster, node, now, bus)
@@ -89,3 +93,19 @@ def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: f
                 yield events.node_deleted_entry(cluster, obj.name, obj.provider_id, now, bus)
             elif obj.is_ready():
                 yield events.node_registered_entry(cluster, obj, now, bus)
+
+
+def _age(pod: Pod, now: datetime) -> float:
+    created = pod.metadata.creation_timestamp
+    return max(0.0, (now - created).total_seconds()) if created else 0.0
+
+
+def _emit_gauges(deps: Dependencies, now: datetime) -> None:
+    """Once a minute, what Karpenter exports continuously: how long pods have waited, pool usage vs limits."""
+    usage = deps.ledger.usage()
+    for pool in deps.config.load().nodepools:
+        used = usage.get(pool.name, {})
+        for resource, limit in (pool.limits() or {}).items():
+            key = "nodes" if resource == "nodes" else resource
+            observability.emit("NodePoolUsage", float(used.get(key, 0)), nodepool=pool.name, resource=resource)
+            observability.emit("NodePoolLimit", float(limit), nodepool=pool.name, resource=resource)

@@ -180,12 +180,12 @@ class _Filler:
         if b.pool is None or b.capacity is not None:
             return choices[-1]
         index = b.pool.index
-        best, best_cost = choices[-1], float("inf")
-        for alpha, beta in reversed(choices):
+        best, best_cost = choices[0], float("inf")
+        for alpha, beta in choices:  # ties go to the first (the fuller bin)
             cpu = (1 - alpha) * lows[0] + (1 - beta) * highs[0]
             mem = (1 - alpha) * lows[1] + (1 - beta) * highs[1]
             cost = index.unit_cost(cpu, mem)
-            if cost < best_cost - 1e-12:
+            if cost < best_cost * (1 - 1e-9):
                 best, best_cost = (alpha, beta), cost
         return best
 

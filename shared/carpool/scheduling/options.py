@@ -218,16 +218,22 @@ class InstanceIndex:
         return prefix[last] & mask
 
     def unit_cost(self, cpu_millis: float, memory_bytes: float) -> float:
-        """Rough hourly cost of serving this much cpu and memory with the pool's most efficient type for
-        its shape (fractional nodes; for comparing leftovers, not for billing)."""
+        """Rough hourly cost of serving this much cpu and memory with fractional nodes of the pool's most
+        efficient types for its shape (for comparing leftovers, not for billing)."""
         if cpu_millis <= 0 and memory_bytes <= 0:
             return 0.0
-        ratio = (memory_bytes / 2**30) / (cpu_millis / 1000) if cpu_millis > 0 else 1e6
-        eff_sorted, _ = self._ranking(max(ratio, 1e-6) if memory_bytes > 0 else None)
-        if not eff_sorted or eff_sorted[0] == float("inf"):
-            return float("inf")
-        vcpus = cpu_millis / 1000 if cpu_millis > 0 else memory_bytes / 2**30 / ratio
-        return eff_sorted[0] * vcpus
+        ratio = (memory_bytes / 2**30) / (cpu_millis / 1000) if cpu_millis > 0 else None
+        eff_sorted, prefix = self._ranking(ratio if ratio else None)
+        best = float("inf")
+        for i in bits(prefix[min(7, len(prefix) - 1)] if prefix else 0):
+            price = self.prices[i]
+            alloc = self.types[i].allocatable
+            cpu, mem = alloc.get("cpu", 0), alloc.get("memory", 0)
+            if price is None or (cpu_millis > 0 and cpu <= 0) or (memory_bytes > 0 and mem <= 0):
+                continue
+            nodes = max(cpu_millis / cpu if cpu_millis > 0 else 0.0, memory_bytes / mem if memory_bytes > 0 else 0.0)
+            best = min(best, price * nodes)
+        return best
 
     def largest(self, mask: int, name: str = "cpu") -> int:
         """Index of a type of `mask` with the most allocatable `name` (the cheapest such)."""

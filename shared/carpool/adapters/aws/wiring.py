@@ -33,8 +33,10 @@ def build(
     from carpool.adapters.aws.images import AwsAmiSource
 
     if cluster is None:
+        from carpool.adapters.aws.eks import complete
         from carpool.adapters.k8s.cluster import LightkubeCluster
 
+        settings = complete(settings)
         cluster = LightkubeCluster.from_settings(settings)
     read: Any = config_text or SsmConfigText(settings.config_parameter or None)
     return Dependencies(
