@@ -7,6 +7,8 @@ bench/results.json.
 - 50 Deployments x 1,000 replicas on the shipped catalog (target <= 2 s), skipped when the catalog is
   not available.
 - Cost: plan cost / lower bound (`bench/cost.py`), target <= 1.05 on generic workloads.
+- Lambda: each handler's cold import time (provisioner target <= 400 ms) and the layer's unzipped size
+  without boto3 (target <= 25 MB), see `bench/lambda_package.py`.
 Times are wall-clock seconds of `schedule(...)` (grouping, topology setup and result included; building
 the inputs excluded), the median of `--repeat` runs.
 """
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import cost, workloads
+from bench import cost, lambda_package, workloads
 from carpool import labels as L
 from carpool.requirements import Requirement, Requirements
 from carpool.scheduling.inputs import InstanceOption, PodSpec, PoolSpec
@@ -144,7 +146,9 @@ def _print(rows: list[dict[str, Any]]) -> None:
         ref = []
         if r.get("karpenterSeconds"):
             lo, hi = r["karpenterSeconds"]
-            ref.append(f"Karpenter {lo}-{hi}s ({lo / r['seconds']:.0f}-{hi / r['seconds']:.0f}x faster)")
+            fast, faster = lo / r["seconds"], hi / r["seconds"]
+            speedup = f"{fast:.0f}x" if round(fast) == round(faster) else f"{fast:.0f}-{faster:.0f}x"
+            ref.append(f"Karpenter {lo}-{hi}s ({speedup} faster)")
         if r.get("targetSeconds"):
             ref.append(f"target <= {r['targetSeconds']}s {'ok' if r['seconds'] <= r['targetSeconds'] else 'MISSED'}")
         if r.get("targetRatio"):
@@ -167,7 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_catalog:
         rows.extend(catalog_benchmarks(args.repeat))
     _print(rows)
+    lambda_rows = lambda_package.rows()
+    lambda_package.print_rows(lambda_rows)
     args.output.write_text(json.dumps({
+        "lambda": lambda_rows,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from carpool import labels, observability
+from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
+from carpool.launch import templates
 from carpool.state.models import IN_FLIGHT_STATUSES
 
 log = logging.getLogger(__name__)
 CREATED_AT_TAG = "carpool.dev/created-at"
+LAUNCH_TEMPLATE_GRACE = timedelta(hours=1)
 
 
 @dataclass
@@ -26,6 +29,7 @@ class DisruptSummary:
     timed_out: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    launch_templates_deleted: list[str] = field(default_factory=list)
 
 
 def run(deps: Dependencies) -> DisruptSummary:
@@ -33,6 +37,7 @@ def run(deps: Dependencies) -> DisruptSummary:
     now = deps.clock()
     _expire_unregistered(deps, now, summary)
     _terminate_orphans(deps, now, summary)
+    _collect_launch_templates(deps, now, summary)
     from carpool.app import consolidation
 
     consolidation.run(deps, now, summary)
@@ -84,6 +89,26 @@ def _created(tags: dict[str, str], inst: dict) -> datetime:
     if isinstance(raw, str):
         return datetime.fromisoformat(raw.replace("Z", "+00:00"))
     return datetime.min.replace(tzinfo=UTC)
+
+
+def _collect_launch_templates(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
+    """Delete carpool's launch templates that no live claim uses and that are older than a grace period
+    (a provisioner may have just created one it is about to launch from)."""
+    in_use = {c.labels.get(LAUNCH_TEMPLATE_LABEL, "") for c in deps.ledger.active()}
+    existing = {t["LaunchTemplateName"]: _as_datetime(t.get("CreateTime"))
+                for t in deps.compute.list_launch_templates(deps.settings.cluster_name)}
+    for name in templates.launch_templates_to_delete(existing, in_use, now, LAUNCH_TEMPLATE_GRACE):
+        deps.compute.delete_launch_template(name)
+        summary.launch_templates_deleted.append(name)
+        log.info("deleted unused launch template %s", name)
+
+
+def _as_datetime(raw: object) -> datetime | None:
+    if isinstance(raw, datetime):
+        return raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+    if isinstance(raw, str):
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    return None
 
 
 def _decide(summary: DisruptSummary, message: str, reason: str) -> None:

@@ -26,6 +26,8 @@ from carpool.sizing import NodeSize
 
 log = logging.getLogger(__name__)
 CREATED_AT_TAG = "carpool.dev/created-at"
+#: claim label naming the launch template its instance came from (launch-template garbage collection)
+LAUNCH_TEMPLATE_LABEL = "carpool.dev/launch-template"
 
 
 @dataclass
@@ -50,6 +52,7 @@ class LaunchAttempt:
     capacity_errors: list[tuple[str, str, str]] = field(default_factory=list)
     error: str | None = None
     image_id: str | None = None
+    launch_template: str | None = None
 
 
 def choose_capacity_type(claim: PlannedClaim, ctx: PoolContext, unavailable: set[tuple[str, str, str]]) -> str | None:
@@ -134,7 +137,10 @@ def launch(
     tags[CREATED_AT_TAG] = now.isoformat()
     request = fleet.build_fleet_request(claim_name, ct, overrides, tags)
     outcome = fleet.parse_fleet_response(deps.compute.create_fleet(request))
-    return _attempt(outcome, ct, ctx)
+    attempt = _attempt(outcome, ct, ctx)
+    if attempt.instance is not None:
+        attempt.launch_template = lt_of.get(attempt.instance.instance_type)
+    return attempt
 
 
 def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, type_names: list[str]) -> list[templates.LaunchTemplateSpec]:

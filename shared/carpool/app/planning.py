@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from carpool import labels as L
+from carpool.amis.offline import placeholder_amis
 from carpool.api.k8s import Pod
 from carpool.api.loader import Manifests
-from carpool.api.nodeclass import EC2NodeClass
-from carpool.api.nodepool import NodePool
+from carpool.app import pools
 from carpool.catalog import Catalog
 from carpool.quantity import MIB
 from carpool.requirements import Requirements
@@ -32,7 +32,6 @@ from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions, schedule
-from carpool.sizing import KubeletSettings, NetworkSettings, network_settings, size_node
 
 Unavailable = frozenset[tuple[str, str, str]]
 
@@ -101,49 +100,6 @@ def synthetic_options(entries: Sequence[Mapping[str, Any]], unavailable: Unavail
     return out
 
 
-def catalog_options(catalog: Catalog, pool: NodePool, nodeclass: EC2NodeClass | None,
-                    unavailable: Unavailable = frozenset(),
-                    cache: dict[tuple, si.InstanceOption | None] | None = None) -> list[si.InstanceOption]:
-    """Catalog types the pool's requirements admit, sized for its node class."""
-    reqs = pool.requirements()
-    family = nodeclass.ami_family() if nodeclass is not None else "al2023"
-    network = _network(nodeclass)
-    kubelet = _kubelet(nodeclass)
-    cache = {} if cache is None else cache
-    out = []
-    for it in catalog.types.values():
-        if it.requirements.intersects(reqs) is not None:
-            continue
-        key = (it.name, family, network, repr(kubelet))
-        if key not in cache:
-            try:
-                size = size_node(it, family, network, kubelet)
-            except ValueError:
-                cache[key] = None
-            else:
-                cache[key] = convert.instance_option(it.name, it.requirements, it.offerings, size.allocatable,
-                                                     size.capacity, unavailable)
-        option = cache[key]
-        if option is not None:
-            out.append(option)
-    return out
-
-
-def _network(nodeclass: EC2NodeClass | None) -> NetworkSettings:
-    """The node class's CNI annotations (offline there is no aws-node DaemonSet env to read)."""
-    return network_settings({}, (nodeclass.metadata.annotations or {}) if nodeclass is not None else {})
-
-
-def _kubelet(nodeclass: EC2NodeClass | None) -> KubeletSettings:
-    k = nodeclass.spec.kubelet if nodeclass is not None else None
-    if k is None:
-        return KubeletSettings()
-    return KubeletSettings(
-        max_pods=k.max_pods, pods_per_core=k.pods_per_core, kube_reserved=dict(k.kube_reserved or {}),
-        system_reserved=dict(k.system_reserved or {}), eviction_hard=dict(k.eviction_hard or {}),
-    )
-
-
 # -- assembly -----------------------------------------------------------------------------------------
 def assemble(
     manifests: Manifests,
@@ -175,23 +131,22 @@ def assemble(
         if owner:
             cap = node.capacity() or node.allocatable()
             usage[owner] = add(usage.get(owner, {}), {CPU: cap.get(CPU, 0), MEMORY: cap.get(MEMORY, 0), "nodes": 1})
-    shared_options = synthetic_options(synthetic, gone) if synthetic is not None else None
-    classes = {c.name: c for c in manifests.nodeclasses}
-    cache: dict[tuple, si.InstanceOption | None] = {}
-    for pool in manifests.nodepools:
-        notes = out.notes.setdefault(pool.name, [])
-        if shared_options is not None:
-            options = shared_options
-        else:
-            assert catalog is not None
-            nodeclass = classes.get(pool.node_class_name)
-            if nodeclass is None:
-                notes.append(f"EC2NodeClass {pool.node_class_name!r} not in the manifests: sized as al2023 defaults")
-            options = catalog_options(catalog, pool, nodeclass, gone, cache)
-            notes.append("AMIs are not resolved offline: every admitted instance type is assumed bootable")
-        if not options:
-            notes.append("no instance type is admitted by the requirements")
-        out.pools.append(convert.pool_spec(pool, options, usage.get(pool.name, {})))
+    if synthetic is not None:
+        options = synthetic_options(synthetic, gone)
+        for pool in manifests.nodepools:
+            out.notes.setdefault(pool.name, [])
+            if not options:
+                out.notes[pool.name].append("no instance type is admitted by the requirements")
+            out.pools.append(convert.pool_spec(pool, options, usage.get(pool.name, {})))
+        return out
+    assert catalog is not None
+    # the same assembly as the provisioner, with placeholder AMIs (no AWS offline) and the node classes'
+    # CNI annotations only (no aws-node DaemonSet to read)
+    prepared = pools.prepare(manifests, catalog, placeholder_amis, {}, {}, set(gone), usage)
+    out.pools = prepared.specs
+    for name, notes in prepared.notes.items():
+        out.notes.setdefault(name, []).extend(
+            [*notes, "AMIs are not resolved offline: placeholder images stand for the alias's variants"])
     return out
 
 

@@ -20,17 +20,13 @@ from carpool.api.loader import Manifests
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
 from carpool.app.launching import PoolContext
-from carpool.catalog import Catalog, InstanceType
+from carpool.catalog import Catalog
+from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.sizing import KubeletSettings, LearnedCapacity, NodeSize, network_settings, size_node
 from carpool.state.models import CapacityRecord
 
 log = logging.getLogger(__name__)
-
-ORDERED_ANNOTATION = "carpool.dev/ordered-requirements"
-SPLIT_ANNOTATION = "carpool.dev/split"
-SPLIT_BY_ANNOTATION = "carpool.dev/split-by"
-
 
 @dataclass
 class Prepared:
@@ -79,7 +75,7 @@ def _prepare_pool(
     mapping = ami_mapping.map_instance_types(resolved, candidates)
     family = nodeclass.ami_family()
     network = network_settings(cni_env, nodeclass.metadata.annotations or {})
-    kubelet = _kubelet(nodeclass)
+    kubelet = KubeletSettings.from_spec(nodeclass.spec.kubelet)
     sizes: dict[str, NodeSize] = {}
     sources: dict[str, str] = {}
     options: list[si.InstanceOption] = []
@@ -95,7 +91,8 @@ def _prepare_pool(
         lc = LearnedCapacity(memory_bytes=estimate.memory_bytes) if estimate.source != "default" else None
         size = size_node(it, family, network, kubelet, learned=lc)
         sizes[it.name] = size
-        options.append(_option(it, size, unavailable))
+        options.append(convert.instance_option(it.name, it.requirements, it.offerings, size.allocatable,
+                                               size.capacity, unavailable))
     dropped = len(candidates) - len(options)
     out.notes[pool.name] = ([f"{dropped} instance types have no compatible AMI and are not offered"] if dropped else [])
     if not options:
@@ -103,47 +100,4 @@ def _prepare_pool(
     out.capacity_sources[pool.name] = sources
     out.contexts[pool.name] = PoolContext(pool, nodeclass, family, {n: mapping[n] for n in sizes}, sizes,
                                           {n: catalog.types[n] for n in sizes})
-    out.specs.append(_spec(pool, options, usage))
-
-
-def _kubelet(nodeclass: EC2NodeClass) -> KubeletSettings:
-    k = nodeclass.spec.kubelet
-    if k is None:
-        return KubeletSettings()
-    return KubeletSettings(
-        max_pods=k.max_pods, pods_per_core=k.pods_per_core, kube_reserved=dict(k.kube_reserved or {}),
-        system_reserved=dict(k.system_reserved or {}), eviction_hard=dict(k.eviction_hard or {}),
-    )
-
-
-def _option(it: InstanceType, size: NodeSize, unavailable: set[tuple[str, str, str]]) -> si.InstanceOption:
-    offerings = tuple(
-        si.Offering(o.zone, o.capacity_type, o.price, o.available and (it.name, o.zone, o.capacity_type) not in unavailable)
-        for o in it.offerings
-    )
-    return si.InstanceOption(it.name, it.requirements, size.allocatable, offerings, size.capacity)
-
-
-def _spec(pool: NodePool, options: list[si.InstanceOption], usage: Mapping[str, int]) -> si.PoolSpec:
-    ann = pool.metadata.annotations or {}
-    ordered = tuple(k.strip() for k in ann.get(ORDERED_ANNOTATION, "").split(",") if k.strip())
-    split = ann.get(SPLIT_ANNOTATION)
-    split_by = ann.get(SPLIT_BY_ANNOTATION, "nodes")
-    return si.PoolSpec(
-        name=pool.name,
-        instance_types=options,
-        weight=pool.weight,
-        requirements=pool.requirements(),
-        labels=dict(pool.spec.template.metadata.labels or {}) if pool.spec.template.metadata else {},
-        taints=tuple(pool.taints()),
-        startup_taints=tuple(pool.startup_taints()),
-        limits=pool.limits(),
-        usage=dict(usage),
-        ordered_keys=ordered,
-        split_share=float(split) if split else None,
-        split_by="cpu" if split_by == "cpu" else "nodes",
-    )
-
-
-def by_ami_for(ctx: PoolContext, type_name: str) -> ResolvedAmi | None:
-    return ctx.amis.get(type_name)
+    out.specs.append(convert.pool_spec(pool, options, usage))

@@ -207,6 +207,8 @@ def _launched(claim: Claim, attempt: launching.LaunchAttempt, ctx: launching.Poo
     claim.max_pods = size.max_pods if size else None
     claim.allocatable = dict(size.allocatable) if size else {}
     claim.launched_at = now
+    if attempt.launch_template:
+        claim.labels[launching.LAUNCH_TEMPLATE_LABEL] = attempt.launch_template
     claim.price = offering.price if offering else None
     deps.ledger.mark_launched(claim)
     outcome.launched.append(claim)

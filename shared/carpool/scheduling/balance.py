@@ -146,13 +146,24 @@ class _Filler:
         low = [sh for sh in usable if sh.memory * t_cpu < t_mem * sh.cpu]  # relatively cpu-heavy
         high = [sh for sh in usable if not sh.memory * t_cpu < t_mem * sh.cpu]
         lows, highs = _totals(low), _totals(high)
-        n_low, n_high = sum(sh.left for sh in low), sum(sh.left for sh in high)
-        both = _fractions(lows, highs, (t_cpu, t_mem))  # fills the target's cpu and memory
+        both = _fractions(lows, highs, (t_cpu, t_mem))  # fills the target's cpu and memory together
         f = _fractions((lows[0] + highs[0], lows[1] + highs[1]), (0.0, 0.0), (t_cpu, t_mem))[0]
-        alpha, beta = self._cheaper(b, lows, highs, both, (f, f))  # or the remaining demand's own mix
-        count = alpha * n_low + beta * n_high
-        if count > t_pods:
-            alpha, beta = alpha * t_pods / count, beta * t_pods / count
+        mixes = [self._mix(low, high, alpha, beta, t_pods) for alpha, beta in (both, (f, f))]
+        items = self._cheaper(b, usable, mixes)  # ... or the remaining demand's own mix
+        if not items:
+            return
+        if not self.s._place_mix(b, items):
+            for gs, k in items:  # one group at a time (e.g. a node selector narrows the claim)
+                self.s._try_bin(gs, self.s._vstate(gs), b, None, limit=k)
+        for sh in usable:
+            sh.recount()
+
+    @staticmethod
+    def _mix(low: list[_Shape], high: list[_Shape], alpha: float, beta: float,
+             pods: int) -> list[tuple[_GroupState, int]]:
+        count = alpha * sum(sh.left for sh in low) + beta * sum(sh.left for sh in high)
+        if count > pods:
+            alpha, beta = alpha * pods / count, beta * pods / count
         items: list[tuple[_GroupState, int]] = []
         for side, fraction in ((low, alpha), (high, beta)):
             for sh in side:
@@ -164,29 +175,24 @@ class _Filler:
                     if k:
                         items.append((gs, k))
                         want -= k
-        if not items:
-            return
-        if not self.s._place_mix(b, items):
-            for gs, k in items:  # one group at a time (e.g. a node selector narrows the claim)
-                self.s._try_bin(gs, self.s._vstate(gs), b, None, limit=k)
-        for sh in usable:
-            sh.recount()
+        return items
 
-    def _cheaper(self, b: Bin, lows: tuple[float, float], highs: tuple[float, float],
-                 *choices: tuple[float, float]) -> tuple[float, float]:
-        """Among mixes (alpha, beta), the one leaving the demand that is cheapest to serve afterwards,
+    def _cheaper(self, b: Bin, usable: list[_Shape],
+                 mixes: list[list[tuple[_GroupState, int]]]) -> list[tuple[_GroupState, int]]:
+        """Among candidate mixes, the one leaving the demand that is cheapest to serve afterwards,
         estimated at the pool's best price per unit of the leftover's shape (one-step lookahead: filling
-        a bin to the brim only pays when some type suits what it leaves behind)."""
-        if b.pool is None or b.capacity is not None:
-            return choices[-1]
+        a bin to the brim only pays when some type suits what it leaves behind). Ties: the first."""
+        if b.pool is None or b.capacity is not None or len(mixes) == 1:
+            return mixes[-1]
         index = b.pool.index
-        best, best_cost = choices[0], float("inf")
-        for alpha, beta in choices:  # ties go to the first (the fuller bin)
-            cpu = (1 - alpha) * lows[0] + (1 - beta) * highs[0]
-            mem = (1 - alpha) * lows[1] + (1 - beta) * highs[1]
+        cpu0, mem0 = _totals(usable)
+        best, best_cost = mixes[0], float("inf")
+        for items in mixes:
+            cpu = cpu0 - sum(gs.group.requests.get(CPU, 0) * k for gs, k in items)
+            mem = mem0 - sum(gs.group.requests.get(MEMORY, 0) * k for gs, k in items)
             cost = index.unit_cost(cpu, mem)
             if cost < best_cost * (1 - 1e-9):
-                best, best_cost = (alpha, beta), cost
+                best, best_cost = items, cost
         return best
 
     def _greedy(self, b: Bin, ratio: float | None) -> None:

@@ -19,6 +19,7 @@ from carpool.requirements import Requirements
 from carpool.resources import Resources
 from carpool.scheduling.inputs import HostPort
 from carpool.scheduling.pools import PoolState
+from carpool.scheduling.room import INDEXED
 from carpool.scheduling.topology import TopologyGroup
 from carpool.taints import Taint
 
@@ -94,9 +95,7 @@ class Bin:
         return self.capacity is not None
 
     def room(self) -> Resources:
-        """Upper bound of what one more pod may use (claims: the largest remaining option)."""
-        from carpool.scheduling.room import INDEXED
-
+        """Upper bound of what one more pod may use (claims: the largest option it may grow into)."""
         if self.capacity is not None:
             return {r: self.capacity.get(r, 0) - self.used.get(r, 0) for r in INDEXED}
         assert self.pool is not None

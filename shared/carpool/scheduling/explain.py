@@ -57,8 +57,8 @@ def pool_reason(s: Scheduler, gs: _GroupState, pool: PoolState) -> str:
         fitting |= fm
         offered |= fm & index.offering_mask(reqs)
     if not labelled:
-        keys = sorted({k for reqs in compatible for k in reqs if k != L.NODEPOOL})
-        return f"no instance type matches requirements ({', '.join(keys)})"
+        named = sorted({k for reqs in compatible for k in reqs if k != L.NODEPOOL})
+        return f"no instance type matches requirements ({', '.join(named)})"
     if not fitting:
         text = f"no instance type fits requests {describe(gs.group.requests)}"
         if pool.overhead:

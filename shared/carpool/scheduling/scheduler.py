@@ -14,10 +14,15 @@ What makes it fast (no per-pod loop over claims):
   (`topology.py`)); the lowest set bit is the first fit in Karpenter's order;
 - a claim's instance type options are a mask over its pool's `InstanceIndex` (`options.py`).
 
-Beyond Karpenter: a pod's required node-affinity terms are tried as the OR they are (Karpenter tries the
-first and relaxes); domains are chosen among those with an available offering; a claim whose zone is
-decided late still counts the pods it already holds; zone anti-affinity narrows a claim to one empty
-zone instead of blocking them all; ordered requirement values and proportional split (see `pools.py`).
+Beyond Karpenter:
+- cost: pods with no placement rule of their own are placed after the others, bin by bin, so nodes fill
+  in cpu and memory together (`balance.py`), and a claim only grows while a cost-efficient option still
+  fits (`ScheduleOptions.efficiency_tolerance`) instead of until its largest option is full;
+- a pod's required node-affinity terms are tried as the OR they are (Karpenter tries the first and
+  relaxes); topology domains are chosen among those with an available offering; a claim whose zone is
+  decided late still counts the pods it already holds; zone anti-affinity narrows a claim to one empty
+  zone instead of blocking them all;
+- ordered requirement values (flex first) and proportional split between pools (`pools.py`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,16 @@ from carpool.scheduling.pools import PoolOrder, PoolState
 from carpool.scheduling.preferences import Preferences, Variant
 from carpool.scheduling.result import InstanceChoice, Placement, PlannedClaim, SchedulingResult
 from carpool.scheduling.room import RoomIndex
-from carpool.scheduling.topology import ANTI, INVERSE, SPREAD, UNLIMITED, AFFINITY, Owned, Topology, TopologyGroup
+from carpool.scheduling.topology import (
+    AFFINITY,
+    ANTI,
+    INVERSE,
+    SPREAD,
+    UNLIMITED,
+    Owned,
+    Topology,
+    TopologyGroup,
+)
 from carpool.taints import PREFER_NO_SCHEDULE, Taint, Toleration
 
 
@@ -257,6 +271,8 @@ class Scheduler:
 
     # == main loop ==================================================================================
     def solve(self, pods: Sequence[PodSpec]) -> SchedulingResult:
+        """Constrained groups first (Karpenter's order and queue), then the free ones (balanced), then
+        everything still pending once more (e.g. pods whose affinity targets were just placed)."""
         groups, opted_out = group_pods(pods)
         self._setup(groups)
         free = [gs for gs in self.groups if balance.is_free(gs)]
@@ -333,9 +349,9 @@ class Scheduler:
                 reqs = pool.requirements.merge(term)
                 doms |= pool.index.domains(key, pool.index.compatible_mask(reqs), reqs)
         for sig in self.sigs:
-            if sig.labels is not None and key in sig.labels:
-                if any(t.satisfied_by(sig.labels) is None for t in terms):
-                    doms.add(sig.labels[key])
+            labels = sig.labels
+            if labels is not None and key in labels and any(t.satisfied_by(labels) is None for t in terms):
+                doms.add(labels[key])
         got = gs.eligible[key] = frozenset(doms)
         return got
 
@@ -357,9 +373,9 @@ class Scheduler:
                 if sig.labels is not None:
                     if _satisfied_except_hostname(term, sig.labels):
                         out.append(i)
-                elif _claimable(term) and sig.requirements.compatible(term, L.WELL_KNOWN) is None:
-                    if self._narrow_term(sig, vs, i) is not None:
-                        out.append(i)
+                elif (_claimable(term) and sig.requirements.compatible(term, L.WELL_KNOWN) is None
+                      and self._narrow_term(sig, vs, i) is not None):
+                    out.append(i)
         got = vs.sig_terms[sig.id] = tuple(out)
         return got
 
@@ -555,10 +571,7 @@ class Scheduler:
 
     @staticmethod
     def _min_values_ok(pool: PoolState, opts: int) -> bool:
-        for key, n in pool.min_values.items():
-            if pool.index.distinct_values(opts, key, n) < n:
-                return False
-        return True
+        return all(pool.index.distinct_values(opts, key, n) >= n for key, n in pool.min_values.items())
 
     def _max_fit(self, pool: PoolState, used: Resources, opts: int, req: Resources, cap: int) -> tuple[int, int]:
         """Most pods (<= cap) of size `req` that some option can hold on top of `used`, and the options left."""

@@ -74,29 +74,29 @@ def verify(
     fixed_taints = {c.name: c.taints for c in in_flight} | {n.name: n.taints for n in existing}
     fixed_room = {c.name: c.remaining for c in in_flight} | {n.name: n.remaining for n in existing}
     placed_fixed: dict[str, list[PodSpec]] = defaultdict(list)
-    for key, p in result.placements.items():
-        if p.kind != "claim":
+    for key, placement in result.placements.items():
+        if placement.kind != "claim":
             if key in seen:
                 errors.append(f"{key}: placed twice")
             seen.add(key)
-            placed_fixed[p.target].append(by_key[key])
+            placed_fixed[placement.target].append(by_key[key])
     for name, placed in placed_fixed.items():
         node = nodes[name]
-        total = add(*(normalized_requests(p) for p in placed))
+        total = add(*(normalized_requests(q) for q in placed))
         if not fits(total, fixed_room[name]):
             errors.append(f"{name}: overcommitted {total} > {fixed_room[name]}")
-        for p in placed:
-            _check_node_fit(p, node.possible, fixed_taints[name], errors, name)
+        for q in placed:
+            _check_node_fit(q, node.possible, fixed_taints[name], errors, name)
         node.pods.extend(placed)
 
-    for p in pods:
-        if opts_out(p):
-            if p.key in seen:
-                errors.append(f"{p.key}: opted out but placed")
-        elif p.key not in seen and p.key not in result.unschedulable:
-            errors.append(f"{p.key}: neither placed nor explained")
-        elif p.key in result.unschedulable and not result.unschedulable[p.key]:
-            errors.append(f"{p.key}: unschedulable without a reason")
+    for pod in pods:
+        if opts_out(pod):
+            if pod.key in seen:
+                errors.append(f"{pod.key}: opted out but placed")
+        elif pod.key not in seen and pod.key not in result.unschedulable:
+            errors.append(f"{pod.key}: neither placed nor explained")
+        elif pod.key in result.unschedulable and not result.unschedulable[pod.key]:
+            errors.append(f"{pod.key}: unschedulable without a reason")
 
     _check_ports(nodes, errors)
     batch = {p.key for p in pods}

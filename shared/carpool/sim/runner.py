@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from carpool import labels as L
-from carpool.sim import lambdas
+from carpool.sim import lambdas, motofast
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.faults import CapacityFaults
@@ -103,7 +103,7 @@ class SimRunner:
 
         aws = LocalAws(cluster=self.scenario.cluster.name, region=self.scenario.cluster.region).start()
         try:
-            with lambdas.captured_output(self.log):
+            with lambdas.captured_output(self.log), motofast.faster_moto():
                 self._setup(aws)
                 self._loop()
             result = self._result()

@@ -5,11 +5,10 @@ from __future__ import annotations
 from sched_factories import GIB, itype, pod, pods, pool, run, standard_types, term
 
 from carpool import labels as L
-from carpool.requirements import Requirement
+from carpool.requirements import Requirement, Requirements
 from carpool.scheduling.inputs import InstanceOption
 from carpool.scheduling.limits import PoolLimits
 from carpool.scheduling.options import InstanceIndex
-from carpool.requirements import Requirements
 
 
 def apart(n: int, cpu: int = 500):

@@ -1,0 +1,67 @@
+"""Lambda-side figures (issue "Deployment"): handler cold import time and layer size.
+
+Cold import: a fresh interpreter per sample imports `functions/<name>/handler.py` exactly as the Lambda
+runtime does (by path, nothing pre-imported), so the time is what a cold start pays before the first
+event. Layer size: `build/layer` unzipped, boto3/botocore excluded (the runtime provides them).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+COLD_IMPORT_TARGET_MS = 400.0
+LAYER_TARGET_BYTES = 25 * 1000 * 1000
+_PROBE = (
+    "import time, importlib.util as u; t = time.perf_counter();"
+    "s = u.spec_from_file_location('h', {path!r}); m = u.module_from_spec(s); s.loader.exec_module(m);"
+    "print((time.perf_counter() - t) * 1000)"
+)
+
+
+def cold_import_ms(function: str, samples: int = 5) -> float:
+    """Median milliseconds to import one handler in a fresh interpreter."""
+    path = ROOT / "functions" / function / "handler.py"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}", "POWERTOOLS_TRACE_DISABLED": "true",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    times = []
+    for _ in range(samples):
+        out = subprocess.run([sys.executable, "-c", _PROBE.format(path=str(path))], capture_output=True, text=True,
+                             env=env, check=True, cwd=ROOT)
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def rows() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name in ("provisioner", "registrar", "interruption", "watcher", "disruption"):
+        ms = cold_import_ms(name)
+        out.append({"benchmark": f"cold import {name}", "milliseconds": round(ms, 1),
+                    "targetMilliseconds": COLD_IMPORT_TARGET_MS if name == "provisioner" else None})
+    from infra.layer import LAYER_DIR, layer_size_bytes
+
+    if LAYER_DIR.is_dir():
+        size = layer_size_bytes()
+        out.append({"benchmark": "layer size (unzipped, no boto3)", "bytes": size, "targetBytes": LAYER_TARGET_BYTES})
+    else:
+        out.append({"benchmark": "layer size", "note": "build/layer missing: run `make layer`"})
+    return out
+
+
+def print_rows(items: list[dict[str, Any]]) -> None:
+    print()
+    for r in items:
+        if "milliseconds" in r:
+            target = r.get("targetMilliseconds")
+            verdict = f"  target <= {target:.0f} ms {'ok' if r['milliseconds'] <= target else 'MISSED'}" if target else ""
+            print(f"{r['benchmark']:34} {r['milliseconds']:>8.1f} ms{verdict}")
+        elif "bytes" in r:
+            ok = "ok" if r["bytes"] <= r["targetBytes"] else "MISSED"
+            print(f"{r['benchmark']:34} {r['bytes'] / 1e6:>8.1f} MB  target <= {r['targetBytes'] / 1e6:.0f} MB {ok}")
+        else:
+            print(f"{r['benchmark']:34} {r['note']}")
