@@ -55,15 +55,20 @@ class LaunchAttempt:
     launch_template: str | None = None
 
 
-def choose_capacity_type(claim: PlannedClaim, ctx: PoolContext, unavailable: set[tuple[str, str, str]]) -> str | None:
-    """Spot when the claim allows it and any option has an available spot offering, else on-demand."""
+def choose_capacity_type(
+    claim: PlannedClaim, ctx: PoolContext, unavailable: set[tuple[str, str, str]], zones: set[str]
+) -> str | None:
+    """Spot when the claim allows it and any option has an available spot offering in a zone with a
+    subnet, else on-demand."""
     for ct in (labels.CAPACITY_SPOT, labels.CAPACITY_ON_DEMAND):
-        if any(_offerings(claim, ctx, ct, unavailable)):  # _offerings honours the claim's requirements
+        if any(_offerings(claim, ctx, ct, unavailable, zones)):  # _offerings honours the claim's requirements
             return ct
     return None
 
 
-def _offerings(claim: PlannedClaim, ctx: PoolContext, ct: str, unavailable: set[tuple[str, str, str]]) -> Iterable[tuple[str, str, float]]:
+def _offerings(
+    claim: PlannedClaim, ctx: PoolContext, ct: str, unavailable: set[tuple[str, str, str]], zones: set[str]
+) -> Iterable[tuple[str, str, float]]:
     zone_req = claim.requirements.get(labels.ZONE)
     ct_req = claim.requirements.get(labels.CAPACITY_TYPE)
     if ct_req is not None and not ct_req.has(ct):
@@ -74,6 +79,8 @@ def _offerings(claim: PlannedClaim, ctx: PoolContext, ct: str, unavailable: set[
             continue
         for o in it.offerings:
             if o.capacity_type != ct or not o.available or (it.name, o.zone, ct) in unavailable:
+                continue
+            if o.zone not in zones:
                 continue
             if zone_req is not None and not zone_req.has(o.zone):
                 continue
@@ -118,14 +125,11 @@ def launch(
     claim_name: str,
 ) -> LaunchAttempt:
     """One CreateFleet for `claim`, tagged with the ledger's `claim_name` (how orphans are traced back)."""
-    ct = choose_capacity_type(claim, ctx, unavailable)
-    if ct is None:
-        return LaunchAttempt(error="no available offering for any instance type of the claim")
-    offers = list(_offerings(claim, ctx, ct, unavailable))
     subnet_by_zone = fleet.pick_subnets(discovery.subnets(ctx.nodeclass, deps))
-    offers = [o for o in offers if o[1] in subnet_by_zone]
-    if not offers:
-        return LaunchAttempt(capacity_type=ct, error="no subnet in any zone the claim's offerings are in")
+    ct = choose_capacity_type(claim, ctx, unavailable, set(subnet_by_zone))
+    if ct is None:
+        return LaunchAttempt(error="no available offering in a zone with a subnet for any instance type of the claim")
+    offers = list(_offerings(claim, ctx, ct, unavailable, set(subnet_by_zone)))
     type_names = list(dict.fromkeys(o[0] for o in sorted(offers, key=lambda o: o[2])))[: deps.settings.max_fleet_types]
     specs = _templates(claim, ctx, deps, ct, type_names)
     lt_of = {t: spec.name for spec in specs for t in spec.instance_types}

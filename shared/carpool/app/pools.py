@@ -46,7 +46,10 @@ def prepare(
     learned: Mapping[tuple[str, str], CapacityRecord],
     unavailable: set[tuple[str, str, str]],
     usage: Mapping[str, Mapping[str, int]],
+    zones_of: Callable[[EC2NodeClass], set[str] | None] = lambda _nc: None,
 ) -> Prepared:
+    """`zones_of` gives the zones a node class has subnets in (None: any zone); offerings elsewhere cannot
+    be launched, so the scheduler must not plan on them."""
     out = Prepared()
     classes = {c.name: c for c in manifests.nodeclasses}
     for pool in manifests.nodepools:
@@ -55,7 +58,7 @@ def prepare(
             out.notes[pool.name] = [f"EC2NodeClass {pool.node_class_name!r} not found"]
             continue
         _prepare_pool(pool, nodeclass, catalog, resolve_amis(nodeclass), cni_env, learned, unavailable,
-                      usage.get(pool.name, {}), out)
+                      usage.get(pool.name, {}), zones_of(nodeclass), out)
     return out
 
 
@@ -68,6 +71,7 @@ def _prepare_pool(
     learned: Mapping[tuple[str, str], CapacityRecord],
     unavailable: set[tuple[str, str, str]],
     usage: Mapping[str, int],
+    zones: set[str] | None,
     out: Prepared,
 ) -> None:
     reqs = pool.requirements()
@@ -91,7 +95,8 @@ def _prepare_pool(
         lc = LearnedCapacity(memory_bytes=estimate.memory_bytes) if estimate.source != "default" else None
         size = size_node(it, family, network, kubelet, learned=lc)
         sizes[it.name] = size
-        options.append(convert.instance_option(it.name, it.requirements, it.offerings, size.allocatable,
+        offerings = it.offerings if zones is None else [o for o in it.offerings if o.zone in zones]
+        options.append(convert.instance_option(it.name, it.requirements, offerings, size.allocatable,
                                                size.capacity, unavailable))
     dropped = len(candidates) - len(options)
     out.notes[pool.name] = ([f"{dropped} instance types have no compatible AMI and are not offered"] if dropped else [])

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from carpool import coexistence, labels, observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
-from carpool.app import images, launching, pools
+from carpool.app import discovery, images, launching, pools
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
 from carpool.disruption.keys import SPEC_HASH
@@ -128,7 +128,8 @@ def _schedule_and_launch(
 
     while by_key and outcome.rounds < MAX_ROUNDS:
         outcome.rounds += 1
-        prepared = pools.prepare(manifests, catalog, resolve, cni, learned, unavailable, deps.ledger.usage())
+        prepared = pools.prepare(manifests, catalog, resolve, cni, learned, unavailable, deps.ledger.usage(),
+                                 zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
         _count_capacity_sources(prepared)
         started = time.perf_counter()
         result = scheduler.schedule(

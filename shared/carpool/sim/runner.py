@@ -24,6 +24,7 @@ import json
 import os
 import statistics
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -327,7 +328,9 @@ class SimRunner:
         try:
             answer = self.handlers[name](dict(event), context)
         except Exception as exc:  # a crashing handler is a finding, not the end of the run
-            self.log.add(name, f"handler raised {type(exc).__name__}: {exc}", "ERROR")
+            where = traceback.extract_tb(exc.__traceback__)[-3:]
+            self.log.add(name, f"handler raised {type(exc).__name__}: {exc}", "ERROR",
+                         {"at": [f"{f.filename.rsplit('/', 3)[-1]}:{f.lineno} {f.name}" for f in where]})
             answer = None
         finally:
             self.log.source = "sim"
