@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from carpool import labels as L
+from carpool.amis import map_instance_types
 from carpool.amis.offline import placeholder_amis
 from carpool.api.k8s import Pod
 from carpool.api.loader import Manifests
@@ -32,6 +34,7 @@ from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions, schedule
+from carpool.state.models import CapacityRecord
 
 Unavailable = frozenset[tuple[str, str, str]]
 
@@ -49,6 +52,8 @@ class PlanInputs:
     daemonsets: list[si.PodSpec] = field(default_factory=list)
     existing: list[si.ExistingNode] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: pool -> instance type -> "learned" | "extrapolated" | "default" (where its memory figure came from)
+    capacity_sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 # -- instance types -----------------------------------------------------------------------------------
@@ -107,6 +112,7 @@ def assemble(
     synthetic: Sequence[Mapping[str, Any]] | None = None,
     catalog: Catalog | None = None,
     unavailable: Iterable[tuple[str, str, str]] = (),
+    learned_by_type: Mapping[str, CapacityRecord] | None = None,
 ) -> PlanInputs:
     """Scheduler inputs from manifests and either synthetic instance types or a catalog."""
     if synthetic is None and catalog is None:
@@ -142,11 +148,47 @@ def assemble(
     assert catalog is not None
     # the same assembly as the provisioner, with placeholder AMIs (no AWS offline) and the node classes'
     # CNI annotations only (no aws-node DaemonSet to read)
-    prepared = pools.prepare(manifests, catalog, placeholder_amis, {}, {}, set(gone), usage)
+    learned = _offline_learned(manifests, catalog, learned_by_type or {})
+    prepared = pools.prepare(manifests, catalog, placeholder_amis, {}, learned, set(gone), usage)
     out.pools = prepared.specs
+    out.capacity_sources = prepared.capacity_sources
     for name, notes in prepared.notes.items():
         out.notes.setdefault(name, []).extend(
             [*notes, "AMIs are not resolved offline: placeholder images stand for the alias's variants"])
+    return out
+
+
+def _offline_learned(
+    manifests: Manifests, catalog: Catalog, by_type: Mapping[str, CapacityRecord]
+) -> dict[tuple[str, str], CapacityRecord]:
+    """Offline there are no real image ids, so learned records (from `carpool capacity --json`) are matched
+    by instance type and re-keyed to the placeholder AMI each node class maps that type to."""
+    out: dict[tuple[str, str], CapacityRecord] = {}
+    types = [catalog.types[t] for t in by_type if t in catalog.types]
+    for nodeclass in manifests.nodeclasses:
+        for name, ami in map_instance_types(placeholder_amis(nodeclass), types).items():
+            out[(name, ami.id)] = by_type[name]
+    return out
+
+
+def load_capacity_rows(path: Path | str, now: datetime) -> dict[str, CapacityRecord]:
+    """`carpool capacity --json` output -> learned record per instance type (newest observation wins)."""
+    try:
+        rows = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlanInputError(f"{path}: cannot read capacity rows: {exc}") from None
+    if not isinstance(rows, list):
+        raise PlanInputError(f"{path}: expected the JSON list `carpool capacity --json` prints")
+    out: dict[str, CapacityRecord] = {}
+    for i, row in enumerate(rows):
+        try:
+            memory = int(row["memoryMiB"]) * MIB
+            record = CapacityRecord(instance_type=row["instanceType"], image_id=row.get("imageId", ""),
+                                    ami_family=row.get("amiFamily", ""), capacity={MEMORY: memory},
+                                    first_seen=now, last_seen=now, expires_at=now + timedelta(days=60))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanInputError(f"{path}: row [{i}]: {exc!r} (needs instanceType and memoryMiB)") from None
+        out[record.instance_type] = record
     return out
 
 

@@ -8,6 +8,7 @@ Offline: NodePools/EC2NodeClasses/DaemonSets/Nodes from `--manifests`, pending p
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -17,8 +18,15 @@ from rich.console import Console
 from rich.table import Table
 
 from carpool.api.loader import ManifestErrors, load
-from carpool.app.planning import PlanInputError, PlanInputs, assemble, load_synthetic_types, plan
-from carpool.scheduling.result import SchedulingResult
+from carpool.app.planning import (
+    PlanInputError,
+    PlanInputs,
+    assemble,
+    load_capacity_rows,
+    load_synthetic_types,
+    plan,
+)
+from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions
 
 EXIT_INVALID = 2
@@ -43,6 +51,7 @@ def plan_command(
     unavailable: Annotated[list[str] | None, typer.Option("--unavailable", help="TYPE:ZONE:CAPACITY_TYPE without capacity (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     max_instance_types: Annotated[int, typer.Option("--max-instance-types", help="Options listed per claim (0 = all).")] = 60,
+    capacity: Annotated[Path | None, typer.Option("--capacity", help="Learned capacity (`carpool capacity --json` output).")] = None,
 ) -> None:
     """Plan NodeClaims for pending pods (offline; prints claims, cost and a reason per unplaced pod)."""
     err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -55,7 +64,8 @@ def plan_command(
             from carpool.catalog import Catalog
 
             catalog = Catalog.snapshot(region)
-        inputs = assemble(loaded, synthetic=synthetic, catalog=catalog, unavailable=gone)
+        learned = load_capacity_rows(capacity, datetime.now(UTC)) if capacity is not None else None
+        inputs = assemble(loaded, synthetic=synthetic, catalog=catalog, unavailable=gone, learned_by_type=learned)
     except ManifestErrors as exc:
         for e in exc.errors:
             err.print(str(e), markup=False, style="red")
@@ -67,9 +77,18 @@ def plan_command(
     if as_json:
         out = result.to_json()
         out["notes"] = {k: v for k, v in inputs.notes.items() if v}
+        for claim_json, claim in zip(out["nodeClaims"], result.claims, strict=True):
+            claim_json["capacitySource"] = _source(inputs, claim)
         typer.echo(json.dumps(out, indent=2))
         return
     _print(result, inputs)
+
+
+def _source(inputs: PlanInputs, claim: PlannedClaim) -> str:
+    """learned / extrapolated / default for the claim's cheapest instance type ("synthetic" without a catalog)."""
+    if not claim.instance_types:
+        return "-"
+    return inputs.capacity_sources.get(claim.pool, {}).get(claim.instance_types[0].name, "synthetic")
 
 
 def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
@@ -78,13 +97,13 @@ def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
         out = Console(soft_wrap=True, highlight=False, width=140)
     if result.claims:
         table = Table(box=box.SIMPLE_HEAD)
-        for col in ("nodeclaim", "nodepool", "cheapest", "capacity", "zone", "pods", "$/h", "options"):
+        for col in ("nodeclaim", "nodepool", "cheapest", "capacity", "zone", "pods", "$/h", "options", "memory from"):
             table.add_column(col)
         for c in result.claims:
             first = c.instance_types[0] if c.instance_types else None
             table.add_row(c.name, c.pool, first.name if first else "-", c.capacity_type or "-",
                           c.zone or (first.zone + "*" if first else "-"), str(len(c.pods)),
-                          f"{c.price:.4f}", str(c.option_count))
+                          f"{c.price:.4f}", str(c.option_count), _source(inputs, c))
         out.print(table)
     nominated = result.nominations()
     for target, keys in sorted(nominated.items()):
