@@ -4,31 +4,24 @@ write. The cluster is the simulation's in-memory one; everything else is the pro
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import random
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from carpool_env import CLUSTER, T0, Clock, LambdaContext, build_deps, pending_pods, sqs_batch
 
 from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import disrupt, provision, wiring
-from carpool.app.settings import Settings
-from carpool.app.sources import StaticCatalogSource
-from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws
 from carpool.state.models import ClaimStatus
 
-CLUSTER = "itest"  # the session LocalAws fixture's cluster (conftest.CLUSTER)
-
 ROOT = Path(__file__).resolve().parents[2]
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 CONFIG = f"""
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -53,14 +46,6 @@ spec:
 """
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def env(local_aws: LocalAws, state_tables: Any, network: Any, event_path: Any) -> Iterator[dict[str, Any]]:
     local_aws.seed_amis([
@@ -68,38 +53,21 @@ def env(local_aws: LocalAws, state_tables: Any, network: Any, event_path: Any) -
          "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"},
     ])
     _terminate_all(local_aws)
-    clock = Clock()
+    clock = Clock(T0)
     yield {"aws": local_aws, "clock": clock}
     wiring.use(None)
 
 
 def _deps(aws: LocalAws, clock: Clock, limit: int = 10_000) -> wiring.Dependencies:
-    aws.put_config(CONFIG.replace("{limit}", str(limit)))
-    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
-    cluster = SimulatedCluster(clock)
-    deps = wiring.build_from_env(settings, cluster=cluster)
-    # the shipped catalog keeps these tests fast; the EC2-built catalog is covered by the simulation
-    return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
+    return build_deps(aws, clock, CONFIG.replace("{limit}", str(limit)))
 
 
 def _pods(n: int, cpu: str = "1", prefix: str = "p") -> list[Pod]:
-    return [Pod.model_validate({
-        "metadata": {"name": f"{prefix}{i}", "namespace": "default", "uid": f"{prefix}{i}"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
-    }) for i in range(n)]
+    return pending_pods(n, cpu=cpu, prefix=prefix)
 
 
 def _sqs_event(pods: list[Pod], now: datetime, copies: int = 1) -> dict[str, Any]:
-    records = []
-    for c in range(copies):
-        for i, pod in enumerate(pods):
-            entry = events.pod_unschedulable_entry(CLUSTER, pod, now, "bus")
-            body = json.dumps(events.delivered_event(entry, event_id=f"e{c}-{i}"))
-            records.append({"messageId": f"m{c}-{i}", "receiptHandle": "r", "body": body, "attributes": {},
-                            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"})
-    return {"Records": records}
+    return sqs_batch([events.pod_unschedulable_entry(CLUSTER, p, now, "bus") for _ in range(copies) for p in pods])
 
 
 def _running(aws: LocalAws) -> list[dict[str, Any]]:
@@ -115,18 +83,11 @@ def _terminate_all(aws: LocalAws) -> None:
         aws.client("ec2").terminate_instances(InstanceIds=ids)
 
 
-class Ctx:
-    function_name = "provisioner"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:provisioner"
-    aws_request_id = "req"
-
-
 def test_provisioner_handler_launches_and_records_claims(env: dict[str, Any]) -> None:
     deps = _deps(env["aws"], env["clock"])
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
-    response = handler(_sqs_event(_pods(6), T0), Ctx())
+    response = handler(_sqs_event(_pods(6), T0), LambdaContext())
     assert response == {"batchItemFailures": []}
     instances = _running(env["aws"])
     claims = deps.ledger.active()
@@ -141,11 +102,11 @@ def test_every_event_delivered_three_times_launches_nothing_extra(env: dict[str,
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
     pods = _pods(8)
-    handler(_sqs_event(pods, T0, copies=3), Ctx())          # duplicates within one batch
+    handler(_sqs_event(pods, T0, copies=3), LambdaContext())          # duplicates within one batch
     first = {i["InstanceId"] for i in _running(env["aws"])}
     for _ in range(2):                                         # and redelivered in later batches
         env["clock"].now += timedelta(seconds=30)
-        handler(_sqs_event(pods, env["clock"].now), Ctx())
+        handler(_sqs_event(pods, env["clock"].now), LambdaContext())
     assert first and {i["InstanceId"] for i in _running(env["aws"])} == first
 
 

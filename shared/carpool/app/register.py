@@ -88,7 +88,8 @@ def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dep
         return f"no AMI of EC2NodeClass {nodeclass_name} maps to {instance_type}"
     if expected.id != image_id:
         return f"node runs {image_id} but the mapping picks {expected.id} for {instance_type}"
-    record = capacity.from_node(node.labels, node.capacity, node.allocatable, image_id, nodeclass.ami_family(), deps.clock())
+    record = capacity.from_node(node.labels, node.status.capacity, node.status.allocatable, image_id,
+                                nodeclass.ami_family(), deps.clock())
     deps.capacity.observe(record, deps.clock())
     return None
 
