@@ -12,12 +12,12 @@ stdout.
 from __future__ import annotations
 
 import os
-from collections import Counter
+from collections import defaultdict
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 NAMESPACE = "Carpool"
-tally: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 
 
 def _enabled() -> bool:
