@@ -80,8 +80,19 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterabl
 
 
 def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float) -> Iterable[dict[str, Any]]:
+    """Watch from the resync's list versions. A version too old to resume from ends the watch quietly:
+    the next run's resync covers the gap (level-triggered)."""
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
-    for change in deps.cluster.watch(summary.resource_versions, seconds):
+    summary.resource_versions.update(getattr(deps.cluster, "resource_versions", {}) or {})
+    try:
+        yield from _changes(deps, summary, now, seconds, bus, cluster)
+    except Exception as exc:  # WatchExpired (HTTP 410) or a dropped stream
+        log.warning("watch ended early (%s); the next run resyncs", exc)
+
+
+def _changes(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float, bus: str,
+             cluster: str) -> Iterable[dict[str, Any]]:
+    for change in deps.cluster.watch(dict(summary.resource_versions), seconds):
         summary.watch_events += 1
         if change.resource_version:
             summary.resource_versions[change.kind] = change.resource_version

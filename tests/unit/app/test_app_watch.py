@@ -1,0 +1,94 @@
+"""The watcher: level-triggered resync, then changes from the watch stream; one PutEvents call."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from carpool import observability
+from carpool.app import watch
+from carpool.app.settings import Settings
+from carpool.app.sources import StaticCatalogSource, TextConfigSource
+from carpool.app.wiring import Dependencies
+from carpool.sim.cluster import SimulatedCluster
+from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
+
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+CONFIG = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  limits: {cpu: "100"}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: r
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+"""
+
+
+class Publisher:
+    def __init__(self) -> None:
+        self.calls: list[list[dict[str, Any]]] = []
+
+    def put_events(self, entries: Any) -> int:
+        self.calls.append(list(entries))
+        return 0
+
+
+def _deps(cluster: SimulatedCluster, publisher: Publisher) -> Dependencies:
+    return Dependencies(
+        settings=Settings(cluster_name="demo", event_bus="carpool-demo"), cluster=cluster, compute=None,  # type: ignore[arg-type]
+        ledger=MemoryLedger(), offerings=MemoryOfferings(), capacity=MemoryCapacityCache(), publisher=publisher,
+        ami_source=None, config=TextConfigSource(lambda: CONFIG), catalog=StaticCatalogSource("us-east-1"),
+        clock=lambda: NOW,
+    )
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def test_resync_publishes_every_pending_pod_each_run() -> None:
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    for n in ("a", "b"):
+        cluster.add_pod(_pod(n))
+    cluster.bind()  # no nodes: both pods become Unschedulable
+    deps = _deps(cluster, pub)
+    for _ in range(2):  # level-triggered: the same pods again on the next run
+        summary = watch.run(deps)
+        assert summary.pending_pods == 2
+    assert len(pub.calls) == 2
+    assert all(sorted(e["DetailType"] for e in call) == ["Pod Unschedulable"] * 2 for call in pub.calls)
+    assert all(e["EventBusName"] == "carpool-demo" and e["Source"] == "carpool.cluster" for e in pub.calls[0])
+
+
+def test_pool_usage_and_limit_gauges_are_emitted() -> None:
+    before = observability.total("NodePoolLimit", nodepool="default", resource="cpu")
+    watch.run(_deps(SimulatedCluster(lambda: NOW), Publisher()))
+    assert observability.total("NodePoolLimit", nodepool="default", resource="cpu") - before == 100_000
+
+
+def test_follow_adds_changes_after_the_resync() -> None:
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    cluster.add_pod(_pod("a"))
+    cluster.bind()
+    summary = watch.run(_deps(cluster, pub), watch_seconds=1.0)
+    assert summary.watch_events >= 1
+    assert {e["DetailType"] for e in pub.calls[0]} == {"Pod Unschedulable"}
+
+
+def test_nothing_pending_publishes_nothing() -> None:
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    summary = watch.run(_deps(cluster, pub))
+    assert summary.published == 0 and pub.calls == []
