@@ -27,6 +27,7 @@ from carpool.api.k8s import Pod
 from carpool.api.loader import Manifests
 from carpool.app import pools
 from carpool.catalog import Catalog
+from carpool.coexistence import Coexistence
 from carpool.quantity import MIB
 from carpool.requirements import Requirements
 from carpool.resources import CPU, MEMORY, PODS, Resources, add
@@ -52,6 +53,8 @@ class PlanInputs:
     daemonsets: list[si.PodSpec] = field(default_factory=list)
     existing: list[si.ExistingNode] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: pod key -> who serves it: carpool, a node group (Cluster Autoscaler), or nobody, with the reason
+    servers: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: pool -> instance type -> "learned" | "extrapolated" | "default" (where its memory figure came from)
     capacity_sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -122,6 +125,7 @@ def assemble(
     out.daemonsets = [convert.pod_spec(ds.template_pod()) for ds in manifests.daemonsets]
     nodes = {n.name: n for n in manifests.nodes}
     bound: dict[str, list[Pod]] = {name: [] for name in nodes}
+    classifier = Coexistence(manifests.nodepools)
     for pod in manifests.pods:
         if pod.is_daemonset_pod() or pod.is_terminal():
             continue
@@ -129,7 +133,10 @@ def assemble(
             if pod.spec.node_name in bound:
                 bound[pod.spec.node_name].append(pod)
             continue
-        out.pods.append(convert.pod_spec(pod))
+        verdict = classifier.serves(pod)
+        out.servers[pod.key] = (verdict.server.value, verdict.reason)
+        if not verdict.leave_alone:  # as the provisioner: node-group pods are Cluster Autoscaler's
+            out.pods.append(convert.pod_spec(pod))
     usage: dict[str, Resources] = {}
     for name, node in nodes.items():
         out.existing.append(convert.existing_node(node, bound[name]))

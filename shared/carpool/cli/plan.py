@@ -77,6 +77,8 @@ def plan_command(
     if as_json:
         out = result.to_json()
         out["notes"] = {k: v for k, v in inputs.notes.items() if v}
+        for key, (server, reason) in inputs.servers.items():
+            out["pods"].setdefault(key, {}).update({"server": server, "serverReason": reason})
         for claim_json, claim in zip(out["nodeClaims"], result.claims, strict=True):
             claim_json["capacitySource"] = _source(inputs, claim)
         typer.echo(json.dumps(out, indent=2))
@@ -112,6 +114,9 @@ def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
         out.print(f"unschedulable {key}:", markup=False, style="yellow")
         for pool, reason in reasons.items():
             out.print(f"  {pool}: {reason}", markup=False)
+    for key, (server, reason) in sorted(inputs.servers.items()):
+        if server != "carpool":
+            out.print(f"left to {server} {key}: {reason}", markup=False)
     for key in result.opted_out:
         out.print(f"left alone {key}: requires karpenter.sh/nodepool DoesNotExist", markup=False)
     for pool, notes in sorted(inputs.notes.items()):
