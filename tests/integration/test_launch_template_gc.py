@@ -1,0 +1,68 @@
+"""Launch templates are reused while claims use them and deleted once unused for an hour."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from carpool_env import AL2023_X86, CLUSTER, Clock, build_deps, pending_pods
+
+from carpool.app import disrupt, provision
+from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
+from carpool.sim.localaws import LocalAws
+
+CONFIG = f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  template:
+    spec:
+      requirements:
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: node-role
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+"""
+
+
+@pytest.fixture
+def deps(local_aws: LocalAws, state_tables: Any, network: Any) -> Iterator[Any]:
+    local_aws.seed_amis([AL2023_X86])
+    ec2 = local_aws.client("ec2")
+    for t in ec2.describe_launch_templates().get("LaunchTemplates", []):
+        ec2.delete_launch_template(LaunchTemplateId=t["LaunchTemplateId"])
+    # moto stamps CreateTime with the wall clock, so this test's clock starts there
+    yield build_deps(local_aws, Clock(datetime.now(UTC)), CONFIG)
+
+
+def _templates(deps: Any) -> set[str]:
+    return {t["LaunchTemplateName"] for t in deps.compute.list_launch_templates(CLUSTER)}
+
+
+def test_templates_are_reused_then_collected_when_unused(deps: Any) -> None:
+    first = provision.provision_pods(pending_pods(1, prefix="a"), deps, reason="test").launched[0]
+    second = provision.provision_pods(pending_pods(1, prefix="b"), deps, reason="test").launched[0]
+    name = first.labels[LAUNCH_TEMPLATE_LABEL]
+    assert name.startswith(f"carpool/{CLUSTER}/")
+    assert second.labels[LAUNCH_TEMPLATE_LABEL] == name          # same AMI, max pods, user data: reused
+    assert _templates(deps) == {name}
+
+    for claim in (first, second):  # their nodes joined: live claims, not registration time-outs
+        deps.ledger.mark_registered(claim.name, f"node-{claim.name}", deps.clock())
+    deps.clock.now += timedelta(hours=2)
+    assert disrupt.run(deps).launch_templates_deleted == []      # still used by live claims
+    for claim in deps.ledger.active():
+        deps.ledger.release(claim)
+    assert disrupt.run(deps).launch_templates_deleted == [name]
+    assert _templates(deps) == set()
