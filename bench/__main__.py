@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import cost, lambda_package, workloads
+from bench import capacity_error, cost, lambda_package, workloads
 from carpool import labels as L
 from carpool.requirements import Requirement, Requirements
 from carpool.scheduling.inputs import InstanceOption, PodSpec, PoolSpec
@@ -173,7 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _print(rows)
     lambda_rows = lambda_package.rows()
     lambda_package.print_rows(lambda_rows)
+    capacity_rows = capacity_error.rows()
+    capacity_error.print_rows(capacity_rows)
     args.output.write_text(json.dumps({
+        "capacityExtrapolation": capacity_rows,
         "lambda": lambda_rows,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
