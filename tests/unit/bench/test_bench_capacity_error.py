@@ -1,6 +1,7 @@
 """Issue "Learned capacity": extrapolation beats the flat 7.5 % rule on the simulation's ground truth."""
 
 from bench.capacity_error import measure
+
 from carpool.catalog import Catalog
 from carpool.sim.scenario import Truth
 
