@@ -7,18 +7,24 @@ def test_pods_run_again_after_the_instance_is_reclaimed(scenario_result):
     assert scenario_result.pods.total == 4 and scenario_result.pods.pending == 0
 
 
+def interrupted(result):
+    [first] = [i for i in result.launches if i.launched_at == 0]
+    return first
+
+
 def test_the_interrupted_instance_was_reclaimed_and_replaced(scenario_result):
-    gone = [i for i in scenario_result.launches if i.terminated_at is not None]
-    assert len(gone) == 1
-    assert 120 < gone[0].terminated_at <= 120 + 120 + 10  # EC2 reclaims two minutes after the warning
+    gone = interrupted(scenario_result)
+    # carpool may terminate it itself once drained; EC2 takes it two minutes after the warning at the latest
+    assert gone.terminated_at is not None and 120 <= gone.terminated_at <= 120 + 120
     replacements = [i for i in scenario_result.launches if i.launched_at >= 120]
     assert replacements, "no replacement was launched"
-    assert min(i.launched_at for i in replacements) < gone[0].terminated_at  # before EC2 took it
+    assert min(i.launched_at for i in replacements) <= 130  # within a tick of the warning
+    assert len(scenario_result.instances) >= 1
 
 
 def test_the_node_was_cordoned_and_drained_through_the_api(scenario_result):
     actions = [d.message for d in scenario_result.decisions if d.source == "k8s-api"]
-    node = next(i.node_name for i in scenario_result.launches if i.terminated_at is not None)
+    node = interrupted(scenario_result).node_name
     assert f"cordon {node}" in actions or any(a.startswith(f"taint {node}") for a in actions)
     assert any(a.startswith("evict default/web-") for a in actions)
     assert scenario_result.invocations.get("interruption", 0) >= 1

@@ -79,16 +79,23 @@ def deps(local_aws: LocalAws, state_tables: Any, network: Any) -> Iterator[Any]:
     yield d, clock, faults
 
 
-def _pods(prefix: str, n: int = 4) -> list[Pod]:
+def _pending(d: Any, pods: list[Pod]) -> list[Pod]:
+    """The pods exist in the cluster (in-flight room is only held for pods that still exist)."""
+    for pod in pods:
+        d.cluster.add_pod(pod.to_json_dict())
+    return pods
+
+
+def _pods(prefix: str, n: int = 4, cpu: str = "500m") -> list[Pod]:
     return [Pod.model_validate({
         "metadata": {"name": f"{prefix}{i}", "namespace": "default", "uid": f"{prefix}{i}"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
     }) for i in range(n)]
 
 
 def test_fallback_in_the_same_invocation_then_flex_again_after_three_minutes(deps: Any) -> None:
     d, clock, faults = deps
-    first = provision.provision_pods(_pods("a"), d, reason="test")
+    first = provision.provision_pods(_pending(d, _pods("a")), d, reason="test")
     assert first.launched, first
     assert {c.nodepool for c in first.launched} == {"general"}          # same call, next pool by weight
     assert sorted(p for c in first.launched for p in c.pods) == [f"default/a{i}" for i in range(4)]
@@ -99,13 +106,14 @@ def test_fallback_in_the_same_invocation_then_flex_again_after_three_minutes(dep
     # within 3 minutes (failures have stopped at 120 s) flex is still skipped: no new CreateFleet to flex
     clock.now = T0 + timedelta(seconds=150)
     tried = len(faults.injected)
-    second = provision.provision_pods(_pods("b"), d, reason="test")
+    # pods too big for the room left on the in-flight nodes, so new capacity is needed
+    second = provision.provision_pods(_pending(d, _pods("b", cpu="7")), d, reason="test")
     assert {c.nodepool for c in second.launched} == {"general"}
     assert len(faults.injected) == tried
 
     # after the 3-minute window the offerings are tried again and flex serves
     clock.now = T0 + timedelta(seconds=181 + 30)
     assert d.offerings.unavailable(clock.now) == set()
-    third = provision.provision_pods(_pods("c"), d, reason="test")
+    third = provision.provision_pods(_pending(d, _pods("c", cpu="7")), d, reason="test")
     assert {c.nodepool for c in third.launched} == {"flex"}
     assert all(c.instance_type.startswith("c7i-flex.") for c in third.launched)

@@ -53,6 +53,9 @@ class LaunchAttempt:
     error: str | None = None
     image_id: str | None = None
     launch_template: str | None = None
+    #: every option's offerings went unavailable after the plan was made (an earlier claim's capacity
+    #: errors in the same round): schedule the pods again rather than fail them
+    stale: bool = False
 
 
 def choose_capacity_type(
@@ -128,7 +131,8 @@ def launch(
     subnet_by_zone = fleet.pick_subnets(discovery.subnets(ctx.nodeclass, deps))
     ct = choose_capacity_type(claim, ctx, unavailable, set(subnet_by_zone))
     if ct is None:
-        return LaunchAttempt(error="no available offering in a zone with a subnet for any instance type of the claim")
+        return LaunchAttempt(error="no available offering in a zone with a subnet for any instance type of the claim",
+                             stale=True)
     offers = list(_offerings(claim, ctx, ct, unavailable, set(subnet_by_zone)))
     type_names = list(dict.fromkeys(o[0] for o in sorted(offers, key=lambda o: o[2])))[: deps.settings.max_fleet_types]
     specs = _templates(claim, ctx, deps, ct, type_names)

@@ -26,7 +26,7 @@ from carpool.app import discovery, images, launching, pools
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
 from carpool.disruption.keys import SPEC_HASH
-from carpool.resources import CPU, MEMORY, PODS, maximum
+from carpool.resources import CPU, MEMORY, PODS, add, maximum
 from carpool.scheduling import convert, scheduler
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
@@ -40,6 +40,7 @@ MAX_ROUNDS = 5
 @dataclass
 class ProvisionOutcome:
     launched: list[Claim] = field(default_factory=list)
+    nominated_in_flight: dict[str, list[str]] = field(default_factory=dict)
     already_nominated: list[str] = field(default_factory=list)
     unschedulable: dict[str, dict[str, str]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
@@ -132,14 +133,32 @@ def _schedule_and_launch(
                                  zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
         _count_capacity_sources(prepared)
         started = time.perf_counter()
+        specs = {p.key: convert.pod_spec(p) for p in by_key.values()}
         result = scheduler.schedule(
-            [convert.pod_spec(p) for p in by_key.values()], prepared.specs,
+            list(specs.values()), prepared.specs,
             daemonsets=daemonsets, in_flight=_in_flight(deps, exclude, by_key),
         )
         observability.seconds("SchedulingDurationSeconds", time.perf_counter() - started)
+        _nominate_in_flight(result, specs, deps, now, outcome)
         retry = _launch_all(result, prepared, deps, reason, now, unavailable, outcome)
         outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
         by_key = {k: by_key[k] for k in retry if k in by_key}
+
+
+def _nominate_in_flight(result: SchedulingResult, specs: dict[str, si.PodSpec], deps: Dependencies,
+                        now: datetime, outcome: ProvisionOutcome) -> None:
+    """Pods the scheduler put into an in-flight claim's remaining room are nominated to it, so they are
+    not provisioned again while that node boots (and the room is not offered twice)."""
+    for claim_name, keys in result.nominations().items():
+        requests = add(*(specs[k].requests for k in keys))
+        try:
+            deps.ledger.nominate(claim_name, keys, requests, now, deps.settings.nomination_ttl_seconds)
+        except ReservationRefused as refused:
+            for key in keys:
+                outcome.refused[key] = refused.reason
+            continue
+        outcome.nominated_in_flight.setdefault(claim_name, []).extend(keys)
+        outcome.decisions.append(f"{len(keys)} pods nominated to in-flight claim {claim_name}")
 
 
 def _launch_all(
@@ -163,7 +182,9 @@ def _launch_all(
             _launched(claim, attempt, ctx, deps, reason, outcome, now)
             continue
         deps.ledger.release(claim)
-        if attempt.capacity_errors:
+        if attempt.stale:
+            retry.extend(planned.pods)  # its options were used up by this round's capacity errors
+        elif attempt.capacity_errors:
             _mark_unavailable(attempt.capacity_errors, deps, now, unavailable)
             retry.extend(planned.pods)
             outcome.decisions.append(
@@ -232,12 +253,20 @@ def _mark_unavailable(errors: list[tuple[str, str, str]], deps: Dependencies, no
 
 
 def _in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: dict[str, Pod]) -> list[si.InFlightClaim]:
-    """Launched claims whose nodes have not registered: their remaining room takes pods first."""
+    """Launched claims whose nodes have not registered: their remaining room takes pods first.
+
+    Room held for pods that no longer exist (evicted by a drain, deleted by a scale-down) is given back,
+    so the pods that replace them land on the node already coming for them instead of a second one.
+    The claim keeps only aggregate requests, so the give-back is proportional to the pods gone."""
+    claims = [c for c in deps.ledger.active()
+              if c.status in IN_FLIGHT_STATUSES and c.name not in exclude and c.allocatable and c.instance_type]
+    if not claims:
+        return []
+    live = {p.key for p in deps.cluster.list_pods()}
     out = []
-    for c in deps.ledger.active():
-        if c.status not in IN_FLIGHT_STATUSES or c.name in exclude or not c.allocatable or not c.instance_type:
-            continue
-        remaining = {k: v - c.requested.get(k, 0) for k, v in c.allocatable.items()}
+    for c in claims:
+        share = sum(1 for k in c.pods if k in live) / len(c.pods) if c.pods else 0.0
+        remaining = {k: v - int(c.requested.get(k, 0) * share) for k, v in c.allocatable.items()}
         node_labels = {**c.labels, labels.NODEPOOL: c.nodepool, labels.INSTANCE_TYPE: c.instance_type,
                        labels.ZONE: c.zone or "", labels.CAPACITY_TYPE: c.capacity_type or ""}
         out.append(si.InFlightClaim(c.name, c.nodepool, node_labels, remaining))

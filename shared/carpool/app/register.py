@@ -15,7 +15,7 @@ from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.app import images
 from carpool.app.wiring import Dependencies
-from carpool.state.models import Claim
+from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ def _registered(node: Node, deps: Dependencies, summary: RegisterSummary) -> Non
         log.info("node %s is not carpool's; left alone", node.name)
         return
     known = claim_of(node, deps)
+    if known is not None and known.status == ClaimStatus.REGISTERED and known.node_name == node.name:
+        summary.ignored[node.name] = "already registered"  # a repeated event: learn once per node
+        return
     claim = deps.ledger.mark_registered(known.name, node.name, deps.clock()) if known else None
     if claim is None:
         summary.ignored[node.name] = f"no claim for instance {node.instance_id()}"

@@ -8,6 +8,7 @@ the API's watch stream until the period is over, publishing changes as they happ
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     entries = list(_resync(deps, summary, now))
     if watch_seconds > 0:
         entries.extend(_follow(deps, summary, now, watch_seconds))
+    entries = _unique(entries)
     _emit_gauges(deps, now)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     summary.published = len(entries)
@@ -69,8 +71,7 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterabl
     for node in nodes.values():
         if not owned(node, cluster) or not node.is_ready():
             continue
-        claim = register.claim_of(node, deps)
-        if claim is not None and claim.status != ClaimStatus.REGISTERED:
+        if _awaits_registration(node, deps):
             summary.registered_nodes += 1
             yield events.node_registered_entry(cluster, node, now, bus)
     for name, claim in by_node.items():
@@ -102,8 +103,33 @@ def _changes(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: 
         elif isinstance(obj, Node) and owned(obj, cluster):
             if change.type == "DELETED":
                 yield events.node_deleted_entry(cluster, obj.name, obj.provider_id, now, bus)
-            elif obj.is_ready():
+            elif obj.is_ready() and _awaits_registration(obj, deps):
                 yield events.node_registered_entry(cluster, obj, now, bus)
+
+
+def _awaits_registration(node: Node, deps: Dependencies) -> bool:
+    claim = register.claim_of(node, deps)
+    return claim is not None and claim.status != ClaimStatus.REGISTERED
+
+
+def _unique(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One event per object and detail-type per run: the watch replays what the resync already published."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for entry in entries:
+        mark = (entry["DetailType"], _object_key(json.loads(entry["Detail"])))
+        if mark not in seen:
+            seen.add(mark)
+            out.append(entry)
+    return out
+
+
+def _object_key(detail: dict[str, Any]) -> str:
+    for kind in ("pod", "node"):
+        meta = (detail.get(kind) or {}).get("metadata") or {}
+        if meta.get("name"):
+            return f"{meta.get('namespace', '')}/{meta['name']}"
+    return str(detail.get("nodeName", ""))
 
 
 def _age(pod: Pod, now: datetime) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from carpool.sim.result import SimResult
 
@@ -42,7 +42,7 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:.2f}"
 
 
-def line_chart(chart_id: str, title: str, series: dict[str, Sequence[Point]], y_label: str,
+def line_chart(chart_id: str, title: str, series: Mapping[str, Sequence[Point]], y_label: str,
                step: bool = True) -> str:
     """A step (or straight) line chart of several series over simulated seconds, as an SVG element."""
     xs = [x for pts in series.values() for x, _ in pts] or [0.0]

@@ -5,7 +5,7 @@ Kept short on purpose; `--report` has the charts and `--json` everything.
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 
@@ -24,10 +24,10 @@ def render(result: SimResult) -> Group:
     for col in ("pool", "instance type", "nodes", "$/h each"):
         table.add_column(col, justify="right" if col in ("nodes", "$/h each") else "left")
     prices = {(i.node_pool, i.instance_type): i.hourly_price for i in result.instances}
-    for pool, types in sorted(result.types_by_pool().items()):
-        for itype, count in sorted(types.items(), key=lambda kv: (-kv[1], kv[0])):
+    for pool, by_type in sorted(result.types_by_pool().items()):
+        for itype, count in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0])):
             table.add_row(pool, itype, str(count), f"{prices.get((pool, itype), 0.0):.4f}")
-    parts: list[object] = [headline, table]
+    parts: list[RenderableType] = [headline, table]
     if result.launch_failures:
         types = sorted({f.instance_type for f in result.launch_failures})
         parts.append(f"[yellow]{len(result.launch_failures)} capacity errors[/] from EC2 "

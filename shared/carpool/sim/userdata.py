@@ -61,7 +61,7 @@ def parse(text: str) -> BootConfig:
 def _node_configs(text: str) -> list[dict[str, Any]]:
     if text.lstrip().startswith(("apiVersion", "---")):
         return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
-    docs = []
+    docs: list[dict[str, Any]] = []
     for part in email.message_from_string(text).walk():
         if part.is_multipart():
             continue

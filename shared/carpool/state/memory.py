@@ -41,6 +41,23 @@ class MemoryLedger:
                 self.nominations[pod] = (claim.name, until)
             self.claims[claim.name] = claim.model_copy(deep=True)
 
+    def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
+                 ttl_seconds: int) -> None:
+        with self._lock:
+            claim = self.claims.get(claim_name)
+            if claim is None or claim.status not in (ClaimStatus.RESERVED, ClaimStatus.LAUNCHED):
+                raise ReservationRefused(f"claim {claim_name} is not in flight")
+            for pod in pods:
+                held = self.nominations.get(pod)
+                if held and held[1] > now and held[0] in self.claims:
+                    raise ReservationRefused(f"pod {pod} already nominated to {held[0]}")
+            until = now + timedelta(seconds=ttl_seconds)
+            for pod in pods:
+                self.nominations[pod] = (claim_name, until)
+            claim.pods = [*claim.pods, *pods]
+            for k, v in requests.items():
+                claim.requested[k] = claim.requested.get(k, 0) + v
+
     def mark_launched(self, claim: Claim) -> None:
         with self._lock:
             self.claims[claim.name] = claim.model_copy(deep=True)

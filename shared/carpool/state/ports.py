@@ -29,6 +29,12 @@ class ClaimLedger(Protocol):
         the pool's usage within `limits`. Raises ReservationRefused."""
         ...
 
+    def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
+                 ttl_seconds: int) -> None:
+        """Atomically nominate more `pods` to a live in-flight claim and add `requests` to what it holds.
+        Raises ReservationRefused when a pod is already nominated or the claim is gone."""
+        ...
+
     def mark_launched(self, claim: Claim) -> None:
         """Persist launch results (instance id/type, zone, capacity type, image, allocatable)."""
         ...

@@ -343,6 +343,42 @@ class DynamoLedger:
                     self.release(claim)
                 raise
 
+    def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
+                 ttl_seconds: int) -> None:
+        """One transaction per chunk: the pods' nominations (each conditional on being free) and the
+        claim's `pods`/`requested` grown in place (conditional on the claim still being in flight). A
+        refused chunk leaves earlier chunks in place: those pods are on the claim, which is consistent."""
+        until = now + timedelta(seconds=ttl_seconds)
+        unique = list(dict.fromkeys(pods))
+        for start in range(0, len(unique), MAX_TRANSACTION_ITEMS - 1):
+            chunk = unique[start : start + MAX_TRANSACTION_ITEMS - 1]
+            share = requests if start == 0 else {}
+            ops = [self._grow_claim(claim_name, chunk, share), *(self._nominate(p, claim_name, now, until) for p in chunk)]
+            try:
+                _transact(self._table, ops, self._sleep)
+            except _Cancelled as c:
+                raise ReservationRefused(f"cannot nominate to {claim_name}: {c}") from c
+
+    def _grow_claim(self, claim_name: str, pods: list[str], requests: Mapping[str, int]) -> _Op:
+        names = {"#pods": "pods", "#req": "requested", "#st": "status"}
+        vals: dict[str, Any] = {"new": pods, "empty": [], "reserved": "reserved", "launched": "launched"}
+        sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)"]
+        for i, (resource, delta) in enumerate(sorted(requests.items())):
+            names[f"#k{i}"] = resource
+            vals.update({f"d{i}": delta, "zero": 0})
+            sets.append(f"#req.#k{i} = if_not_exists(#req.#k{i}, :zero) + :d{i}")
+        request = {
+            "Update": {
+                "TableName": self._table.name,
+                "Key": claim_key(claim_name),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ConditionExpression": "attribute_exists(pk) AND #st IN (:reserved, :launched)",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values(**vals),
+            }
+        }
+        return _Op(request, "claim", claim_name)
+
     def _claim_put(self, claim: Claim) -> _Op:
         request = {
             "Put": {
