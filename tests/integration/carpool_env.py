@@ -38,12 +38,18 @@ def build_deps(aws: LocalAws, clock: Clock, config: str) -> wiring.Dependencies:
     return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
 
 
-def pending_pods(n: int, cpu: str = "1", prefix: str = "p", memory: str = "1Gi") -> list[Pod]:
-    return [Pod.model_validate({
+def pending_pods(n: int, cpu: str = "1", prefix: str = "p", memory: str = "1Gi",
+                 deps: wiring.Dependencies | None = None) -> list[Pod]:
+    """Pending pods; with `deps` they are also created in its (simulated) cluster, as real pending pods
+    are (in-flight room is only held for pods that still exist)."""
+    pods = [Pod.model_validate({
         "metadata": {"name": f"{prefix}{i}", "namespace": "default", "uid": f"{prefix}{i}"},
         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
     }) for i in range(n)]
+    for pod in pods if deps is not None else ():
+        deps.cluster.add_pod(pod.to_json_dict())  # type: ignore[attr-defined]
+    return pods
 
 
 def sqs_batch(entries: list[dict[str, Any]]) -> dict[str, Any]:

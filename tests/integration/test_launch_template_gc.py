@@ -51,8 +51,9 @@ def _templates(deps: Any) -> set[str]:
 
 
 def test_templates_are_reused_then_collected_when_unused(deps: Any) -> None:
-    first = provision.provision_pods(pending_pods(1, prefix="a"), deps, reason="test").launched[0]
-    second = provision.provision_pods(pending_pods(1, prefix="b"), deps, reason="test").launched[0]
+    # pods too big to share an m5.large, so each needs its own node (and launch)
+    first = provision.provision_pods(pending_pods(1, cpu="1500m", prefix="a", deps=deps), deps, reason="test").launched[0]
+    second = provision.provision_pods(pending_pods(1, cpu="1500m", prefix="b", deps=deps), deps, reason="test").launched[0]
     name = first.labels[LAUNCH_TEMPLATE_LABEL]
     assert name.startswith(f"carpool/{CLUSTER}/")
     assert second.labels[LAUNCH_TEMPLATE_LABEL] == name          # same AMI, max pods, user data: reused

@@ -170,3 +170,19 @@ def test_crash_between_launch_and_claim_write_is_cleaned_up(env: dict[str, Any])
     outcome = provision.provision_pods(pods, deps, reason="test")
     assert outcome.launched and sorted(p for c in outcome.launched for p in c.pods) == sorted(p.key for p in pods)
     assert len(_running(env["aws"])) == 1
+
+
+def test_pods_that_fit_an_in_flight_node_are_nominated_to_it_not_launched_for(env: dict[str, Any]) -> None:
+    deps = _deps(env["aws"], env["clock"])
+    first = provision.provision_pods(pending_pods(1, cpu="250m", prefix="x", deps=deps), deps, reason="test")
+    (claim,) = first.launched
+    second = provision.provision_pods(pending_pods(2, cpu="250m", prefix="y", deps=deps), deps, reason="test")
+    assert second.launched == []
+    assert second.nominated_in_flight == {claim.name: ["default/y0", "default/y1"]}
+    assert len(_running(env["aws"])) == 1
+    stored = deps.ledger.get(claim.name)
+    assert sorted(stored.pods) == ["default/x0", "default/y0", "default/y1"]
+    assert stored.requested["cpu"] == 750
+    # the same pods again (a duplicate event): nothing new
+    again = provision.provision_pods(pending_pods(2, cpu="250m", prefix="y"), deps, reason="test")
+    assert again.launched == [] and sorted(again.already_nominated) == ["default/y0", "default/y1"]
