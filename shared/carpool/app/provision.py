@@ -79,7 +79,8 @@ def provision_pods(
     # --- Cluster Autoscaler coexistence filter (carpool.coexistence; owned by the disruption issue) ---
     pods = _leave_alone_what_others_serve(pods, deps, outcome)
     # --- end of coexistence filter ---
-    nominated = deps.ledger.nominated(now)
+    pods = list(pods)
+    nominated = deps.ledger.nominated(now, [p.key for p in pods])
     pending = []
     for pod in pods:
         holder = nominated.get(pod.key)
@@ -129,7 +130,8 @@ def _schedule_and_launch(
 
     while by_key and outcome.rounds < MAX_ROUNDS:
         outcome.rounds += 1
-        prepared = pools.prepare(manifests, catalog, resolve, cni, learned, unavailable, deps.ledger.usage(),
+        usage = deps.ledger.usage([p.name for p in manifests.nodepools])
+        prepared = pools.prepare(manifests, catalog, resolve, cni, learned, unavailable, usage,
                                  zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
         _count_capacity_sources(prepared)
         started = time.perf_counter()
@@ -262,7 +264,7 @@ def _in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: 
               if c.status in IN_FLIGHT_STATUSES and c.name not in exclude and c.allocatable and c.instance_type]
     if not claims:
         return []
-    live = {p.key for p in deps.cluster.list_pods()}
+    live = deps.cluster.pod_keys()
     out = []
     for c in claims:
         share = sum(1 for k in c.pods if k in live) / len(c.pods) if c.pods else 0.0

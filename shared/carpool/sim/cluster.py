@@ -192,6 +192,9 @@ class SimulatedCluster:
     def list_pods(self) -> list[Pod]:
         return [self._model("Pod", r) for r in self.pods.values()]
 
+    def pod_keys(self) -> set[str]:
+        return set(self.pods)
+
     def list_nodes(self) -> list[Node]:
         return [self._model("Node", r) for r in self.nodes.values()]
 

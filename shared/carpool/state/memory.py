@@ -100,11 +100,14 @@ class MemoryLedger:
     def active(self) -> list[Claim]:
         return [c.model_copy(deep=True) for c in self.claims.values() if c.status in ACTIVE_STATUSES]
 
-    def nominated(self, now: datetime) -> dict[str, str]:
-        return {p: c for p, (c, until) in self.nominations.items() if until > now and c in self.claims}
+    def nominated(self, now: datetime, pods: Iterable[str] | None = None) -> dict[str, str]:
+        wanted = None if pods is None else set(pods)
+        return {p: c for p, (c, until) in self.nominations.items()
+                if until > now and c in self.claims and (wanted is None or p in wanted)}
 
-    def usage(self) -> dict[str, dict[str, int]]:
-        return {k: dict(v) for k, v in self.pool_usage.items()}
+    def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        wanted = None if pools is None else set(pools)
+        return {k: dict(v) for k, v in self.pool_usage.items() if wanted is None or k in wanted}
 
 
 class MemoryOfferings:

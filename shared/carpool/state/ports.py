@@ -55,12 +55,12 @@ class ClaimLedger(Protocol):
         """Claims in RESERVED, LAUNCHED or REGISTERED state."""
         ...
 
-    def nominated(self, now: datetime) -> dict[str, str]:
-        """Pod key -> claim name for every nomination that has not expired."""
+    def nominated(self, now: datetime, pods: Iterable[str] | None = None) -> dict[str, str]:
+        """Pod key -> claim name for every nomination that has not expired (only `pods`' when given)."""
         ...
 
-    def usage(self) -> dict[str, dict[str, int]]:
-        """NodePool name -> usage (cpu millis, memory bytes, nodes)."""
+    def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """NodePool name -> usage (cpu millis, memory bytes, nodes); only `pools` when given."""
         ...
 
 

@@ -228,6 +228,19 @@ class _Table:
     def get(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
         return self.client.get_item(TableName=self.name, Key=dict(key), ConsistentRead=True).get("Item")
 
+    def batch_get(self, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """BatchGetItem in groups of 100 (consistent reads), resending unprocessed keys."""
+        pending = [dict(k) for k in keys]
+        out: list[dict[str, Any]] = []
+        while pending:
+            chunk, pending = pending[:100], pending[100:]
+            request = {self.name: {"Keys": chunk, "ConsistentRead": True}}
+            while request:
+                answer = self.client.batch_get_item(RequestItems=request)
+                out.extend(answer.get("Responses", {}).get(self.name, []))
+                request = answer.get("UnprocessedKeys") or {}
+        return out
+
     def batch_put(self, items: Iterable[Mapping[str, Any]], sleep: Callable[[float], None]) -> None:
         """BatchWriteItem in groups of 25, resending unprocessed items with backoff."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
@@ -571,20 +584,23 @@ class DynamoLedger:
     def active(self) -> list[Claim]:
         return [c for c in self._claims() if c.status in ACTIVE_STATUSES]
 
-    def nominated(self, now: datetime) -> dict[str, str]:
-        """Unexpired nominations whose claim still exists (as MemoryLedger: two index queries)."""
-        claims = {c.name for c in self._claims()}
+    def nominated(self, now: datetime, pods: Iterable[str] | None = None) -> dict[str, str]:
+        """Unexpired nominations whose claim still exists. With `pods`, only theirs, by key (BatchGetItem:
+        cost follows the batch, not the number of nominations in the table)."""
         limit = epoch(now)
-        out = {}
-        for item in self._table.query_index(NOMINATIONS):
-            plain = deserialize(item)
-            if plain["until"] > limit and plain["claim"] in claims:
-                out[str(plain["pod"])] = str(plain["claim"])
-        return out
+        if pods is None:
+            items = [deserialize(i) for i in self._table.query_index(NOMINATIONS)]
+            claims = {c.name for c in self._claims()}
+        else:
+            items = [deserialize(i) for i in self._table.batch_get(nomination_key(p) for p in dict.fromkeys(pods))]
+            names = {str(i["claim"]) for i in items}
+            claims = {deserialize(i)["pk"].removeprefix("CLAIM#") for i in self._table.batch_get(claim_key(n) for n in names)}
+        return {str(i["pod"]): str(i["claim"]) for i in items if i["until"] > limit and i["claim"] in claims}
 
-    def usage(self) -> dict[str, dict[str, int]]:
+    def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for item in self._table.query_index(POOLS):
+        items = self._table.query_index(POOLS) if pools is None else self._table.batch_get(usage_key(p) for p in pools)
+        for item in items:
             plain = from_dynamo(deserialize(item))
             pool = plain.pop("nodepool")
             out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS}

@@ -200,6 +200,11 @@ class LightkubeCluster:
     def list_pods(self) -> list[api.Pod]:
         return self._list(PodResource, api.Pod, "Pod", namespace=ALL_NS)
 
+    def pod_keys(self) -> set[str]:
+        """Keys of every pod, from a metadata-only list (no spec decoding)."""
+        pods = self._client().list(PodResource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
+        return {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods}
+
     def list_nodes(self) -> list[api.Node]:
         return self._list(NodeResource, api.Node, "Node")
 
