@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/carpool simulate examples/flex-first.yaml
 
+# integration and e2e each start local AWS servers and set AWS_* variables: separate processes keep
+# the suites from sharing (and tearing down) each other's endpoints
 test: setup layer
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests/unit tests/infra
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests/integration
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests/e2e
 
 bench: setup
 	$(BIN)/python -m bench
