@@ -25,7 +25,8 @@ demo: setup
 test: setup layer
 	$(BIN)/python -m pytest -n 2 --dist loadfile tests/unit tests/infra
 	$(BIN)/python -m pytest -n 2 --dist loadfile tests/integration
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/e2e
+	@# each scenario in its own process: sequential simulations in one process leak local-AWS state
+	@set -e; for f in tests/e2e/test_*.py; do $(BIN)/python -m pytest $$f; done
 
 bench: setup
 	$(BIN)/python -m bench
