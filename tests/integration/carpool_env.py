@@ -1,12 +1,17 @@
-"""Shared set-up for integration tests that drive the use cases against local AWS: a controllable clock,
-production adapters (pointed at moto) with the simulation's in-memory cluster, and pending pods."""
+"""Shared set-up for integration tests that drive the use cases against local AWS: NodePool/EC2NodeClass
+YAML, a controllable clock, production adapters (pointed at moto) with the simulation's in-memory cluster,
+pending pods, and the `aws`/`make_deps` fixtures (registered for every test by conftest.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
+import yaml
 
 from carpool.api import events
 from carpool.api.k8s import Pod
@@ -16,11 +21,61 @@ from carpool.app.sources import StaticCatalogSource
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.localaws import LocalAws
 
-CLUSTER = "itest"  # the session LocalAws fixture's cluster (conftest.CLUSTER)
+CLUSTER = "itest"  # the session LocalAws fixture's cluster
 AL2023_X86 = {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2026-01-01T00:00:00Z",
               "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"}
 
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
+
+# -- NodePool / EC2NodeClass YAML ------------------------------------------------------------------------
+def nodepool(
+    name: str = "default",
+    *,
+    requirements: Mapping[str, Sequence[str]],
+    weight: int | None = None,
+    limits: Mapping[str, Any] | None = None,
+    disruption: Mapping[str, str] | None = None,
+    nodeclass: str = "default",
+) -> dict[str, Any]:
+    """A karpenter.sh/v1 NodePool; every requirement is `key In values`."""
+    template = {"spec": {
+        "requirements": [{"key": k, "operator": "In", "values": list(v)} for k, v in requirements.items()],
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass},
+    }}
+    spec: dict[str, Any] = {} if weight is None else {"weight": weight}
+    spec["template"] = template
+    if disruption is not None:
+        spec["disruption"] = dict(disruption)
+    if limits is not None:
+        spec["limits"] = dict(limits)
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def nodeclass(
+    name: str = "default",
+    *,
+    cluster: str = CLUSTER,
+    role: str = "node-role",
+    alias: str = "al2023@latest",
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A karpenter.k8s.aws/v1 EC2NodeClass finding subnets and security groups by the discovery tag."""
+    spec: dict[str, Any] = {"role": role}
+    if tags is not None:
+        spec["tags"] = dict(tags)
+    discovery = [{"tags": {"karpenter.sh/discovery": cluster}}]
+    spec |= {"amiSelectorTerms": [{"alias": alias}], "subnetSelectorTerms": discovery,
+             "securityGroupSelectorTerms": discovery}
+    return {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": name}, "spec": spec}
+
+
+def manifests(*docs: Mapping[str, Any]) -> str:
+    """The documents as one multi-document YAML text (what `LocalAws.put_config` stores)."""
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+# -- clock and dependencies ------------------------------------------------------------------------------
 class Clock:
     def __init__(self, start: datetime) -> None:
         self.now = start
@@ -70,4 +125,52 @@ class LambdaContext:
     aws_request_id = "req"
 
 
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+# -- local EC2 -------------------------------------------------------------------------------------------
+def running_instances(aws: LocalAws) -> list[dict[str, Any]]:
+    """The cluster's pending and running instances."""
+    out = aws.client("ec2").describe_instances(Filters=[
+        {"Name": "tag:carpool.dev/cluster", "Values": [CLUSTER]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    return [i for r in out["Reservations"] for i in r["Instances"]]
+
+
+def clear_ec2(aws: LocalAws) -> None:
+    """Terminate the instances and delete the launch templates earlier tests of the session left.
+
+    Not only tidiness: moto's DescribeLaunchTemplates answers at most MaxResults (default 15) templates,
+    oldest first, and never a NextToken, so once earlier tests have left 15 templates, listing them (and
+    with it launch template garbage collection) silently misses every newer one.
+    """
+    ec2 = aws.client("ec2")
+    ids = [i["InstanceId"] for i in running_instances(aws)]
+    if ids:
+        ec2.terminate_instances(InstanceIds=ids)
+    while found := ec2.describe_launch_templates()["LaunchTemplates"]:
+        for template in found:
+            ec2.delete_launch_template(LaunchTemplateId=template["LaunchTemplateId"])
+
+
+# -- fixtures (conftest.py makes them available to every integration test) -------------------------------
+#: the `make_deps` fixture's value: `make_deps(config, start=T0)`
+MakeDeps = Callable[..., wiring.Dependencies]
+
+
+@pytest.fixture
+def aws(local_aws: LocalAws, state_tables: Any, network: Any) -> LocalAws:
+    """Local AWS ready to provision into: empty state tables, the network, AL2023 published, and no
+    instances or launch templates left by earlier tests of the session."""
+    local_aws.seed_amis([AL2023_X86])
+    clear_ec2(local_aws)
+    return local_aws
+
+
+@pytest.fixture
+def make_deps(aws: LocalAws) -> Iterator[MakeDeps]:
+    """`make_deps(config, start=T0)`: `build_deps` on the prepared local AWS with a `Clock` from `start`
+    (`deps.clock`). Whatever a test hands to `wiring.use` is forgotten afterwards."""
+
+    def make(config: str, start: datetime = T0) -> wiring.Dependencies:
+        return build_deps(aws, Clock(start), config)
+
+    yield make
+    wiring.use(None)

@@ -3,6 +3,8 @@
 With `pytest -n 2 --dist loadfile` every xdist worker is its own process, so each starts its own
 `LocalAws` on a free port of 127.0.0.1; nothing is shared between workers. Within a process the server,
 tables, bus and queues are created once (session scope) and tests get them emptied (function scope).
+The fixtures that prepare local AWS for provisioning (`aws`, `make_deps`) live in carpool_env.py with the
+other shared helpers; importing them here makes them available to every integration test.
 """
 
 from __future__ import annotations
@@ -11,18 +13,17 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from carpool_env import CLUSTER, aws, make_deps  # noqa: F401  (fixtures, see the docstring)
 
 from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
-
-CLUSTER = "itest"
 
 
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
     """moto on 127.0.0.1 with carpool's tables, bus, rules and queues; environment restored after."""
-    with LocalAws(cluster=CLUSTER) as aws:
-        aws.create_state()
-        yield aws
+    with LocalAws(cluster=CLUSTER) as server:
+        server.create_state()
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import typer
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from carpool_env import CLUSTER, clear_ec2
 from typer.testing import CliRunner
 
 from carpool import labels
@@ -28,7 +29,6 @@ from carpool.capacity import TTL
 from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
 from carpool.state.models import CapacityRecord
 
-CLUSTER = "itest"
 AL2023_X86 = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"
 AL2023_ARM = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/recommended/image_id"
 
@@ -130,7 +130,9 @@ def images(local_aws: LocalAws) -> list[str]:
 
 @pytest.fixture
 def compute(local_aws: LocalAws) -> tuple[Ec2Compute, list[float]]:
-    """A compute adapter on its own client (hooks must not leak into other tests) with recorded sleeps."""
+    """A compute adapter on its own client (hooks must not leak into other tests) with recorded sleeps, on
+    an EC2 without the instances and launch templates earlier tests left."""
+    clear_ec2(local_aws)
     sleeps: list[float] = []
     return Ec2Compute(local_aws.client("ec2"), sleep=sleeps.append, rand=lambda: 1.0), sleeps
 

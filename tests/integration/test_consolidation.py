@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from carpool_env import Clock, manifests, nodeclass, nodepool
 
 from carpool import labels as L
 from carpool import observability
@@ -39,33 +40,14 @@ VERSION = "1.32"
 AMIS = {"v20250101": "ami-0aaaaaaaaaaaaaaa1", "v20250201": "ami-0bbbbbbbbbbbbbbb2"}
 
 
-def config(alias: str = "al2023@v20250101", consolidate_after: str = "2m", sizes: str = "large, xlarge",
-           limits: str = "") -> str:
-    return f"""
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: default}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-      requirements:
-        - {{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}}
-        - {{key: karpenter.k8s.aws/instance-size, operator: In, values: [{sizes}]}}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: {consolidate_after}
-{limits}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  role: carpool-node
-  amiSelectorTerms: [{{alias: "{alias}"}}]
-  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
-"""
+def config(alias: str = "al2023@v20250101", consolidate_after: str = "2m",
+           sizes: tuple[str, ...] = ("large", "xlarge"), limits: dict[str, Any] | None = None) -> str:
+    return manifests(
+        nodepool(requirements={"karpenter.k8s.aws/instance-family": ["m5"], "karpenter.k8s.aws/instance-size": sizes},
+                 disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": consolidate_after},
+                 limits=limits),
+        nodeclass(cluster=CLUSTER, role="carpool-node", alias=alias),
+    )
 
 
 def ami_source() -> InMemoryAmiSource:
@@ -82,14 +64,6 @@ def ami_source() -> InMemoryAmiSource:
 
 
 # -- fakes of the outside world ----------------------------------------------------------------------------
-@dataclass
-class Clock:
-    now: datetime = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @dataclass
 class FakeCompute:
     """EC2: CreateFleet launches the first (cheapest) override; instances keep their tags."""
@@ -283,7 +257,7 @@ class Harness:
     @classmethod
     def build(cls, text: str) -> Harness:
         holder = {"text": text}
-        clock = Clock()
+        clock = Clock(T0)
         cluster, compute, ledger = FakeCluster(), FakeCompute(clock), MemoryLedger()
         deps = Dependencies(
             settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=600,
@@ -428,7 +402,7 @@ def test_scale_down_from_100_to_10_replicas_removes_and_consolidates_nodes():
 
 
 def test_ami_alias_version_bump_replaces_every_node_within_budgets_replacement_first():
-    h = Harness.build(config(consolidate_after="Never", sizes="xlarge"))
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
     for i in range(5):  # one 3-cpu pod per m5.xlarge: no pod fits next to another
         h.cluster.add_pod(deployment_pod("db", i, cpu="3", mem="4Gi"))
     h.settle()
@@ -446,7 +420,7 @@ def test_ami_alias_version_bump_replaces_every_node_within_budgets_replacement_f
             assert replacement is not None and replacement.status == ClaimStatus.REGISTERED, name
 
     h.cluster.on_evict = replacement_registered_first
-    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes="xlarge")
+    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",))
     max_going = 0
     for _ in range(40):
         h.minute()
@@ -496,11 +470,11 @@ def test_managed_node_group_and_its_pods_are_left_to_cluster_autoscaler():
 
 
 def test_a_replacement_that_never_joins_is_launched_again_and_the_old_node_keeps_running_meanwhile():
-    h = Harness.build(config(consolidate_after="Never", sizes="xlarge"))
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
     h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))
     h.settle()
     [old] = [n.name for n in h.owned_nodes()]
-    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes="xlarge")
+    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",))
     h.minute()
     on_nodes = {(n.spec.provider_id or "").rsplit("/", 1)[-1] for n in h.owned_nodes()}
     [first] = [i for i in h.compute.instances if i not in on_nodes]  # launched, not joined yet
@@ -518,13 +492,13 @@ def test_a_replacement_that_never_joins_is_launched_again_and_the_old_node_keeps
 
 
 def test_no_taint_and_nothing_left_running_when_the_replacement_cannot_be_launched():
-    h = Harness.build(config(consolidate_after="Never", sizes="xlarge"))
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
     for i in range(2):
         h.cluster.add_pod(deployment_pod("db", i, cpu="3", mem="4Gi"))
     h.settle()
     assert len(h.owned_nodes()) == 2
     h.compute.exhausted = True  # EC2 has no capacity left for the replacement
-    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes="xlarge")
+    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",))
     summary = h.minute()
     assert any("replacement failed" in m for m in summary.decisions)
     assert not any(n.spec.unschedulable or n.spec.taints for n in h.owned_nodes())
@@ -536,12 +510,12 @@ def test_no_taint_and_nothing_left_running_when_the_replacement_cannot_be_launch
 
 
 def test_a_pool_at_its_limit_plans_no_replacement_at_all(caplog: pytest.LogCaptureFixture):
-    full = "  limits: {cpu: 8}"  # two m5.xlarge: no room in the pool's limits for a replacement
-    h = Harness.build(config(consolidate_after="Never", sizes="xlarge", limits=full))
+    full = {"cpu": 8}  # two m5.xlarge: no room in the pool's limits for a replacement
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",), limits=full))
     for i in range(2):
         h.cluster.add_pod(deployment_pod("db", i, cpu="3", mem="4Gi"))
     h.settle()
-    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes="xlarge", limits=full)
+    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",), limits=full)
     with caplog.at_level("INFO", logger="carpool.app.consolidation"):
         for _ in range(3):
             assert h.minute().decisions == []
@@ -551,7 +525,7 @@ def test_a_pool_at_its_limit_plans_no_replacement_at_all(caplog: pytest.LogCaptu
 
 
 def test_underutilized_on_demand_node_is_replaced_by_a_cheaper_one_first():
-    h = Harness.build(config(consolidate_after="1m", sizes="large, xlarge, 2xlarge"))
+    h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
     catalog = h.deps.catalog.get(T0)
     h.deps.offerings.mark_unavailable(  # no spot capacity anywhere: carpool launches on-demand
         UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))

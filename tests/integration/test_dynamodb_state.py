@@ -101,6 +101,20 @@ def test_refuses_a_second_claim_of_the_same_name(repos: Repos, now: datetime) ->
     assert repos.ledger.nominated(now) == {"default/a": "c1"}
 
 
+def test_nominating_more_pods_than_one_transaction_holds(repos: Repos, now: datetime) -> None:
+    """In-flight nominations go in chunks of 99 pods; every chunk must be a valid request (a burst
+    nominates hundreds of pods to one claim)."""
+    repos.ledger.reserve(claim("c1", ["default/a"], now), None, now, TTL_SECONDS)
+    extra = pods(250, prefix="default/q")
+    repos.ledger.nominate("c1", extra, {"cpu": 250 * 100}, now, TTL_SECONDS)
+
+    held = repos.ledger.nominated(now, extra)
+    assert held == {p: "c1" for p in extra}
+    stored = repos.ledger.get("c1")
+    assert stored is not None and stored.pods == ["default/a", *extra]
+    assert stored.requested["cpu"] == 500 + 250 * 100
+
+
 def test_refuses_past_the_pool_limit(repos: Repos, now: datetime) -> None:
     limits = {"cpu": 5000}
     repos.ledger.reserve(claim("c1", ["default/a"], now, cpu=2000), limits, now, TTL_SECONDS)

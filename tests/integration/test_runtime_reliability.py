@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from carpool_env import CLUSTER, T0, Clock, LambdaContext, build_deps, pending_pods, sqs_batch
+from carpool_env import (
+    CLUSTER,
+    T0,
+    LambdaContext,
+    MakeDeps,
+    manifests,
+    nodeclass,
+    nodepool,
+    pending_pods,
+    running_instances,
+    sqs_batch,
+)
 
 from carpool.api import events
 from carpool.api.k8s import Pod
@@ -22,74 +32,29 @@ from carpool.sim.localaws import LocalAws
 from carpool.state.models import ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = f"""
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: default}}
-spec:
-  template:
-    spec:
-      requirements:
-        - {{key: karpenter.k8s.aws/instance-family, operator: In, values: [c5, m5]}}
-        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
-      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-  limits: {{cpu: "{{limit}}"}}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  role: node-role
-  amiSelectorTerms: [{{alias: al2023@latest}}]
-  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
-"""
+pytestmark = pytest.mark.usefixtures("event_path")  # the bus's queues, emptied before each test
 
 
-@pytest.fixture
-def env(local_aws: LocalAws, state_tables: Any, network: Any, event_path: Any) -> Iterator[dict[str, Any]]:
-    local_aws.seed_amis([
-        {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2026-01-01T00:00:00Z",
-         "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"},
-    ])
-    _terminate_all(local_aws)
-    clock = Clock(T0)
-    yield {"aws": local_aws, "clock": clock}
-    wiring.use(None)
-
-
-def _deps(aws: LocalAws, clock: Clock, limit: int = 10_000) -> wiring.Dependencies:
-    return build_deps(aws, clock, CONFIG.replace("{limit}", str(limit)))
-
-
-def _pods(n: int, cpu: str = "1", prefix: str = "p") -> list[Pod]:
-    return pending_pods(n, cpu=cpu, prefix=prefix)
+def config(limit: int = 10_000) -> str:
+    return manifests(
+        nodepool(requirements={"karpenter.k8s.aws/instance-family": ["c5", "m5"],
+                               "karpenter.sh/capacity-type": ["on-demand"]},
+                 limits={"cpu": str(limit)}),
+        nodeclass(),
+    )
 
 
 def _sqs_event(pods: list[Pod], now: datetime, copies: int = 1) -> dict[str, Any]:
     return sqs_batch([events.pod_unschedulable_entry(CLUSTER, p, now, "bus") for _ in range(copies) for p in pods])
 
 
-def _running(aws: LocalAws) -> list[dict[str, Any]]:
-    out = aws.client("ec2").describe_instances(Filters=[
-        {"Name": "tag:carpool.dev/cluster", "Values": [CLUSTER]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-    return [i for r in out["Reservations"] for i in r["Instances"]]
-
-
-def _terminate_all(aws: LocalAws) -> None:
-    ids = [i["InstanceId"] for i in _running(aws)]
-    if ids:
-        aws.client("ec2").terminate_instances(InstanceIds=ids)
-
-
-def test_provisioner_handler_launches_and_records_claims(env: dict[str, Any]) -> None:
-    deps = _deps(env["aws"], env["clock"])
+def test_provisioner_handler_launches_and_records_claims(make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config())
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
-    response = handler(_sqs_event(_pods(6), T0), LambdaContext())
+    response = handler(_sqs_event(pending_pods(6), T0), LambdaContext())
     assert response == {"batchItemFailures": []}
-    instances = _running(env["aws"])
+    instances = running_instances(aws)
     claims = deps.ledger.active()
     assert instances and len(instances) == len(claims)
     assert {c.instance_id for c in claims} == {i["InstanceId"] for i in instances}
@@ -97,25 +62,25 @@ def test_provisioner_handler_launches_and_records_claims(env: dict[str, Any]) ->
     assert all(c.status == ClaimStatus.LAUNCHED for c in claims)
 
 
-def test_every_event_delivered_three_times_launches_nothing_extra(env: dict[str, Any]) -> None:
-    deps = _deps(env["aws"], env["clock"])
+def test_every_event_delivered_three_times_launches_nothing_extra(make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config())
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
-    pods = _pods(8)
+    pods = pending_pods(8)
     handler(_sqs_event(pods, T0, copies=3), LambdaContext())          # duplicates within one batch
-    first = {i["InstanceId"] for i in _running(env["aws"])}
+    first = {i["InstanceId"] for i in running_instances(aws)}
     for _ in range(2):                                         # and redelivered in later batches
-        env["clock"].now += timedelta(seconds=30)
-        handler(_sqs_event(pods, env["clock"].now), LambdaContext())
-    assert first and {i["InstanceId"] for i in _running(env["aws"])} == first
+        deps.clock.now += timedelta(seconds=30)
+        handler(_sqs_event(pods, deps.clock.now), LambdaContext())
+    assert first and {i["InstanceId"] for i in running_instances(aws)} == first
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_two_concurrent_provisioners_never_double_launch_or_pass_the_limit(env: dict[str, Any], seed: int) -> None:
+def test_two_concurrent_provisioners_never_double_launch_or_pass_the_limit(make_deps: MakeDeps, aws: LocalAws, seed: int) -> None:
     rng = random.Random(seed)
     limit = 300
-    deps = _deps(env["aws"], env["clock"], limit=limit)
-    pods = _pods(500, cpu="500m")
+    deps = make_deps(config(limit))
+    pods = pending_pods(500, cpu="500m")
     batches = []
     for _ in range(2):  # overlapping, differently ordered halves
         chosen = rng.sample(pods, rng.randint(250, 500))
@@ -137,15 +102,15 @@ def test_two_concurrent_provisioners_never_double_launch_or_pass_the_limit(env: 
     claims = deps.ledger.active()
     nominated = [p for c in claims for p in c.pods]
     assert len(nominated) == len(set(nominated)), "a pod was provisioned twice"
-    assert len(_running(env["aws"])) == len(claims)
+    assert len(running_instances(aws)) == len(claims)
     cpu_reserved = sum(c.reserved.get("cpu", 0) for c in claims)
     assert cpu_reserved <= limit * 1000
     assert deps.ledger.usage().get("default", {}).get("cpu", 0) == cpu_reserved
 
 
-def test_crash_between_launch_and_claim_write_is_cleaned_up(env: dict[str, Any]) -> None:
-    deps = _deps(env["aws"], env["clock"])
-    pods = _pods(3)
+def test_crash_between_launch_and_claim_write_is_cleaned_up(make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config())
+    pods = pending_pods(3)
 
     class Crash(Exception):
         pass
@@ -159,27 +124,27 @@ def test_crash_between_launch_and_claim_write_is_cleaned_up(env: dict[str, Any])
     with pytest.raises(Crash):
         provision.provision_pods(pods, deps, reason="test")
     deps.ledger.mark_launched = real_mark  # type: ignore[method-assign]
-    orphans = _running(env["aws"])
+    orphans = running_instances(aws)
     assert len(orphans) == 1
     # within the grace period nothing is touched
     assert disrupt.run(deps).orphans == []
-    env["clock"].now += timedelta(seconds=deps.settings.orphan_grace_seconds + 1)
+    deps.clock.now += timedelta(seconds=deps.settings.orphan_grace_seconds + 1)
     summary = disrupt.run(deps)
     assert summary.orphans == [orphans[0]["InstanceId"]]
-    assert _running(env["aws"]) == []
+    assert running_instances(aws) == []
     outcome = provision.provision_pods(pods, deps, reason="test")
     assert outcome.launched and sorted(p for c in outcome.launched for p in c.pods) == sorted(p.key for p in pods)
-    assert len(_running(env["aws"])) == 1
+    assert len(running_instances(aws)) == 1
 
 
-def test_pods_that_fit_an_in_flight_node_are_nominated_to_it_not_launched_for(env: dict[str, Any]) -> None:
-    deps = _deps(env["aws"], env["clock"])
+def test_pods_that_fit_an_in_flight_node_are_nominated_to_it_not_launched_for(make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config())
     first = provision.provision_pods(pending_pods(1, cpu="250m", prefix="x", deps=deps), deps, reason="test")
     (claim,) = first.launched
     second = provision.provision_pods(pending_pods(2, cpu="250m", prefix="y", deps=deps), deps, reason="test")
     assert second.launched == []
     assert second.nominated_in_flight == {claim.name: ["default/y0", "default/y1"]}
-    assert len(_running(env["aws"])) == 1
+    assert len(running_instances(aws)) == 1
     stored = deps.ledger.get(claim.name)
     assert sorted(stored.pods) == ["default/x0", "default/y0", "default/y1"]
     assert stored.requested["cpu"] == 750

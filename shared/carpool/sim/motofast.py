@@ -16,6 +16,7 @@ While `faster_moto()` is active:
 - DeleteMessageBatch removes its (up to ten) messages in one pass instead of one pass per message;
 - attribute-name conversions are memoised, and JSONPath expressions are parsed once per distinct text
   (both are pure functions of their text).
+(DynamoDB transactions are made cheap by `LocalAws` itself, which serializes DynamoDB requests.)
 Nothing about which messages are delivered, their order, visibility, receive counts or dead-lettering
 changes; the patch is removed when the block ends. If moto's internals change, it does nothing.
 """

@@ -373,8 +373,10 @@ class DynamoLedger:
                 raise ReservationRefused(f"cannot nominate to {claim_name}: {c}") from c
 
     def _grow_claim(self, claim_name: str, pods: list[str], requests: Mapping[str, int]) -> _Op:
-        names = {"#pods": "pods", "#req": "requested", "#st": "status"}
+        names = {"#pods": "pods", "#st": "status"}
         vals: dict[str, Any] = {"new": pods, "empty": [], "reserved": "reserved", "launched": "launched"}
+        if requests:  # DynamoDB rejects a name the expressions do not use (later chunks add no requests)
+            names["#req"] = "requested"
         sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)"]
         for i, (resource, delta) in enumerate(sorted(requests.items())):
             names[f"#k{i}"] = resource
