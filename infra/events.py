@@ -25,6 +25,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from carpool import delivery
 from infra.settings import Settings
 
 #: Events the watcher puts on the carpool bus (``carpool.api.events`` parses them).
@@ -46,21 +47,20 @@ DLQ_RETENTION = Duration.days(14)
 
 @dataclass(frozen=True)
 class Consumer:
-    """How a function reads its queue (the SQS event source mapping)."""
+    """How a function reads its queue (the SQS event source mapping), from `carpool.delivery`."""
 
     batch_size: int
     max_batching_window: Duration
-    #: Upper bound of concurrent batches; 2 is the lowest SQS event sources accept.
     max_concurrency: int | None = None
 
+    @classmethod
+    def of(cls, d: delivery.Delivery) -> Consumer:
+        return cls(d.batch_size, Duration.seconds(d.max_batching_window_seconds), d.max_concurrency)
 
-#: Provisioner: batch like Karpenter (wait for pods to accumulate, at most 10 s) and run at most two
-#: batches at once so two schedulers rarely race for the same pool limit.
-PROVISIONER = Consumer(batch_size=100, max_batching_window=Duration.seconds(10), max_concurrency=2)
-#: Registrar: a joining node waits for its startup taint to go, so keep the window short.
-REGISTRAR = Consumer(batch_size=50, max_batching_window=Duration.seconds(2))
-#: Interruption: a spot warning gives two minutes; do not wait for company.
-INTERRUPTION = Consumer(batch_size=10, max_batching_window=Duration.seconds(0))
+
+PROVISIONER = Consumer.of(delivery.PROVISIONER)
+REGISTRAR = Consumer.of(delivery.REGISTRAR)
+INTERRUPTION = Consumer.of(delivery.INTERRUPTION)
 
 
 def visibility_timeout(function_timeout: Duration, consumer: Consumer) -> Duration:

@@ -4,7 +4,6 @@ import pytest
 
 SCENARIO = "burst-10k.yaml"
 
-pytestmark = pytest.mark.skip(reason="issue 9 open: the 10,000-pod burst does not yet finish within 60 s of wall time (moto request volume); see the closing note")
 
 
 def test_all_ten_thousand_pods_are_scheduled(scenario_result):

@@ -125,7 +125,7 @@ def test_queue_consumers_read_their_queue_in_batches(default: Synth, name: str, 
 def test_provisioner_batches_like_karpenter(default: Synth) -> None:
     default.template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
-        {"BatchSize": 100, "MaximumBatchingWindowInSeconds": 10, "FunctionResponseTypes": ["ReportBatchItemFailures"]},
+        {"BatchSize": 1000, "MaximumBatchingWindowInSeconds": 10, "FunctionResponseTypes": ["ReportBatchItemFailures"]},
     )
     default.template.resource_count_is("AWS::Lambda::EventSourceMapping", 3)
 

@@ -173,8 +173,14 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
 
 # -- 3. planning -------------------------------------------------------------------------------------------
 def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
+    names = {c.name for c in world.claims}
+    if not any(c.node_name in world.nodes for c in world.claims) and \
+            not any(n.labels.get(labels.CLAIM) in names for n in world.nodes.values()):
+        return planner.Plan()  # candidates are nodes with claims: none yet (a burst's nodes still boot)
+    # only pods waiting for a node can hold a nomination that matters: read those by key, not every one
+    waiting = [p.key for p in world.pods if not p.spec.node_name]
     view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),
-                            deps.settings.cluster_name, now, deps.ledger.nominated(now))
+                            deps.settings.cluster_name, now, deps.ledger.nominated(now, waiting) if waiting else {})
     if not any(not c.disrupting for c in view.candidates):
         return planner.Plan()  # nothing of carpool's to judge: skip pools, AMIs and the catalog
     manifests = deps.config.load()
@@ -286,7 +292,7 @@ def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary:
 
 def _replacement_names(outcome: provision.ProvisionOutcome, deps: Dependencies) -> list[str]:
     """Claims launched now plus claims the pods were already nominated to (an earlier attempt's)."""
-    nominated = deps.ledger.nominated(deps.clock())
+    nominated = deps.ledger.nominated(deps.clock(), outcome.already_nominated) if outcome.already_nominated else {}
     held = {nominated[k] for k in outcome.already_nominated if k in nominated}
     return sorted({c.name for c in outcome.launched} | held)
 

@@ -67,12 +67,15 @@ def _registered(node: Node, deps: Dependencies, summary: RegisterSummary) -> Non
 
 
 def claim_of(node: Node, deps: Dependencies) -> Claim | None:
-    """The node's claim: by the instance in its providerID (always there), else by a claim label."""
+    """The node's claim: the instance in its providerID decides (always there); a claim label is only a
+    shortcut (one read by key instead of a search of the claims) and is trusted when its claim names the
+    same instance or none yet."""
     instance_id = node.instance_id()
-    claim = deps.ledger.find_by_instance(instance_id) if instance_id else None
-    if claim is None and node.labels.get(labels.CLAIM):
-        claim = deps.ledger.get(node.labels[labels.CLAIM])
-    return claim
+    labelled = deps.ledger.get(node.labels[labels.CLAIM]) if node.labels.get(labels.CLAIM) else None
+    if labelled is not None and (not instance_id or labelled.instance_id in (None, instance_id)):
+        return labelled
+    found = deps.ledger.find_by_instance(instance_id) if instance_id else None
+    return found if found is not None else labelled
 
 
 def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dependencies) -> str | None:

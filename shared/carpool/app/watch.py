@@ -1,9 +1,12 @@
 """The watcher: turns the cluster's state into carpool events on the bus.
 
 Level-triggered on purpose: every run starts with a full list (resync) and publishes every pod that is
-still pending, so an event lost anywhere downstream only delays a pod by one watcher period. The
-provisioner's pod nominations make the repeats harmless (no double launch). After the resync it follows
-the API's watch stream until the period is over, publishing changes as they happen.
+still pending, so an event lost anywhere downstream only delays a pod by one watcher period. Pods
+nominated to a live claim (their node is booting) are the exception: the provisioner would only confirm
+the nomination, so publishing them again costs events, queue traffic and invocations for nothing (a
+10,000-pod burst waits a minute or two for its nodes). Once the nomination expires or its claim is gone,
+the pod is published again. After the resync it follows the API's watch stream until the period is over,
+publishing changes as they happen.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from carpool.api import events
 from carpool.api.k8s import Node, Pod
 from carpool.app import register
 from carpool.app.wiring import Dependencies
-from carpool.state.models import ClaimStatus
+from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,7 @@ class WatchSummary:
     pending_pods: int = 0
     registered_nodes: int = 0
     deleted_nodes: int = 0
+    awaiting_nodes: int = 0  # pending but nominated to a live claim: not published
     published: int = 0
     failed: int = 0
     watch_events: int = 0
@@ -46,19 +50,21 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     """One watcher period: resync, publish, then follow changes for `watch_seconds`."""
     cluster, now = deps.settings.cluster_name, deps.clock()
     summary = WatchSummary()
-    entries = list(_resync(deps, summary, now))
+    claims = deps.ledger.active()
+    entries = list(_resync(deps, summary, now, claims))
     if watch_seconds > 0:
         entries.extend(_follow(deps, summary, now, watch_seconds))
-    entries = _unique(entries)
+    entries = _without_nominated(_unique(entries), deps, now, summary) if claims else _marked_off(_unique(entries))
     _emit_gauges(deps, now)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     summary.published = len(entries)
     summary.failed = deps.publisher.put_events(entries) if entries else 0
-    log.info("watcher published %d events for cluster %s (%d failed)", summary.published, cluster, summary.failed)
+    log.info("watcher published %d events for cluster %s (%d failed; %d pending pods await nominated nodes)",
+             summary.published, cluster, summary.failed, summary.awaiting_nodes)
     return summary
 
 
-def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterable[dict[str, Any]]:
+def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: list[Claim]) -> Iterable[dict[str, Any]]:
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
     for pod in deps.cluster.list_pods():
         if pod.is_provisionable():
@@ -66,7 +72,6 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime) -> Iterabl
             summary.oldest_pending_seconds = max(summary.oldest_pending_seconds, _age(pod, now))
             yield events.pod_unschedulable_entry(cluster, pod, now, bus)
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
-    claims = deps.ledger.active()
     by_node = {c.node_name: c for c in claims if c.node_name}
     for node in nodes.values():
         if not owned(node, cluster) or not node.is_ready():
@@ -112,16 +117,31 @@ def _awaits_registration(node: Node, deps: Dependencies) -> bool:
     return claim is not None and claim.status != ClaimStatus.REGISTERED
 
 
-def _unique(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One event per object and detail-type per run: the watch replays what the resync already published."""
+def _unique(entries: list[dict[str, Any]]) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+    """One event per object and detail-type per run: the watch replays what the resync already published.
+    Each entry comes with its (detail-type, object key) mark."""
     seen: set[tuple[str, str]] = set()
     out = []
     for entry in entries:
         mark = (entry["DetailType"], _object_key(json.loads(entry["Detail"])))
         if mark not in seen:
             seen.add(mark)
-            out.append(entry)
+            out.append((mark, entry))
     return out
+
+
+def _marked_off(marked: list[tuple[tuple[str, str], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The entries of `_unique` as they are: with no claim in the ledger no pod can be nominated."""
+    return [entry for _mark, entry in marked]
+
+
+def _without_nominated(marked: list[tuple[tuple[str, str], dict[str, Any]]], deps: Dependencies, now: datetime,
+                       summary: WatchSummary) -> list[dict[str, Any]]:
+    """Drops Pod Unschedulable events for pods nominated to a live claim (see the module docstring)."""
+    pods = [key for (kind, key), _ in marked if kind == events.POD_UNSCHEDULABLE]
+    held = deps.ledger.nominated(now, pods) if pods else {}
+    summary.awaiting_nodes = len(held)
+    return [entry for (kind, key), entry in marked if not (kind == events.POD_UNSCHEDULABLE and key in held)]
 
 
 def _object_key(detail: dict[str, Any]) -> str:

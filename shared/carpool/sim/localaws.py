@@ -147,7 +147,9 @@ def _journal(backend: Any, actions: list[dict[str, Any]]) -> list[_JournalEntry]
             hash_key, range_key = backend.get_keys_value(table, op.get("Key") or op.get("Item") or {})
         except Exception:  # malformed: moto rejects it before writing anything
             continue
-        entries.append((table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key))))
+        current = table.get_item(hash_key, range_key)
+        # Put and Delete replace or drop the stored item object; only Update changes it in place
+        entries.append((table, hash_key, range_key, copy.deepcopy(current) if "Update" in action else current))
     return entries
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from carpool import delivery
 from carpool import labels as L
 from carpool.sim import lambdas, motofast
 from carpool.sim.clock import SimClock
@@ -353,7 +354,7 @@ class SimRunner:
         url, arn = self.path.queues[name], self.path.arns[name]
         did = False
         for _ in range(_MAX_BATCHES):
-            records = self._receive(url, arn)
+            records = self._receive(url, arn, delivery.BY_FUNCTION[name].batch_size)
             if not records:
                 break
             did = True
@@ -367,7 +368,7 @@ class SimRunner:
             self._hidden += [_Hidden(until, url, r["receiptHandle"]) for r in records if r["messageId"] in failed]
         return did
 
-    def _receive(self, url: str, arn: str, batch: int = 100) -> list[dict[str, Any]]:
+    def _receive(self, url: str, arn: str, batch: int) -> list[dict[str, Any]]:
         """Up to `batch` messages, like the Lambda SQS event source (which receives 10 at a time)."""
         records: list[dict[str, Any]] = []
         while len(records) < batch:

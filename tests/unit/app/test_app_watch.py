@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +72,29 @@ def test_resync_publishes_every_pending_pod_each_run() -> None:
     assert len(pub.calls) == 2
     assert all(sorted(e["DetailType"] for e in call) == ["Pod Unschedulable"] * 2 for call in pub.calls)
     assert all(e["EventBusName"] == "carpool-demo" and e["Source"] == "carpool.cluster" for e in pub.calls[0])
+
+
+def test_pods_nominated_to_a_live_claim_are_not_published_again() -> None:
+    from carpool.state.models import Claim
+
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    for n in ("a", "b", "c"):
+        cluster.add_pod(_pod(n))
+    cluster.bind()
+    deps = _deps(cluster, pub)
+    booting = Claim(name="c1", nodepool="default", nodeclass="default", created_at=NOW, instance_types=["m5.large"],
+                    pods=["default/a"], reserved={"cpu": 2000, "nodes": 1}, requested={"cpu": 1000})
+    gone = booting.model_copy(update={"name": "c2", "pods": ["default/b"]})
+    deps.ledger.reserve(booting, None, NOW, 600)
+    deps.ledger.reserve(gone, None, NOW, 600)
+    deps.ledger.release(gone)  # its nomination no longer holds the pod
+
+    summary = watch.run(deps, watch_seconds=1.0)  # the watch stream replays the pods too
+
+    assert summary.watch_events >= 1
+    published = sorted(json.loads(e["Detail"])["pod"]["metadata"]["name"] for e in pub.calls[0])
+    assert summary.pending_pods == 3 and summary.awaiting_nodes == 1
+    assert published == ["b", "c"]
 
 
 def test_pool_usage_and_limit_gauges_are_emitted() -> None:

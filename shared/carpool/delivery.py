@@ -1,0 +1,32 @@
+"""How queued events reach each function: the SQS event source mappings' batch sizes and windows.
+
+One definition for the stack (`infra/events.py` builds the mappings from it) and for the simulation
+(which hands the handlers batches of the same size), so the simulation measures what is deployed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One function's SQS event source mapping."""
+
+    batch_size: int
+    max_batching_window_seconds: int
+    #: Upper bound of concurrent batches; 2 is the lowest SQS event sources accept.
+    max_concurrency: int | None = None
+
+
+#: Provisioner: batch like Karpenter (wait for pods to accumulate, at most 10 s) and schedule up to 1,000
+#: pods together: one scheduling pass packs a burst better than ten, and the per-invocation reads (claims,
+#: pools, learned capacity) are paid once. Lambda also caps a batch at its 6 MB payload (a pod event is
+#: about 1-2 KB). At most two batches at once, so two schedulers rarely race for the same pool limit.
+PROVISIONER = Delivery(batch_size=1000, max_batching_window_seconds=10, max_concurrency=2)
+#: Registrar: a joining node waits for its startup taint to go, so keep the window short.
+REGISTRAR = Delivery(batch_size=50, max_batching_window_seconds=2)
+#: Interruption: a spot warning gives two minutes; do not wait for company.
+INTERRUPTION = Delivery(batch_size=10, max_batching_window_seconds=0)
+
+BY_FUNCTION: dict[str, Delivery] = {"provisioner": PROVISIONER, "registrar": REGISTRAR, "interruption": INTERRUPTION}
