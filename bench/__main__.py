@@ -7,6 +7,7 @@ bench/results.json.
 - 50 Deployments x 1,000 replicas on the shipped catalog (target <= 2 s), skipped when the catalog is
   not available.
 - Cost: plan cost / lower bound (`bench/cost.py`), target <= 1.05 on generic workloads.
+- The 10,000-pod burst through the real handlers on local AWS (target < 60 s), `bench/burst.py`.
 - Lambda: each handler's cold import time (provisioner target <= 400 ms) and the layer's unzipped size
   without boto3 (target <= 25 MB), see `bench/lambda_package.py`.
 Times are wall-clock seconds of `schedule(...)` (grouping, topology setup and result included; building
@@ -25,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import capacity_error, cost, lambda_package, workloads
+from bench import burst, capacity_error, cost, lambda_package, workloads
 from carpool import labels as L
 from carpool.requirements import Requirement, Requirements
 from carpool.scheduling.inputs import InstanceOption, PodSpec, PoolSpec
@@ -162,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,5000,10000,20000", help="Karpenter-mix batch sizes")
     parser.add_argument("--repeat", type=int, default=3, help="runs per benchmark (median reported)")
     parser.add_argument("--no-catalog", action="store_true", help="skip the shipped-catalog benchmarks")
+    parser.add_argument("--no-burst", action="store_true", help="skip the 10,000-pod simulation")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x]
@@ -175,7 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     lambda_package.print_rows(lambda_rows)
     capacity_rows = capacity_error.rows()
     capacity_error.print_rows(capacity_rows)
+    burst_rows = [] if args.no_burst else burst.rows()
+    burst.print_rows(burst_rows)
     args.output.write_text(json.dumps({
+        "burst": burst_rows,
         "capacityExtrapolation": capacity_rows,
         "lambda": lambda_rows,
         "python": sys.version.split()[0],

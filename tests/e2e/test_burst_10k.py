@@ -1,9 +1,8 @@
-"""10,000 pods at once, through the whole event path, in well under a minute of wall time."""
-
-import pytest
+"""10,000 pods at once, through the whole event path (watcher -> bus -> SQS -> provisioner batches ->
+CreateFleet -> kubelets -> binding). The wall-time target (< 60 s) is a speed target, so it lives in
+`bench/burst.py` (`make bench`), not here."""
 
 SCENARIO = "burst-10k.yaml"
-
 
 
 def test_all_ten_thousand_pods_are_scheduled(scenario_result):
@@ -11,8 +10,14 @@ def test_all_ten_thousand_pods_are_scheduled(scenario_result):
     assert scenario_result.pods.scheduled == 10_000
 
 
-def test_completes_in_under_a_minute(scenario_result):
-    assert scenario_result.wall_seconds < 60, f"took {scenario_result.wall_seconds}s"
+def test_each_pod_event_is_handled_in_batches_not_one_by_one(scenario_result):
+    # 10,000 events in provisioner batches of up to 1,000; a few more for retries at most
+    assert 10 <= scenario_result.invocations["provisioner"] <= 20
+
+
+def test_the_nodes_have_pod_room_for_every_pod(scenario_result):
+    assert all(i.max_pods for i in scenario_result.instances)
+    assert sum(i.max_pods for i in scenario_result.instances) >= 10_000
 
 
 def test_no_message_was_dead_lettered(scenario_result):
