@@ -269,7 +269,7 @@ def _in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: 
     for c in claims:
         share = sum(1 for k in c.pods if k in live) / len(c.pods) if c.pods else 0.0
         remaining = {k: v - int(c.requested.get(k, 0) * share) for k, v in c.allocatable.items()}
-        node_labels = {**c.labels, labels.NODEPOOL: c.nodepool, labels.INSTANCE_TYPE: c.instance_type,
+        node_labels = {**c.labels, labels.NODEPOOL: c.nodepool, labels.INSTANCE_TYPE: c.instance_type or "",
                        labels.ZONE: c.zone or "", labels.CAPACITY_TYPE: c.capacity_type or ""}
         out.append(si.InFlightClaim(c.name, c.nodepool, node_labels, remaining))
     return out

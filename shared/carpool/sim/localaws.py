@@ -105,7 +105,7 @@ class _JournaledTransactions:
                 _undo(journal)
                 raise
 
-        models.copy = _TablesKeptInPlace(Table)  # type: ignore[attr-defined]
+        models.copy = _TablesKeptInPlace(Table)  # type: ignore[assignment]
         models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
     @classmethod
@@ -115,7 +115,7 @@ class _JournaledTransactions:
         cls._installs = max(0, cls._installs - 1)
         if cls._installs == 0 and cls._original is not None:
             models.DynamoDBBackend.transact_write_items = cls._original  # type: ignore[method-assign]
-            models.copy = copy  # type: ignore[attr-defined]
+            models.copy = copy
             cls._original = None
 
 

@@ -41,3 +41,16 @@ def clock() -> SimClock:
 @pytest.fixture
 def cluster(clock: SimClock) -> SimulatedCluster:
     return SimulatedCluster(clock, elapsed=lambda: clock.elapsed)
+
+
+def create_dynamo_table(client: Any, name: str, gsi1: bool = False) -> None:
+    """A table with carpool's key layout (pk/sk, optionally the gsi1 index) on an in-process moto."""
+    attributes = ["pk", "sk", *(["gsi1pk", "gsi1sk"] if gsi1 else [])]
+    extra: dict[str, Any] = {}
+    if gsi1:
+        extra["GlobalSecondaryIndexes"] = [{"IndexName": "gsi1", "Projection": {"ProjectionType": "ALL"}, "KeySchema": [
+            {"AttributeName": "gsi1pk", "KeyType": "HASH"}, {"AttributeName": "gsi1sk", "KeyType": "RANGE"}]}]
+    client.create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes], **extra)

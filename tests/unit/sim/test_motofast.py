@@ -11,6 +11,8 @@ from moto import mock_aws
 
 from carpool.sim.motofast import faster_moto
 
+from .conftest import create_dynamo_table
+
 ITEMS = [
     {"pk": {"S": "CLAIM#a"}, "sk": {"S": "-"}, "n": {"N": "1.5"}, "ok": {"BOOL": True}, "none": {"NULL": True},
      "pods": {"L": [{"S": f"default/p{i}"} for i in range(50)]},
@@ -25,12 +27,7 @@ ITEMS = [
 def client() -> Iterator[Any]:
     with mock_aws():
         c = boto3.client("dynamodb", region_name="us-east-1")
-        c.create_table(
-            TableName="t", BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                  {"AttributeName": "sk", "AttributeType": "S"}],
-        )
+        create_dynamo_table(c, "t")
         for item in ITEMS:
             c.put_item(TableName="t", Item=item)
         yield c
@@ -71,13 +68,7 @@ def indexed() -> Iterator[Any]:
     """carpool's table layout in miniature: partitions, a gsi1 over some of them, other items without it."""
     with mock_aws():
         c = boto3.client("dynamodb", region_name="us-east-1")
-        c.create_table(
-            TableName="s", BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "gsi1pk", "gsi1sk")],
-            GlobalSecondaryIndexes=[{"IndexName": "gsi1", "Projection": {"ProjectionType": "ALL"}, "KeySchema": [
-                {"AttributeName": "gsi1pk", "KeyType": "HASH"}, {"AttributeName": "gsi1sk", "KeyType": "RANGE"}]}],
-        )
+        create_dynamo_table(c, "s", gsi1=True)
         for i in range(30):
             c.put_item(TableName="s", Item={"pk": {"S": "CAP"}, "sk": {"S": f"t{i:02}"}, "n": {"N": str(i)}})
             c.put_item(TableName="s", Item={"pk": {"S": f"CLAIM#{i}"}, "sk": {"S": "-"}, "gsi1pk": {"S": "CLAIMS"},

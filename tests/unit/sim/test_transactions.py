@@ -13,6 +13,8 @@ from moto import mock_aws
 
 from carpool.sim.localaws import _JournaledTransactions
 
+from .conftest import create_dynamo_table
+
 
 @contextmanager
 def journaled() -> Iterator[None]:
@@ -27,12 +29,7 @@ def journaled() -> Iterator[None]:
 def table() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="t", BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                  {"AttributeName": "sk", "AttributeType": "S"}],
-        )
+        create_dynamo_table(client, "t")
         for i in range(3):
             client.put_item(TableName="t", Item={"pk": {"S": f"p{i}"}, "sk": {"S": "x"}, "n": {"N": str(i)}})
         yield client
@@ -57,9 +54,8 @@ def _failing_transaction() -> list[dict[str, Any]]:
 @pytest.mark.parametrize("fast", [False, True], ids=["moto", "journaled"])
 def test_a_cancelled_transaction_leaves_every_item_as_it_was(table: Any, fast: bool) -> None:
     before = _items(table)
-    with journaled() if fast else nullcontext():
-        with pytest.raises(ClientError) as err:
-            table.transact_write_items(TransactItems=_failing_transaction())
+    with journaled() if fast else nullcontext(), pytest.raises(ClientError) as err:
+        table.transact_write_items(TransactItems=_failing_transaction())
     assert err.value.response["Error"]["Code"] == "TransactionCanceledException"
     assert _items(table) == before
 

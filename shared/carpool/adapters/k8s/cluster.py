@@ -203,7 +203,7 @@ class LightkubeCluster:
     def pod_keys(self) -> set[str]:
         """Keys of every pod, from a metadata-only list (no spec decoding)."""
         pods = self._client().list(PodResource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
-        return {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods}
+        return {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods if p.metadata is not None}
 
     def list_nodes(self) -> list[api.Node]:
         return self._list(NodeResource, api.Node, "Node")
