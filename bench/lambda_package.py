@@ -2,7 +2,9 @@
 
 Cold import: a fresh interpreter per sample imports `functions/<name>/handler.py` exactly as the Lambda
 runtime does (by path, nothing pre-imported), so the time is what a cold start pays before the first
-event. Layer size: `build/layer` unzipped, boto3/botocore excluded (the runtime provides them).
+event. The environment is the deployed one as far as import work goes (`lambda_environment`): in
+particular the X-Ray Tracer is enabled, since the stack deploys with tracing ACTIVE.
+Layer size: `build/layer` unzipped, boto3/botocore excluded (the runtime provides them).
 """
 
 from __future__ import annotations
@@ -24,11 +26,39 @@ _PROBE = (
 )
 
 
+#: Set on a developer's machine or in CI, never by the Lambda runtime or carpool's stack; each would change
+#: what a handler does on import (Powertools skips the X-Ray setup when tracing is disabled).
+_NOT_IN_LAMBDA = frozenset(
+    {"POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_DEV", "AWS_SAM_LOCAL", "AWS_CHALICE_CLI_MODE"}
+)
+
+
+def lambda_environment(function: str) -> dict[str, str]:
+    """The environment of a cold-import sample: what the deployed function sees, as far as it changes
+    import work. `LAMBDA_TASK_ROOT` is set by the Lambda runtime and is how Powertools and the X-Ray SDK
+    tell they run in Lambda; the stack (`infra/functions.py`) deploys every function with tracing ACTIVE
+    and without `POWERTOOLS_TRACE_DISABLED`, so the Tracer is enabled here as it is there."""
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_IN_LAMBDA}
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT / "shared"),
+            "LAMBDA_TASK_ROOT": str(ROOT / "functions" / function),
+            "AWS_LAMBDA_FUNCTION_NAME": f"carpool-{function}",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            # the stack's own variables (infra/functions.py `_environment`) that Powertools reads
+            "POWERTOOLS_SERVICE_NAME": "carpool",
+            "POWERTOOLS_METRICS_NAMESPACE": "Carpool",
+            "LOG_LEVEL": "INFO",
+        }
+    )
+    return env
+
+
 def cold_import_ms(function: str, samples: int = 5) -> float:
     """Median milliseconds to import one handler in a fresh interpreter."""
     path = ROOT / "functions" / function / "handler.py"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}", "POWERTOOLS_TRACE_DISABLED": "true",
-           "AWS_DEFAULT_REGION": "us-east-1"}
+    env = lambda_environment(function)
     times = []
     for _ in range(samples):
         out = subprocess.run([sys.executable, "-c", _PROBE.format(path=str(path))], capture_output=True, text=True,

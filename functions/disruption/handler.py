@@ -8,10 +8,12 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from carpool import observability
 from carpool.app import disrupt, wiring
 
 logger = Logger(service="carpool-disruption")
-tracer = Tracer(service="carpool-disruption")
+tracer = Tracer(service="carpool-disruption", auto_patch=False)
+observability.trace_calls(tracer)
 
 
 @logger.inject_lambda_context(log_event=False)

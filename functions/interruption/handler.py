@@ -5,10 +5,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from carpool import observability
 from carpool.app import batch, interrupt, parsing, wiring
 
 logger = Logger(service="carpool-interruption")
-tracer = Tracer(service="carpool-interruption")
+tracer = Tracer(service="carpool-interruption", auto_patch=False)
+observability.trace_calls(tracer)
 
 
 @logger.inject_lambda_context(log_event=False)

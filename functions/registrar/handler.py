@@ -5,10 +5,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from carpool import observability
 from carpool.app import batch, parsing, register, wiring
 
 logger = Logger(service="carpool-registrar")
-tracer = Tracer(service="carpool-registrar")
+tracer = Tracer(service="carpool-registrar", auto_patch=False)
+observability.trace_calls(tracer)
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -14,7 +14,8 @@ from carpool import observability
 from carpool.app import watch, wiring
 
 logger = Logger(service="carpool-watcher")
-tracer = Tracer(service="carpool-watcher")
+tracer = Tracer(service="carpool-watcher", auto_patch=False)
+observability.trace_calls(tracer)
 WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", "50"))
 
 

@@ -121,7 +121,7 @@ class NodeDeletedDetail(KubeModel):
 class _Ec2Detail(BaseModel):
     """EC2 event details use hyphenated keys (`instance-id`)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", defer_build=True)
 
     instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-z]+$")
 
@@ -158,7 +158,13 @@ class HealthEventDetail(KubeModel):
 # --- envelopes ----------------------------------------------------------------------------------------
 class _Envelope(EventBridgeModel):
     """EventBridge's envelope. `account` is optional because some deliveries (moto's EventBridge -> SQS
-    path used by the simulation) leave it out; carpool never reads it."""
+    path used by the simulation) leave it out; carpool never reads it.
+
+    Validators are built on first use (`defer_build`, like every `KubeModel`): each function parses one
+    or two of these envelopes, so building all seven (and the Pod and Node schemas under them) while the
+    handler module loads would be wasted on the rest."""
+
+    model_config = ConfigDict(defer_build=True)
 
     account: str = ""
 

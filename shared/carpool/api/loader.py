@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from carpool.api import nodeclass as nodeclass_api
@@ -196,6 +195,8 @@ class _Loader:
         self.text(text, name)
 
     def text(self, text: str, name: str) -> None:
+        import yaml  # on first use: handlers import this module, but parse YAML only when the config changes
+
         number = 0
         try:
             for number, doc in enumerate(yaml.safe_load_all(text), 1):

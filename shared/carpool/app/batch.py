@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ def process(
     """
     if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
         raise ValueError("event: expected an SQS batch with a 'Records' list")
+    # Imported on first use rather than with the module: Powertools' batch package loads every one of its
+    # event data classes (DynamoDB, Kinesis...) and asyncio, which the handler's import need not pay for.
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
     outcome: BatchOutcome[T] = BatchOutcome()
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carpool.app.settings import Settings
-from carpool.app.sources import CatalogSource, ConfigSource
-from carpool.ports import Cluster, Compute, EventPublisher
-from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
+
+if TYPE_CHECKING:  # annotations only: sources pulls in the YAML loader and the catalog
+    from carpool.app.sources import CatalogSource, ConfigSource
+    from carpool.ports import Cluster, Compute, EventPublisher
+    from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
 
 
 def utc_now() -> datetime:

@@ -2,7 +2,8 @@
 offerings and learned capacity.
 
 These are plain pydantic models; `carpool.state.ports` says how they are stored and
-`carpool.adapters.aws.dynamodb_state` stores them in one DynamoDB table.
+`carpool.adapters.aws.dynamodb_state` stores them in one DynamoDB table. Their validators are built on
+first use (`defer_build`), not while a Lambda handler imports them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ IN_FLIGHT_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED})
 class Claim(BaseModel):
     """One node carpool decided to launch (Karpenter's NodeClaim)."""
 
-    model_config = ConfigDict(frozen=False)
+    model_config = ConfigDict(frozen=False, defer_build=True)
 
     name: str
     nodepool: str
@@ -63,6 +64,8 @@ class Claim(BaseModel):
 class UnavailableOffering(BaseModel):
     """An (instance type, zone, capacity type) that failed with a capacity error, until `until`."""
 
+    model_config = ConfigDict(defer_build=True)
+
     instance_type: str
     zone: str
     capacity_type: str
@@ -76,6 +79,8 @@ class UnavailableOffering(BaseModel):
 
 class CapacityRecord(BaseModel):
     """What nodes of one instance type running one AMI really report (the learned capacity cache)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     instance_type: str
     image_id: str
@@ -94,6 +99,8 @@ class CapacityRecord(BaseModel):
 
 class PoolUsage(BaseModel):
     """Resources counted against a NodePool's limits: cpu millis, memory bytes, nodes."""
+
+    model_config = ConfigDict(defer_build=True)
 
     nodepool: str
     usage: dict[str, int] = Field(default_factory=dict)

@@ -9,21 +9,24 @@ Windows is not rendered yet (a clear error says so).
 from __future__ import annotations
 
 import base64
+import importlib
 
-from carpool.launch.userdata import al2, al2023, bottlerocket
 from carpool.launch.userdata.bootstrap import UNREGISTERED, NodeBootstrap, quantities
 from carpool.launch.userdata.mime import UserDataError
 
-_RENDERERS = {"al2023": al2023.render, "bottlerocket": bottlerocket.render, "al2": al2.render}
+#: family -> the module of this package that renders it, imported on first use: a cluster on one AMI
+#: family never loads the others (Bottlerocket's brings in the TOML reader and writer).
+_RENDERERS = {"al2023": "al2023", "bottlerocket": "bottlerocket", "al2": "al2"}
 
 
 def render(family: str, bootstrap: NodeBootstrap) -> str:
     family = family.lower()
     if family == "custom":
         return bootstrap.user_data or ""
-    renderer = _RENDERERS.get(family)
-    if renderer is None:
+    module = _RENDERERS.get(family)
+    if module is None:
         raise UserDataError(f"user data for AMI family {family!r} is not supported by carpool yet")
+    renderer = importlib.import_module(f"{__name__}.{module}").render
     return renderer(bootstrap)
 
 
