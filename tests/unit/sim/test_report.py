@@ -112,3 +112,22 @@ def test_headless_chromium_screenshot_is_not_empty(tmp_path: Path):
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000  # a blank page compresses to a few hundred bytes
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_headless_chromium_parses_every_chart_and_the_decision_log(tmp_path: Path):
+    """Chromium's own DOM of the page: the four charts are SVG elements with drawn content, nothing lost
+    to a markup error (an unclosed tag would swallow what follows)."""
+    page = tmp_path / "report.html"
+    report.write(sample(), str(page))
+    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                         check=True, timeout=120, capture_output=True, text=True).stdout
+    for chart in ("chart-nodes", "chart-pending", "chart-cost", "chart-types"):
+        start = dom.index(f'<svg id="{chart}"')
+        body = dom[start:dom.index("</svg>", start)]
+        assert "<path" in body or "<rect" in body or "<polyline" in body, chart
+    assert dom.rstrip().endswith("</html>")
+    assert "<h2>Decision log (1)</h2>" in dom
+    assert "launched &lt;1&gt; node" in dom  # the decision's text, escaped, after the charts
