@@ -137,9 +137,8 @@ def running_instances(aws: LocalAws) -> list[dict[str, Any]]:
 def clear_ec2(aws: LocalAws) -> None:
     """Terminate the instances and delete the launch templates earlier tests of the session left.
 
-    Not only tidiness: moto's DescribeLaunchTemplates answers at most MaxResults (default 15) templates,
-    oldest first, and never a NextToken, so once earlier tests have left 15 templates, listing them (and
-    with it launch template garbage collection) silently misses every newer one.
+    Tests that count templates or instances need a clean EC2. (moto's DescribeLaunchTemplates used to
+    answer only its first 15 templates, which hid newer ones from GC; LocalAws now pages it like EC2.)
     """
     ec2 = aws.client("ec2")
     ids = [i["InstanceId"] for i in running_instances(aws)]

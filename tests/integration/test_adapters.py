@@ -194,6 +194,20 @@ def test_launch_templates_are_idempotent_and_listed_by_cluster_tag(
     assert "carpool-itest-lt-a" not in [t["LaunchTemplateName"] for t in ec2.list_launch_templates(CLUSTER)]
 
 
+def test_every_launch_template_is_listed_past_one_page(
+    compute: tuple[Ec2Compute, list[float]], network: Network, images: list[str]
+) -> None:
+    """EC2 pages DescribeLaunchTemplates; GC must see all of carpool's templates, not the first page."""
+    ec2, _ = compute
+    wanted = {f"carpool-itest-page-{i:02}" for i in range(23)}
+    for name in sorted(wanted):
+        ec2.ensure_launch_template(launch_template_request(name, CLUSTER, images[0], network))
+    listed = [t["LaunchTemplateName"] for t in ec2.list_launch_templates(CLUSTER)]
+    assert wanted <= set(listed) and len(listed) == len(set(listed))
+    for name in wanted:
+        ec2.delete_launch_template(name)
+
+
 def test_fleet_launch_describe_and_terminate(
     compute: tuple[Ec2Compute, list[float]], network: Network, images: list[str]
 ) -> None:

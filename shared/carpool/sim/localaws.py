@@ -119,6 +119,56 @@ class _JournaledTransactions:
             cls._original = None
 
 
+class _PagedLaunchTemplates:
+    """Makes moto's DescribeLaunchTemplates page with NextToken, as EC2 does.
+
+    moto answers at most `MaxResults` (15 by default) templates and never a NextToken, so a listing of
+    more templates silently loses the newest ones (and launch-template GC would never see them). Same
+    refcounted install as `_JournaledTransactions`; does nothing if moto's internals change.
+    """
+
+    _installs = 0
+    _original: Any = None
+
+    @classmethod
+    def install(cls) -> None:
+        from moto.core.responses import ActionResult
+        from moto.ec2.responses.launch_templates import LaunchTemplates
+
+        cls._installs += 1
+        if cls._installs > 1 or "describe_launch_templates" not in LaunchTemplates.__dict__:
+            return
+        cls._original = LaunchTemplates.describe_launch_templates
+
+        def describe_launch_templates(self: Any) -> Any:
+            size = self._get_int_param("MaxResults", 15)
+            start = int(self._get_param("NextToken") or 0)
+            names, ids = self._get_param("LaunchTemplateNames", []), self._get_param("LaunchTemplateIds", [])
+            filters = self._filters_from_querystring()
+            self.error_on_dryrun()
+            templates = self.ec2_backend.describe_launch_templates(template_names=names, template_ids=ids,
+                                                                   filters=filters)
+            result: dict[str, Any] = {"LaunchTemplates": [
+                {"CreateTime": t.create_time, "CreatedBy": f"arn:{self.partition}:iam::{self.current_account}:root",
+                 "DefaultVersionNumber": t.default_version_number, "LatestVersionNumber": t.latest_version_number,
+                 "LaunchTemplateId": t.id, "LaunchTemplateName": t.name, "Tags": t.tags}
+                for t in templates[start : start + size]]}
+            if start + size < len(templates):
+                result["NextToken"] = str(start + size)
+            return ActionResult(result)
+
+        LaunchTemplates.describe_launch_templates = describe_launch_templates  # type: ignore[method-assign]
+
+    @classmethod
+    def uninstall(cls) -> None:
+        from moto.ec2.responses.launch_templates import LaunchTemplates
+
+        cls._installs = max(0, cls._installs - 1)
+        if cls._installs == 0 and cls._original is not None:
+            LaunchTemplates.describe_launch_templates = cls._original  # type: ignore[method-assign]
+            cls._original = None
+
+
 class _TablesKeptInPlace:
     """The `copy` module as moto's DynamoDB backend sees it: tables are not copied (the journal undoes
     a failed transaction), everything else is."""
@@ -240,6 +290,7 @@ class LocalAws:
         server = _Server(ip_address="127.0.0.1", port=0, verbose=self._verbose)
         server.start()
         _JournaledTransactions.install()
+        _PagedLaunchTemplates.install()
         self._server = server
         host, port = server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
@@ -257,6 +308,7 @@ class LocalAws:
             self._server.stop()
             self._server = None
             _JournaledTransactions.uninstall()
+            _PagedLaunchTemplates.uninstall()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
