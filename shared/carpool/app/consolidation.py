@@ -174,9 +174,8 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
 # -- 3. planning -------------------------------------------------------------------------------------------
 def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     names = {c.name for c in world.claims}
-    if not any(c.node_name in world.nodes for c in world.claims) and \
-            not any(n.labels.get(labels.CLAIM) in names for n in world.nodes.values()):
-        return planner.Plan()  # candidates are nodes with claims: none yet (a burst's nodes still boot)
+    if not any(n.labels.get(labels.CLAIM) in names for n in world.nodes.values()):
+        return planner.Plan()  # a candidate is a node whose claim label names a claim: none yet (nodes boot)
     # only pods waiting for a node can hold a nomination that matters: read those by key, not every one
     waiting = [p.key for p in world.pods if not p.spec.node_name]
     view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),

@@ -54,7 +54,7 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     entries = list(_resync(deps, summary, now, claims))
     if watch_seconds > 0:
         entries.extend(_follow(deps, summary, now, watch_seconds))
-    entries = _without_nominated(_unique(entries), deps, now, summary) if claims else _marked_off(_unique(entries))
+    entries = _without_nominated(_unique(entries), deps, now, summary, any_claim=bool(claims))
     _emit_gauges(deps, now)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     summary.published = len(entries)
@@ -130,16 +130,12 @@ def _unique(entries: list[dict[str, Any]]) -> list[tuple[tuple[str, str], dict[s
     return out
 
 
-def _marked_off(marked: list[tuple[tuple[str, str], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The entries of `_unique` as they are: with no claim in the ledger no pod can be nominated."""
-    return [entry for _mark, entry in marked]
-
-
 def _without_nominated(marked: list[tuple[tuple[str, str], dict[str, Any]]], deps: Dependencies, now: datetime,
-                       summary: WatchSummary) -> list[dict[str, Any]]:
-    """Drops Pod Unschedulable events for pods nominated to a live claim (see the module docstring)."""
+                       summary: WatchSummary, any_claim: bool) -> list[dict[str, Any]]:
+    """Drops Pod Unschedulable events for pods nominated to a live claim (see the module docstring).
+    Without any claim in the ledger no pod can be nominated, so the ledger is not asked."""
     pods = [key for (kind, key), _ in marked if kind == events.POD_UNSCHEDULABLE]
-    held = deps.ledger.nominated(now, pods) if pods else {}
+    held = deps.ledger.nominated(now, pods) if pods and any_claim else {}
     summary.awaiting_nodes = len(held)
     return [entry for (kind, key), entry in marked if not (kind == events.POD_UNSCHEDULABLE and key in held)]
 

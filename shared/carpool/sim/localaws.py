@@ -71,7 +71,37 @@ class _SerializedDynamoDb:
         return self._app(environ, start_response)
 
 
-class _JournaledTransactions:
+_Replaced = list[tuple[Any, str, Any]]  # (owner, attribute, original value)
+
+
+class _MotoPatch:
+    """A change to moto's internals for as long as any LocalAws runs: the first `install` applies it, the
+    last `uninstall` puts the originals back. `_apply` returns what it replaced, or nothing when moto's
+    internals are not what it expects (then moto is left as it is)."""
+
+    _installs = 0
+    _replaced: _Replaced = []
+
+    @classmethod
+    def install(cls) -> None:
+        cls._installs += 1
+        if cls._installs == 1:
+            cls._replaced = cls._apply()
+
+    @classmethod
+    def uninstall(cls) -> None:
+        cls._installs = max(0, cls._installs - 1)
+        if cls._installs == 0:
+            for owner, name, original in reversed(cls._replaced):
+                setattr(owner, name, original)
+            cls._replaced = []
+
+    @classmethod
+    def _apply(cls) -> _Replaced:
+        raise NotImplementedError
+
+
+class _JournaledTransactions(_MotoPatch):
     """Makes moto's TransactWriteItems undo a failed transaction from a journal of the items it names
     instead of deep-copying every table it names once per action.
 
@@ -80,22 +110,17 @@ class _JournaledTransactions:
     is installed, tables are not copied inside moto's DynamoDB backend; before the transaction runs, the
     items it names are copied, and if it fails they are put back exactly (absent ones removed). Answers
     and stored items are unchanged. It is only safe because LocalAws serves DynamoDB requests one at a
-    time. Installed while a LocalAws runs, removed when the last one stops; if moto's internals change
-    it does nothing.
+    time.
     """
 
-    _installs = 0
-    _original: Any = None
-
     @classmethod
-    def install(cls) -> None:
+    def _apply(cls) -> _Replaced:
         from moto.dynamodb import models
         from moto.dynamodb.models.table import Table
 
-        cls._installs += 1
-        if cls._installs > 1 or models.__dict__.get("copy") is not copy:
-            return
-        cls._original = original = models.DynamoDBBackend.transact_write_items
+        if models.__dict__.get("copy") is not copy:
+            return []
+        original = models.DynamoDBBackend.transact_write_items
 
         def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
             journal = _journal(self, transact_items)
@@ -107,38 +132,24 @@ class _JournaledTransactions:
 
         models.copy = _TablesKeptInPlace(Table)  # type: ignore[assignment]
         models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-
-    @classmethod
-    def uninstall(cls) -> None:
-        from moto.dynamodb import models
-
-        cls._installs = max(0, cls._installs - 1)
-        if cls._installs == 0 and cls._original is not None:
-            models.DynamoDBBackend.transact_write_items = cls._original  # type: ignore[method-assign]
-            models.copy = copy
-            cls._original = None
+        return [(models, "copy", copy), (models.DynamoDBBackend, "transact_write_items", original)]
 
 
-class _PagedLaunchTemplates:
+class _PagedLaunchTemplates(_MotoPatch):
     """Makes moto's DescribeLaunchTemplates page with NextToken, as EC2 does.
 
     moto answers at most `MaxResults` (15 by default) templates and never a NextToken, so a listing of
-    more templates silently loses the newest ones (and launch-template GC would never see them). Same
-    refcounted install as `_JournaledTransactions`; does nothing if moto's internals change.
+    more templates silently loses the newest ones (and launch-template GC would never see them).
     """
 
-    _installs = 0
-    _original: Any = None
-
     @classmethod
-    def install(cls) -> None:
+    def _apply(cls) -> _Replaced:
         from moto.core.responses import ActionResult
         from moto.ec2.responses.launch_templates import LaunchTemplates
 
-        cls._installs += 1
-        if cls._installs > 1 or "describe_launch_templates" not in LaunchTemplates.__dict__:
-            return
-        cls._original = LaunchTemplates.describe_launch_templates
+        original = LaunchTemplates.__dict__.get("describe_launch_templates")
+        if original is None:
+            return []
 
         def describe_launch_templates(self: Any) -> Any:
             size = self._get_int_param("MaxResults", 15)
@@ -158,15 +169,7 @@ class _PagedLaunchTemplates:
             return ActionResult(result)
 
         LaunchTemplates.describe_launch_templates = describe_launch_templates  # type: ignore[method-assign]
-
-    @classmethod
-    def uninstall(cls) -> None:
-        from moto.ec2.responses.launch_templates import LaunchTemplates
-
-        cls._installs = max(0, cls._installs - 1)
-        if cls._installs == 0 and cls._original is not None:
-            LaunchTemplates.describe_launch_templates = cls._original  # type: ignore[method-assign]
-            cls._original = None
+        return [(LaunchTemplates, "describe_launch_templates", original)]
 
 
 class _TablesKeptInPlace:

@@ -248,9 +248,28 @@ def _partition(table: Any, conditions: list[tuple[str, Any]], base: bool) -> lis
     return sorted(kept, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
 
 
-def _install_parsed_conditions() -> None:
+#: Parsed expressions kept at most (the simulation uses a handful; the bound only guards a runaway).
+_MEMO_LIMIT = 4096
+
+
+def _expression_key(expr: Any, names: Any, values: Any) -> str | None:
+    """A key for an expression with its names and values; None for binary values (not worth a key)."""
     import json
 
+    try:
+        return json.dumps([expr, names, values], sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+
+
+def _remember(memo: dict[str, Any], key: str, value: Any) -> Any:
+    if len(memo) > _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
+def _install_parsed_conditions() -> None:
     from moto.dynamodb import comparisons, responses
     from moto.dynamodb import models as dynamodb_models
     from moto.dynamodb.models import table
@@ -261,15 +280,10 @@ def _install_parsed_conditions() -> None:
     parsed: dict[str, Any] = {}
 
     def get_filter_expression(expr: Any, names: Any, values: Any) -> Any:
-        try:
-            key = json.dumps([expr, names, values], sort_keys=True)
-        except (TypeError, ValueError):  # binary values: not worth a key
+        key = _expression_key(expr, names, values)
+        if key is None:
             return original(expr, names, values)
-        if key not in parsed:
-            if len(parsed) > 4096:
-                parsed.clear()
-            parsed[key] = original(expr, names, values)
-        return parsed[key]
+        return parsed[key] if key in parsed else _remember(parsed, key, original(expr, names, values))
 
     for module in (comparisons, responses, dynamodb_models, table):
         if module.__dict__.get("get_filter_expression") is original:
@@ -281,9 +295,8 @@ def _install_parsed_conditions() -> None:
         validated: dict[str, tuple[Any, Any]] = {}
 
         def create_condition_expression_parser(expr: Any, names: Any, values: Any) -> Any:
-            try:
-                key = json.dumps([expr, names, values], sort_keys=True)
-            except (TypeError, ValueError):
+            key = _expression_key(expr, names, values)
+            if key is None:
                 return create(expr, names, values)
             return _ParsedOnce(key, validated, lambda: create(expr, names, values))
 
@@ -301,10 +314,7 @@ class _ParsedOnce:
     def parse(self) -> Any:
         if self._key not in self._memo:
             parser = self._make()
-            result = parser.parse()
-            if len(self._memo) > 4096:
-                self._memo.clear()
-            self._memo[self._key] = (result, parser.expr_attr_names_found)
+            _remember(self._memo, self._key, (parser.parse(), parser.expr_attr_names_found))
         result, self.expr_attr_names_found = self._memo[self._key]
         return result
 
