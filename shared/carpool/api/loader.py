@@ -192,14 +192,32 @@ class _Loader:
         except (OSError, UnicodeDecodeError) as exc:
             self.error(name, "", f"cannot read file: {exc}")
             return
-        self.text(text, name)
+        if path.suffix == ".json":
+            self.json_text(text, name)
+        else:
+            self.text(text, name)
+
+    def json_text(self, text: str, name: str) -> None:
+        """A `.json` file is one JSON document (an object or a List): parsed by the C JSON parser, which is
+        two orders of magnitude faster than reading it as YAML."""
+        import json
+
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.error(f"{name}#1", "", f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")
+            return
+        self.document(doc, f"{name}#1")
 
     def text(self, text: str, name: str) -> None:
         import yaml  # on first use: handlers import this module, but parse YAML only when the config changes
 
+        # libyaml's scanner (when PyYAML was built with it) is ~10x faster than the pure-Python one and
+        # reports the same line/column marks, so errors still point at the line.
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         number = 0
         try:
-            for number, doc in enumerate(yaml.safe_load_all(text), 1):
+            for number, doc in enumerate(yaml.load_all(text, Loader=loader), 1):
                 if doc is not None:
                     self.document(doc, f"{name}#{number}")
         except yaml.YAMLError as exc:

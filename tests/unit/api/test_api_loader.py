@@ -227,3 +227,26 @@ def test_other_kinds_dispatch() -> None:
     )
     assert m.daemonsets[0].name == "ds" and m.pdbs[0].spec.max_unavailable == 1
     assert m.summary() == "0 NodePools, 0 EC2NodeClasses, 1 DaemonSet, 1 PodDisruptionBudget"
+
+
+def test_yaml_error_line_is_the_line_of_the_problem() -> None:
+    """The C scanner keeps PyYAML's marks: the error points at the offending line, not just "somewhere"."""
+    text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels: [unclosed\n"
+    with pytest.raises(ManifestErrors) as exc:
+        load(text)
+    assert "at line 6, column 1" in exc.value.errors[0].message
+
+
+def test_json_file_is_parsed_as_json_with_its_error_line(tmp_path: Path) -> None:
+    good = tmp_path / "pods.json"
+    good.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"},
+         "spec": {"containers": [{"name": "c", "image": "x"}]}} for i in range(3)]}))
+    assert [p.name for p in load(good).pods] == ["p0", "p1", "p2"]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n  "apiVersion": "v1",\n  "kind": "Pod",\n  oops\n}\n')
+    with pytest.raises(ManifestErrors) as exc:
+        load(bad)
+    error = exc.value.errors[0]
+    assert error.document == f"{bad}#1"
+    assert "invalid JSON" in error.message and "line 4" in error.message
