@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, PlainValidator
 
-from carpool import quantity
+from carpool import label_syntax, quantity
 
 __all__ = [
     "IntOrPercent",
@@ -24,9 +24,6 @@ __all__ = [
     "scaled_int_or_percent",
 ]
 
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _INT_OR_PERCENT = re.compile(r"^\d+%?$")
 
 
@@ -76,22 +73,9 @@ def scaled_int_or_percent(value: int | str, total: int, round_up: bool) -> int:
 
 def check_label_key(key: str) -> str | None:
     """Why `key` is not a valid label key (a qualified name, optionally prefixed), or None."""
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return f"invalid label key {key!r}: the prefix must be a lowercase DNS subdomain"
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
-        return (
-            f"invalid label key {key!r}: the name must be 63 characters or less, alphanumeric, '-', '_' or '.', "
-            "starting and ending alphanumeric"
-        )
-    return None
+    return label_syntax.key_problem(key)
 
 
 def check_label_value(value: str) -> str | None:
     """Why `value` is not a valid label value, or None."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        return (
-            f"invalid label value {value!r}: must be 63 characters or less, alphanumeric, '-', '_' or '.', "
-            "starting and ending alphanumeric"
-        )
-    return None
+    return label_syntax.value_problem(value)

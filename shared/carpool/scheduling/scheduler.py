@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from carpool import labels as L
 from carpool.requirements import NEGATIVE, Requirement, Requirements
 from carpool.resources import CPU, Resources, add
-from carpool.scheduling import balance, explain
+from carpool.scheduling import balance, explain, label_safety
 from carpool.scheduling.claim import CLAIM, IN_FLIGHT, NODE, Bin, Signature
 from carpool.scheduling.inputs import ExistingNode, InFlightClaim, PodSpec, PoolSpec
 from carpool.scheduling.options import lowest_bit
@@ -84,7 +84,12 @@ def schedule(
 ) -> SchedulingResult:
     """Plan where every pending pod goes. Pure: same inputs, same result."""
     start = time.perf_counter()
+    unsafe = label_safety.unsafe_pods(pods)
+    if unsafe:
+        pods = [p for p in pods if p.key not in unsafe]
     result = Scheduler(pools, in_flight=in_flight, existing=existing, daemonsets=daemonsets, options=options).solve(pods)
+    for key, reason in unsafe.items():
+        result.unschedulable[key] = {pool.name: reason for pool in pools} or {"": reason}
     result.seconds = time.perf_counter() - start
     return result
 
