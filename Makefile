@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 
-.PHONY: setup demo test bench synth lint layer clean
+.PHONY: setup demo test bench synth lint layer-lock clean
 
 setup: $(STAMP)
 
@@ -22,7 +22,7 @@ demo: setup
 
 # integration and e2e each start local AWS servers and set AWS_* variables: separate processes keep
 # the suites from sharing (and tearing down) each other's endpoints
-test: setup layer
+test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile tests/unit tests/infra
 	$(BIN)/python -m pytest -n 2 --dist loadfile tests/integration
 	@# each scenario in its own process: sequential simulations in one process leak local-AWS state
@@ -31,11 +31,13 @@ test: setup layer
 bench: setup
 	$(BIN)/python -m bench
 
-layer: setup
-	$(BIN)/python -m infra.layer
+# The Lambda layer is built by the CDK app during synth (cached in build/layer-<digest>). After changing
+# pyproject.toml's dependencies, re-resolve the layer's pinned, hashed dependency set:
+layer-lock: setup
+	$(BIN)/python -m infra.layer lock
 
 CLUSTER ?= demo
-synth: setup layer
+synth: setup
 	$(BIN)/python infra/app.py -c clusterName=$(CLUSTER)
 
 lint: setup

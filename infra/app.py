@@ -2,8 +2,14 @@
 
 Run directly (``python infra/app.py -c clusterName=demo``) it synthesizes to ``cdk.out`` the same way,
 reading cdk.json's context as defaults, so ``make synth`` works without the Node CLI. Configuration
-mistakes (missing clusterName, a malformed ARN, an unbuilt layer, an invalid NodePool file) end with one
-readable line instead of a jsii stack trace.
+mistakes (a malformed ARN, an invalid NodePool file, a layer that cannot be built) end with one readable
+line instead of a jsii stack trace.
+
+The cluster name comes from ``-c clusterName``, else from ``$CLUSTER_NAME`` (the variable Karpenter's
+getting-started guide exports and its controller reads). Without either, commands that only need the
+app's shape (``cdk ls``, ``cdk bootstrap``, ``cdk synth`` to look at the template) still work: the app
+synthesizes a stack for the placeholder cluster ``clusterName-not-set`` with a warning, and that stack
+carries a CloudFormation rule that refuses to create or update it, so it can never be deployed.
 """
 
 from __future__ import annotations
@@ -23,20 +29,30 @@ for entry in (REPO_ROOT / "shared", REPO_ROOT):
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import App, Environment  # noqa: E402
+from aws_cdk import Annotations, App, CfnRule, CfnRuleAssertion, Environment, Fn  # noqa: E402
 
 from infra.config import ConfigError  # noqa: E402
-from infra.functions import LayerMissingError, VpcLookupError  # noqa: E402
+from infra.functions import VpcLookupError  # noqa: E402
+from infra.layer import LayerError  # noqa: E402
 from infra.nag import apply_nag  # noqa: E402
 from infra.settings import Settings, SettingsError  # noqa: E402
 from infra.stack import CarpoolStack  # noqa: E402
 
-USER_ERRORS = (SettingsError, ConfigError, LayerMissingError, VpcLookupError)
+USER_ERRORS = (SettingsError, ConfigError, VpcLookupError, LayerError)
+#: Environment variable read when ``-c clusterName`` is not given.
+CLUSTER_NAME_ENV = "CLUSTER_NAME"
+#: Cluster of the undeployable stack synthesized when no cluster name is given at all.
+PLACEHOLDER_CLUSTER = "clusterName-not-set"
+PLACEHOLDER_MESSAGE = (
+    "no cluster name given, so this is an undeployable placeholder: deploy with "
+    "`npx aws-cdk@2 deploy -c clusterName=<your EKS cluster>` (or export CLUSTER_NAME)"
+)
 
 
 def build_app(context: dict[str, Any] | None = None, *, outdir: str | None = None, nag: bool = True) -> tuple[App, CarpoolStack]:
     """The app with one ``carpool-<cluster>`` stack; ``context`` adds to what the CDK CLI passes."""
     app = App(context=context or {}, outdir=outdir)
+    placeholder = _default_cluster_name(app)
     settings = Settings.from_context(app.node.get_all_context(), base_dir=REPO_ROOT)
     account, region = os.environ.get("CDK_DEFAULT_ACCOUNT"), os.environ.get("CDK_DEFAULT_REGION")
     stack = CarpoolStack(
@@ -46,9 +62,37 @@ def build_app(context: dict[str, Any] | None = None, *, outdir: str | None = Non
         # Environment-agnostic unless the CLI knows the account (needed only for the vpcId lookup).
         env=Environment(account=account, region=region) if account and region else None,
     )
+    if placeholder:
+        _refuse_deploy(stack)
     if nag:
         apply_nag(app)
     return app, stack
+
+
+def _default_cluster_name(app: App) -> bool:
+    """Fill in ``clusterName`` from the environment or the placeholder; True for the placeholder."""
+    given = app.node.try_get_context("clusterName")
+    if given is not None and str(given).strip():
+        return False
+    from_env = os.environ.get(CLUSTER_NAME_ENV, "").strip()
+    app.node.set_context("clusterName", from_env or PLACEHOLDER_CLUSTER)
+    return not from_env
+
+
+def _refuse_deploy(stack: CarpoolStack) -> None:
+    """Warn at synth and make CloudFormation reject the placeholder stack before it creates anything."""
+    Annotations.of(stack).add_warning_v2("carpool:clusterNameRequired", PLACEHOLDER_MESSAGE)
+    CfnRule(
+        stack,
+        "ClusterNameRequired",
+        assertions=[
+            CfnRuleAssertion(
+                # Always false: a rule's assertions are checked before any resource is created.
+                assert_=Fn.condition_equals(PLACEHOLDER_CLUSTER, "a real cluster name"),
+                assert_description=PLACEHOLDER_MESSAGE,
+            )
+        ],
+    )
 
 
 def _cli_context(argv: list[str]) -> dict[str, Any]:
@@ -87,9 +131,42 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as exc:
         print(f"carpool: {exc}", file=sys.stderr)
         return 1
+    except RuntimeError as exc:  # how jsii reports an exception in the layer's bundler or failed checks
+        if str(exc).startswith("ValidationFailed"):  # cdk-nag findings (cdk.json reports them this way)
+            print(f"carpool: synth stopped by unsuppressed findings:\n{exc}", file=sys.stderr)
+            return 1
+        cause = _layer_error(exc)
+        if cause is None:
+            raise
+        print(f"carpool: the Lambda layer could not be built: {cause}", file=sys.stderr)
+        return 1
     if not _under_cdk_cli():
         print(f"carpool: synthesized {stack.stack_name} to {assembly.directory}")
+        if stack.settings.cluster_name == PLACEHOLDER_CLUSTER:
+            print(f"carpool: warning: {PLACEHOLDER_MESSAGE}", file=sys.stderr)
     return 0
+
+
+def _layer_error(exc: BaseException) -> str | None:
+    """The layer builder's message inside a jsii error, or None when the error is about something else.
+
+    jsii re-raises a callback's exception as a RuntimeError whose context is the original; when that link
+    is missing, CDK's "Failed to bundle asset .../Layer/..." message still carries the text.
+    """
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, LayerError):
+            return str(current)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    text = str(exc)
+    if text.startswith("Failed to bundle asset") and "/Layer/" in text:
+        return text.rsplit("RuntimeError: ", 1)[-1]
+    return None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ The NodePool limits found here also define the "pool near its limit" alarms (one
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,8 @@ class ClusterConfig:
     source: str
     pool_limits: tuple[PoolLimit, ...]
     nodepools: tuple[str, ...]
+    #: problems that do not stop a deploy (a limit on a resource no admitted instance type offers)
+    warnings: tuple[str, ...] = ()
 
 
 def default_config(settings: Settings, node_role_name: str) -> str:
@@ -108,8 +111,12 @@ def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
             "(ADVANCED tier). Remove comments or split rarely used pools out."
         )
     documents = _parse(checked, source)
+    _check_limits(documents, source)
+    warnings: tuple[str, ...] = ()
     if settings.validate_config:
-        _validate_with_library(checked, source, settings.config_file)
+        warnings = _validate_with_library(checked, source, settings.config_file)
+        for warning in warnings:
+            print(f"carpool config: {warning}", file=sys.stderr)
     nodepools = tuple(_name(doc, source) for doc in documents if doc.get("kind") == "NodePool")
     limits = tuple(
         PoolLimit(_name(doc, source), str(resource))
@@ -117,7 +124,21 @@ def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
         if doc.get("kind") == "NodePool"
         for resource in sorted((doc.get("spec") or {}).get("limits") or {})
     )
-    return ClusterConfig(text=text, source=source, pool_limits=limits, nodepools=nodepools)
+    return ClusterConfig(text=text, source=source, pool_limits=limits, nodepools=nodepools, warnings=warnings)
+
+
+def _check_limits(documents: list[dict[str, Any]], source: str) -> None:
+    """Negative NodePool limits fail the synth even without the library: a limit below zero refuses
+    every launch of the pool, forever, which nobody means."""
+    for doc in documents:
+        if doc.get("kind") != "NodePool":
+            continue
+        for resource, value in ((doc.get("spec") or {}).get("limits") or {}).items():
+            if str(value).strip().startswith("-"):
+                raise ConfigError(
+                    f"{source}: NodePool {_name(doc, source)}: spec.limits[{resource}]: invalid limit {value!r}: "
+                    "must not be negative (0 stops the pool launching)"
+                )
 
 
 def _parse(text: str, source: str) -> list[dict[str, Any]]:
@@ -140,8 +161,9 @@ def _name(doc: dict[str, Any], source: str) -> str:
     return name
 
 
-def _validate_with_library(text: str, source: str, path: Path | None) -> None:
-    """Run carpool's own manifest loader, the one the functions use, when it can be imported.
+def _validate_with_library(text: str, source: str, path: Path | None) -> tuple[str, ...]:
+    """Run carpool's own manifest loader, the one the functions use, when it can be imported; returns
+    its warnings (limits no instance type of the pool can reach, checked against the shipped catalog).
 
     The import is optional because the deployment must not depend on every library module being
     importable on the deploying machine; when it is, a bad field fails here with its path.
@@ -149,15 +171,20 @@ def _validate_with_library(text: str, source: str, path: Path | None) -> None:
     try:
         from carpool.api import loader  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
-        return
+        return ()
     with tempfile.TemporaryDirectory() as folder:
         if path is None:  # the built-in default: give the loader a file named after what it is
             path = Path(folder, "default-config.yaml")
             path.write_text(text)
         try:
-            loader.load([path])
+            manifests = loader.load([path])
         except getattr(loader, "ManifestErrors", ()) as exc:  # type: ignore[misc]
             details = "\n".join(
                 f"  {err.document} {err.path}: {err.message}" for err in getattr(exc, "errors", [])
             )
             raise ConfigError(f"{source} is not valid carpool/Karpenter v1 config:\n{details or exc}") from exc
+    try:
+        from carpool.cli.validate import limit_warnings  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return ()
+    return tuple(limit_warnings(list(manifests.nodepools)))

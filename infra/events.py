@@ -12,6 +12,15 @@ policy for data that is only pod and instance names. Every queue denies non-TLS 
 
 A queue's visibility timeout is six times its consumer's timeout plus the batching window, as AWS
 recommends for SQS event sources, so a message is not redelivered while a slow batch is still running.
+
+The interruption queue keeps a message only as long as its redrive needs (``redrive_retention``: three
+receives, a visibility timeout apart, about 19 minutes), not SQS's default four days. An interruption
+event is worth nothing five minutes on (the function drops older ones by the event's own time, with a
+metric); after an outage a backlog of hour-old spot warnings must not be replayed. Karpenter's queue
+keeps 300 s and has no DLQ; retention that short here would expire a message that fails before its
+second receive (six minutes later) instead of parking it in the dead-letter queue, so a poison event
+would vanish without the DLQ alarm ever seeing it. SQS counts retention from the original enqueue,
+also in the DLQ, which keeps 14 days.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ LEAVING_STATES = ["stopping", "stopped", "shutting-down", "terminated"]
 
 MAX_RECEIVE_COUNT = 3
 DLQ_RETENTION = Duration.days(14)
+#: Time for the last receive to run and SQS to move the message on, after the last visibility timeout.
+REDRIVE_MARGIN = Duration.minutes(1)
 
 
 @dataclass(frozen=True)
@@ -68,19 +79,40 @@ def visibility_timeout(function_timeout: Duration, consumer: Consumer) -> Durati
     return Duration.seconds(6 * function_timeout.to_seconds() + consumer.max_batching_window.to_seconds())
 
 
-class WorkQueue(Construct):
-    """An encrypted, TLS-only queue with its own dead-letter queue (3 receives, 14-day retention)."""
+def redrive_retention(visibility: Duration) -> Duration:
+    """The shortest retention in which a message failing every receive still reaches its DLQ: SQS moves
+    it on the receive after the last allowed one, ``MAX_RECEIVE_COUNT`` visibility timeouts after the
+    first."""
+    return Duration.seconds(MAX_RECEIVE_COUNT * visibility.to_seconds() + REDRIVE_MARGIN.to_seconds())
 
-    def __init__(self, scope: Construct, construct_id: str, *, consumer: Consumer, function_timeout: Duration) -> None:
+
+class WorkQueue(Construct):
+    """An encrypted, TLS-only queue with its own dead-letter queue (3 receives, 14-day retention).
+
+    ``short_lived``: keep messages only as long as their redrive needs (``redrive_retention``), for
+    events that are worthless once old; otherwise SQS's default (4 days).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        consumer: Consumer,
+        function_timeout: Duration,
+        short_lived: bool = False,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.consumer = consumer
         self.dlq = dead_letter_queue(self, "Dlq")
+        visibility = visibility_timeout(function_timeout, consumer)
         self.queue = sqs.Queue(
             self,
             "Queue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            visibility_timeout=visibility_timeout(function_timeout, consumer),
+            visibility_timeout=visibility,
+            retention_period=redrive_retention(visibility) if short_lived else None,
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=MAX_RECEIVE_COUNT, queue=self.dlq),
         )
 
@@ -116,7 +148,7 @@ class EventRouting(Construct):
         )
         self.registrar = WorkQueue(self, "Registrar", consumer=REGISTRAR, function_timeout=timeouts["registrar"])
         self.interruption = WorkQueue(
-            self, "Interruption", consumer=INTERRUPTION, function_timeout=timeouts["interruption"]
+            self, "Interruption", consumer=INTERRUPTION, function_timeout=timeouts["interruption"], short_lived=True
         )
 
         self.pod_unschedulable = self._rule(

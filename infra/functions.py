@@ -1,18 +1,27 @@
 """The five Lambda functions, their layer, roles, log groups and triggers.
 
 Each function has its own role so that a bug (or a compromise) in the watcher cannot launch instances and
-the registrar cannot terminate them. What each may do to EC2 (everything else is common: state tables,
-config parameter, ``eks:DescribeCluster``, read-only ``ec2:Describe*``):
+the registrar cannot terminate them. Every role may read the config parameter and describe the cluster
+(``eks:DescribeCluster``, on a cold start without ``-c clusterEndpoint``); beyond that (the capabilities
+of each ``FunctionSpec``):
 
 ============  ==============================================================================
-watcher       put events on the carpool bus
-provisioner   launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags on create,
-              PassRole of the node role), delete own launch templates, AMI parameters, prices
-registrar     tag own instances (Name, nodeclaim keys only)
-interruption  terminate own instances, put events (replacements)
-disruption    terminate own instances, delete own launch templates, AMI parameters (drift),
-              prices (consolidation), put events
+watcher       read the state table; put events on the carpool bus
+provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags
+              on create, PassRole of the node role); terminate own instances (a launch whose claim
+              failed); AMIs; the instance-type catalog and prices
+registrar     write the state table; look instances up (claims found by tag); AMIs and catalog (learned
+              capacity is kept only for the expected AMI)
+interruption  write the state table; launch replacements; terminate own instances; AMIs; catalog
+disruption    write the state table; launch replacements (consolidation, drift); terminate own instances;
+              delete own launch templates; look instances up (orphans); AMIs; catalog
 ============  ==============================================================================
+
+Reads are as narrow as writes: the EC2 ``Describe`` actions a capability's code calls (not
+``ec2:Describe*``), and per table the DynamoDB actions the state adapter issues (read-only for the
+watcher). ``tests/infra/test_iam_requests.py`` evaluates these policies against every AWS request the
+functions make in recorded simulations, and fails on a request they would deny or a grant no request
+uses.
 
 "Own" is enforced by tags, the same scheme Karpenter's controller policy uses: a launch must *request*
 ``kubernetes.io/cluster/<cluster>=owned`` and ``carpool.dev/cluster=<cluster>`` on every resource it
@@ -45,8 +54,9 @@ from carpool import labels
 from infra.cluster import ClusterAccess
 from infra.events import EventRouting
 from infra.layer import LAYER_DIR, REPO_ROOT
+from infra.layer_asset import layer_code
 from infra.settings import Settings
-from infra.state import StateTables
+from infra.state import STATUS_INDEX, StateTables
 
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -67,12 +77,22 @@ SHARED_LAUNCH_INPUTS = ("subnet", "security-group", "capacity-reservation")
 LAUNCH_INPUT_RESOURCES = PUBLIC_LAUNCH_INPUTS + SHARED_LAUNCH_INPUTS
 #: Tags the registrar may set on a running instance; never the ownership tags.
 REGISTRAR_TAG_KEYS = ("Name", labels.TAG_NODECLAIM, labels.CLAIM)
+#: State-table access by what a function does with it (``carpool.adapters.aws.dynamodb_state``); every
+#: function also lists claims, nominations and usage with Query on the status index. DynamoDB authorizes a
+#: transaction per item, as PutItem/UpdateItem/DeleteItem.
+#: Nominations of given pods, by key.
+NOMINATIONS_READ = ("dynamodb:BatchGetItem",)
+#: Releasing a claim: read it, delete it and give its usage back in one transaction.
+CLAIM_RELEASE = ("dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem")
+#: Provisioning: capacity and offering partitions (Query), nominations, reservations (Put/Update in
+#: transactions), launched claims (PutItem), offerings marked unavailable (BatchWriteItem).
+PROVISIONING = (
+    *NOMINATIONS_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem",
+)  # fmt: skip
+#: Registration: the claim by name, marked registered (UpdateItem), learned capacity (GetItem, PutItem).
+REGISTRATION = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
 #: Public SSM parameters holding EKS-optimized, Bottlerocket and Windows AMI ids (reference section 4).
 AMI_PARAMETER_PATHS = ("/aws/service/eks/*", "/aws/service/bottlerocket/*", "/aws/service/ami-windows-latest/*")
-
-
-class LayerMissingError(FileNotFoundError):
-    """The layer folder was not built; the message tells the user what to run."""
 
 
 class VpcLookupError(ValueError):
@@ -85,10 +105,25 @@ class Capability(Enum):
     LAUNCH = auto()
     DELETE_LAUNCH_TEMPLATES = auto()
     TERMINATE = auto()
+    #: Name and nodeclaim tags on own instances; no function tags instances after launch today.
     TAG_INSTANCES = auto()
     AMI_LOOKUP = auto()
-    PRICING = auto()
+    #: Instance types, their offerings and spot prices from EC2, on-demand prices from the Pricing API.
+    CATALOG = auto()
+    INSTANCE_LOOKUP = auto()
     PUT_EVENTS = auto()
+
+
+#: The EC2 reads behind each capability (``carpool.adapters.aws.ec2``, ``.catalog``, ``.images``).
+DESCRIBE_ACTIONS: dict[Capability, tuple[str, ...]] = {
+    Capability.LAUNCH: ("ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"),
+    Capability.DELETE_LAUNCH_TEMPLATES: ("ec2:DescribeLaunchTemplates",),
+    Capability.AMI_LOOKUP: ("ec2:DescribeImages",),
+    Capability.CATALOG: (
+        "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory",
+    ),
+    Capability.INSTANCE_LOOKUP: ("ec2:DescribeInstances",),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,6 +139,8 @@ class FunctionSpec:
     kubernetes_write: bool
     #: Reserved concurrency (``None``: unreserved); skipped entirely with ``-c reservedConcurrency=false``.
     reserved_concurrency: int | None = None
+    #: DynamoDB actions on the state table (see ``PROVISIONING`` and the others above).
+    state_actions: tuple[str, ...] = ()
 
 
 C = Capability
@@ -117,6 +154,7 @@ SPECS: dict[str, FunctionSpec] = {
             timeout=Duration.seconds(70),
             memory_mib=512,
             capabilities=frozenset({C.PUT_EVENTS}),
+            state_actions=NOMINATIONS_READ,
             kubernetes_write=False,
             # Two: the overlap between consecutive runs, never a third one stacking up on a slow API.
             reserved_concurrency=2,
@@ -127,7 +165,8 @@ SPECS: dict[str, FunctionSpec] = {
             timeout=Duration.seconds(120),
             # The scheduler is CPU-bound; 2 GB buys more than one vCPU.
             memory_mib=2048,
-            capabilities=frozenset({C.LAUNCH, C.DELETE_LAUNCH_TEMPLATES, C.AMI_LOOKUP, C.PRICING}),
+            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
+            state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=False,
         ),
         FunctionSpec(
@@ -135,7 +174,8 @@ SPECS: dict[str, FunctionSpec] = {
             "Marks claims registered when their node joins and learns real node capacity",
             timeout=Duration.seconds(60),
             memory_mib=512,
-            capabilities=frozenset({C.TAG_INSTANCES}),
+            capabilities=frozenset({C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}),
+            state_actions=REGISTRATION + CLAIM_RELEASE,
             kubernetes_write=True,
         ),
         FunctionSpec(
@@ -143,7 +183,8 @@ SPECS: dict[str, FunctionSpec] = {
             "Handles spot interruptions, rebalance, health and state-change events: cordon, drain, replace",
             timeout=Duration.seconds(60),
             memory_mib=512,
-            capabilities=frozenset({C.TERMINATE, C.PUT_EVENTS}),
+            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
+            state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=True,
         ),
         FunctionSpec(
@@ -152,7 +193,10 @@ SPECS: dict[str, FunctionSpec] = {
             # Shorter than the one-minute schedule, so runs never overlap (see reserved concurrency).
             timeout=Duration.seconds(50),
             memory_mib=1024,
-            capabilities=frozenset({C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.AMI_LOOKUP, C.PRICING, C.PUT_EVENTS}),
+            capabilities=frozenset(
+                {C.LAUNCH, C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}
+            ),
+            state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=True,
             # One: two disruption passes deciding at once could both take the last node of a budget.
             reserved_concurrency=1,
@@ -176,16 +220,14 @@ _RETENTION = {
 
 
 def carpool_layer(scope: Construct, construct_id: str, layer_dir: Path = LAYER_DIR) -> lambda_.LayerVersion:
-    """The layer built by ``python -m infra.layer`` (no Docker: see ``infra/layer.py``)."""
-    if not (layer_dir / "python" / "carpool").is_dir():
-        raise LayerMissingError(
-            f"the Lambda layer is not built ({layer_dir}/python/carpool is missing): run `make layer` "
-            "(or `.venv/bin/python -m infra.layer`) before cdk synth/deploy"
-        )
+    """The layer, built from ``shared/carpool`` and the lock during synth (no Docker, no separate step).
+
+    ``layer_dir`` is where built layers are cached (``layer-<digest>``); see ``infra/layer_asset.py``.
+    """
     return lambda_.LayerVersion(
         scope,
         construct_id,
-        code=lambda_.Code.from_asset(str(layer_dir)),
+        code=layer_code(layer_dir),
         compatible_runtimes=[RUNTIME],
         compatible_architectures=[ARCHITECTURE],
         description="carpool library and its runtime dependencies (boto3 from the runtime)",
@@ -212,6 +254,8 @@ class Functions(Construct):
         self._settings = settings
         self._cluster = cluster
         self._routing = routing
+        self._tables = tables
+        self._config_parameter = config_parameter
         self.layer = carpool_layer(self, "Layer", layer_dir)
         self.vpc, self.security_group = self._network(settings)
         self.environment = self._environment(settings, tables, routing, cluster, config_parameter)
@@ -249,9 +293,6 @@ class Functions(Construct):
                 vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS) if self.vpc else None,
                 security_groups=[self.security_group] if self.security_group else None,
             )
-            tables.state.grant_read_write_data(role)
-            tables.idempotency.grant_read_write_data(role)
-            config_parameter.grant_read(role)
             cluster.grant_kubernetes_access(spec.name, role, write=spec.kubernetes_write)
             self.functions[spec.name] = function
             self.roles[spec.name] = role
@@ -355,7 +396,7 @@ class Functions(Construct):
             role.add_managed_policy(
                 iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaVPCAccessExecutionRole")
             )
-        for statement in self._common_statements():
+        for statement in self._common_statements(spec):
             role.add_to_policy(statement)
         for capability in sorted(spec.capabilities, key=lambda c: c.value):
             for statement in self._capability_statements(capability):
@@ -364,22 +405,37 @@ class Functions(Construct):
                 self._routing.bus.grant_put_events_to(role)
         return role
 
-    def _common_statements(self) -> list[iam.PolicyStatement]:
+    def _common_statements(self, spec: FunctionSpec) -> list[iam.PolicyStatement]:
         stack = Stack.of(self)
-        return [
+        table = self._tables.state.table_arn
+        statements = [
             iam.PolicyStatement(
                 sid="DescribeCluster",
                 actions=["eks:DescribeCluster"],
                 resources=[self._cluster.cluster_arn],
             ),
             iam.PolicyStatement(
-                sid="ReadEc2",
-                # Describe calls support no resource-level permissions; they change nothing.
-                actions=["ec2:Describe*"],
-                resources=["*"],
-                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+                sid="ReadConfig",
+                actions=["ssm:GetParameter"],
+                resources=[self._config_parameter.parameter_arn],
             ),
+            iam.PolicyStatement(
+                sid="QueryClaimsByStatus", actions=["dynamodb:Query"], resources=[f"{table}/index/{STATUS_INDEX}"]
+            ),
+            iam.PolicyStatement(sid="State", actions=sorted(set(spec.state_actions)), resources=[table]),
         ]
+        describe = sorted({a for c in spec.capabilities for a in DESCRIBE_ACTIONS.get(c, ())})
+        if describe:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="ReadEc2",
+                    # Describe calls support no resource-level permissions; they change nothing.
+                    actions=describe,
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+                )
+            )
+        return statements
 
     def _capability_statements(self, capability: Capability) -> list[iam.PolicyStatement]:
         stack = Stack.of(self)
@@ -472,13 +528,13 @@ class Functions(Construct):
             return [
                 iam.PolicyStatement(
                     sid="ReadAmiParameters",
-                    actions=["ssm:GetParameter", "ssm:GetParameters"],
+                    actions=["ssm:GetParameter"],
                     resources=[
                         f"arn:{stack.partition}:ssm:{stack.region}::parameter{path}" for path in AMI_PARAMETER_PATHS
                     ],
                 )
             ]
-        if capability is Capability.PRICING:
+        if capability is Capability.CATALOG:
             return [
                 iam.PolicyStatement(
                     sid="ReadPrices",

@@ -1,27 +1,34 @@
-"""Build the one Lambda layer every carpool function uses, without Docker.
+"""Build the one Lambda layer every carpool function uses, from source, reproducibly and without Docker.
 
 Why not ``PythonLayerVersion``: it bundles inside a Docker container and there is no Docker engine in CI
 or on most laptops that deploy this. pip can do the same job for a foreign platform as long as every
 dependency ships a wheel: ``--platform manylinux2014_aarch64 --implementation cp --python-version 3.12
---only-binary=:all:`` fetches the arm64 CPython 3.12 builds (pydantic-core, PyYAML, wrapt are compiled),
+--only-binary=:all:`` installs the arm64 CPython 3.12 builds (pydantic-core, PyYAML, wrapt are compiled),
 whatever machine runs the build.
 
-What goes in:
+Inputs, and nothing else, decide the layer:
 
-* the runtime dependencies of ``pyproject.toml`` minus the CLI-only ones (typer, rich), so the layer
-  follows the project's own dependency list instead of a second copy of it;
-* minus what the Lambda Python runtime already ships (boto3, botocore, s3transfer) **and** every
-  package only they needed (urllib3, python-dateutil, six, ...): aws-xray-sdk declares botocore, so pip
-  pulls it in, but a second botocore would shadow the runtime's, cost ~25 MB and drift from it;
-* ``shared/carpool`` itself, without ``cli/`` and ``sim/`` (local tools that import typer/rich/moto)
-  unless some other module of the package imports them, and without ``__pycache__``.
+* ``infra/layer-requirements.lock``: every distribution the layer ships, pinned to one version and one
+  wheel hash for cp312/aarch64. It is resolved from ``pyproject.toml``'s runtime dependencies minus the
+  CLI-only ones (typer, rich) and minus what the Lambda Python runtime already ships (boto3, botocore,
+  s3transfer) **and** every package only they need (urllib3, python-dateutil, ...): aws-xray-sdk
+  declares botocore, but a second botocore would shadow the runtime's, cost ~25 MB and drift from it.
+  ``python -m infra.layer lock`` rewrites it; the build installs it with ``--require-hashes --no-deps``,
+  so what ships is exactly what was reviewed.
+* ``shared/carpool`` (without ``__pycache__``), of which the layer ships everything but ``cli/`` and
+  ``sim/`` (local tools that import typer/rich/moto) unless some runtime module imports them.
+* this file, since it decides how the inputs become the layer.
 
-The slow part (pip) is skipped when a stamp file records the same requirement hash; the carpool copy is
-refreshed on every run, but only rewritten when its content changed, so concurrent test workers that
-are hashing the asset directory never see it half-written. A file lock serialises builders.
+:func:`layer_digest` hashes those inputs (relative paths and contents only, so every checkout of one
+commit agrees); the CDK app uses it as the layer's asset hash, so any edit to the library makes a new
+layer version and nothing else does. :func:`build_layer` turns the inputs into a folder that is
+byte-identical on every build (no bytecode, no absolute paths in ``RECORD``, fixed modes and mtimes)
+and keeps it as ``build/layer-<digest>``, so repeated synths copy instead of rebuilding. Wheels are
+verified against the lock and cached in ``~/.cache/carpool/wheels``, so only the first build on a
+machine downloads.
 
 ``python -m infra.layer`` builds and prints the unzipped size; ``layer_size_bytes()`` is the number
-``bench/`` reports (target: at most 25 MB).
+``bench/`` reports (target: at most 25 MB). No CDK import here, so that stays fast.
 """
 
 from __future__ import annotations
@@ -29,32 +36,36 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import email.parser
 import fcntl
 import hashlib
-import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from importlib.metadata import Distribution, distributions
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "build"
-#: The asset folder handed to ``lambda.Code.from_asset``; Lambda mounts its ``python/`` at /opt/python.
-LAYER_DIR = BUILD_DIR / "layer"
+#: Where built layers are kept, one ``layer-<digest>`` folder per set of inputs.
+LAYER_CACHE_DIR = BUILD_DIR
+#: The default of ``CarpoolStack(layer_dir=...)``: the folder holding the built layers.
+LAYER_DIR = LAYER_CACHE_DIR
 PACKAGE_SOURCE = REPO_ROOT / "shared" / "carpool"
 PYPROJECT = REPO_ROOT / "pyproject.toml"
-# Kept outside LAYER_DIR so that bookkeeping never changes the asset hash or ships to Lambda.
-STAMP_FILE = BUILD_DIR / "layer.stamp.json"
-PACKAGE_STAMP_FILE = BUILD_DIR / "layer.carpool.sha256"
-LOCK_FILE = BUILD_DIR / ".layer.lock"
+LOCK_FILE = REPO_ROOT / "infra" / "layer-requirements.lock"
+BUILDER_SOURCE = Path(__file__).resolve()
+#: Layers kept in the cache besides the one just used; older ones are deleted.
+KEEP_CACHED_LAYERS = 3
 
 #: Needed by the ``carpool`` CLI only; a Lambda never renders a table.
 CLI_ONLY: frozenset[str] = frozenset({"typer", "rich"})
@@ -64,8 +75,9 @@ PROVIDED_BY_RUNTIME: frozenset[str] = frozenset({"boto3", "botocore", "s3transfe
 LOCAL_ONLY_SUBPACKAGES: tuple[str, ...] = ("cli", "sim")
 
 PYTHON_VERSION = "3.12"
-#: manylinux_2_28 is accepted too: Lambda's python3.12 runs on Amazon Linux 2023 (glibc 2.34), and some
-#: projects stopped publishing manylinux2014 wheels for aarch64.
+#: The functions run on arm64 (``infra/functions.py`` ARCHITECTURE). manylinux_2_28 is accepted too:
+#: Lambda's python3.12 runs on Amazon Linux 2023 (glibc 2.34), and some projects stopped publishing
+#: manylinux2014 wheels for aarch64.
 PLATFORMS: tuple[str, ...] = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
 #: Environment used to evaluate dependency markers (``; python_version < "3.13"``) for the target.
 TARGET_MARKERS: dict[str, str] = {
@@ -82,30 +94,55 @@ TARGET_MARKERS: dict[str, str] = {
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 #: carpool's own budget: a small layer keeps cold starts short.
 SIZE_TARGET = 25 * 1024 * 1024
+#: 1980-01-01T00:00:00Z, the earliest time a zip entry can hold: every built file gets it.
+FIXED_MTIME = 315532800
+
+_PIP_TARGET = (
+    *[arg for platform in PLATFORMS for arg in ("--platform", platform)],
+    "--implementation", "cp", "--python-version", PYTHON_VERSION, "--only-binary=:all:",
+)  # fmt: skip
+_LOCK_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)$")
+_HASH = re.compile(r"^--hash=sha256:([0-9a-f]{64})$")
 
 
 class LayerError(RuntimeError):
-    """The layer cannot be built (pip failed, a dependency has no wheel, pyproject is unreadable)."""
+    """The layer cannot be built (pip failed, a wheel is missing or does not match the lock)."""
+
+
+@dataclass(frozen=True)
+class LockedRequirement:
+    """One line of the lock: a distribution, its exact version and the wheel hashes allowed for it."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...]
+
+    @property
+    def pin(self) -> str:
+        return f"{self.name}=={self.version}"
 
 
 @dataclass(frozen=True)
 class LayerBuild:
-    """What a build did, so callers (tests, bench, the CLI) can report it without re-walking the tree."""
+    """What a build produced, so callers (tests, bench, the CDK app) can report it without re-walking."""
 
     path: Path
+    digest: str
     size_bytes: int
-    pip_ran: bool
-    package_copied: bool
-    requirements: tuple[str, ...]
+    #: False when the folder came from the cache.
+    built: bool
     distributions: tuple[str, ...]
     excluded_subpackages: tuple[str, ...]
+
+
+# --- inputs ---------------------------------------------------------------------------------------
 
 
 def runtime_requirements(pyproject: Path = PYPROJECT) -> list[str]:
     """The project's dependencies that Lambda needs, read from ``pyproject.toml``.
 
     Reading them (instead of repeating them here) means a dependency added for the library reaches the
-    layer without anyone remembering this file.
+    lock, and a test notices when the lock has not been regenerated.
     """
     try:
         project = tomllib.loads(pyproject.read_text())["project"]
@@ -120,27 +157,210 @@ def runtime_requirements(pyproject: Path = PYPROJECT) -> list[str]:
     return sorted(kept)
 
 
-def requirements_hash(requirements: Iterable[str]) -> str:
-    """Identity of a dependency install: the requirements plus everything that changes pip's answer."""
-    payload = json.dumps(
-        {
-            "requirements": sorted(requirements),
-            "python": PYTHON_VERSION,
-            "platforms": PLATFORMS,
-            "provided": sorted(PROVIDED_BY_RUNTIME),
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()
+def read_lock(lock_file: Path = LOCK_FILE) -> list[LockedRequirement]:
+    """Parse the lock (pip's hash-checking requirements format: ``name==version \\ --hash=sha256:...``)."""
+    try:
+        text = lock_file.read_text()
+    except OSError as exc:
+        raise LayerError(f"cannot read the layer lock {lock_file}: {exc}; run `python -m infra.layer lock`") from exc
+    locked: list[LockedRequirement] = []
+    for line in text.replace("\\\n", " ").splitlines():
+        tokens = line.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        match = _LOCK_LINE.match(tokens[0])
+        hashes = [m.group(1) for m in map(_HASH.match, tokens[1:]) if m]
+        if match is None or not hashes or len(hashes) != len(tokens) - 1:
+            raise LayerError(f"{lock_file}: expected `name==version --hash=sha256:...`, got {line.strip()!r}")
+        locked.append(LockedRequirement(canonicalize_name(match.group(1)), match.group(2), tuple(hashes)))
+    if not locked:
+        raise LayerError(f"{lock_file} pins nothing; run `python -m infra.layer lock`")
+    return locked
 
 
-def layer_size_bytes(path: Path = LAYER_DIR) -> int:
-    """Unzipped size of the built layer in bytes, not counting boto3/botocore (the runtime's).
+def excluded_subpackages(package_source: Path = PACKAGE_SOURCE) -> tuple[str, ...]:
+    """The local-only subpackages that no runtime module imports, hence left out of the layer."""
+    return tuple(name for name in LOCAL_ONLY_SUBPACKAGES if not _imported_by_runtime_code(name, package_source))
 
-    Raises ``FileNotFoundError`` naming ``make layer`` when nothing was built yet.
+
+def layer_digest(package_source: Path = PACKAGE_SOURCE, lock_file: Path = LOCK_FILE) -> str:
+    """SHA-256 of everything that decides the layer's content: the library, the lock and this builder.
+
+    Only paths relative to their root and file contents enter it, never where the checkout lives or
+    when a file was touched, so two clones of one commit agree and any edit to a library file
+    (shipped or not: the check costs nothing and cannot be fooled by the import scan) changes it.
     """
+    digest = hashlib.sha256(b"carpool-layer\0")
+    for label, content in (
+        ("target", repr((PYTHON_VERSION, PLATFORMS, sorted(PROVIDED_BY_RUNTIME))).encode()),
+        ("builder", BUILDER_SOURCE.read_bytes()),
+        ("lock", lock_file.read_bytes()),
+    ):
+        _update(digest, label, content)
+    for file in _library_files(package_source):
+        _update(digest, "carpool/" + file.relative_to(package_source).as_posix(), file.read_bytes())
+    return digest.hexdigest()
+
+
+def _update(digest: hashlib._Hash, name: str, content: bytes) -> None:
+    # Length-prefixed, so no two different trees can produce the same byte stream.
+    encoded = name.encode()
+    digest.update(len(encoded).to_bytes(8, "big") + encoded + len(content).to_bytes(8, "big") + content)
+
+
+# --- build ----------------------------------------------------------------------------------------
+
+
+def build_layer(
+    output_dir: Path | None = None,
+    *,
+    cache_dir: Path = LAYER_CACHE_DIR,
+    wheel_cache: Path | None = None,
+    package_source: Path = PACKAGE_SOURCE,
+    lock_file: Path = LOCK_FILE,
+    log: Callable[[str], None] = print,
+) -> LayerBuild:
+    """Return ``cache_dir/layer-<digest>``, building it first unless it exists; copy it to ``output_dir``.
+
+    Safe to call from parallel test workers and synths: builders of one digest are serialised by a file
+    lock and a finished layer appears with one rename, so a reader never sees half a layer.
+    """
+    digest = layer_digest(package_source, lock_file)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    target = cache_dir / f"layer-{digest}"
+    built = False
+    with _locked(cache_dir / f".layer-{digest}.lock"):
+        if not target.is_dir():
+            log(f"layer: building {target.name[:22]}... (CPython {PYTHON_VERSION}, arm64)")
+            staging = Path(tempfile.mkdtemp(prefix=f".layer-{digest[:12]}-", dir=cache_dir))
+            try:
+                _build_into(staging, package_source, lock_file, wheel_cache or default_wheel_cache())
+                staging.rename(target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            built = True
+        os.utime(target)  # "last used", for pruning; the folder's own mtime is not part of the layer
+    _prune(cache_dir, keep=target)
+    if output_dir is not None:
+        shutil.copytree(target, output_dir, dirs_exist_ok=True)
+    return LayerBuild(
+        path=target,
+        digest=digest,
+        size_bytes=layer_size_bytes(target),
+        built=built,
+        distributions=tuple(r.pin for r in read_lock(lock_file)),
+        excluded_subpackages=excluded_subpackages(package_source),
+    )
+
+
+def default_wheel_cache() -> Path:
+    """``$CARPOOL_WHEEL_CACHE``, else ``$XDG_CACHE_HOME/carpool/wheels`` (``~/.cache/...``).
+
+    Shared by every checkout on the machine: the lock's hashes, not the folder, vouch for each wheel.
+    """
+    if configured := os.environ.get("CARPOOL_WHEEL_CACHE"):
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "carpool" / "wheels"
+
+
+def _build_into(staging: Path, package_source: Path, lock_file: Path, wheel_cache: Path) -> None:
+    site = staging / "python"  # Lambda mounts a layer at /opt; /opt/python is on sys.path
+    locked = read_lock(lock_file)
+    fetch_wheels(locked, lock_file, wheel_cache)
+    _pip(
+        "install", "--isolated", "--no-index", "--find-links", str(wheel_cache), "--target", str(site),
+        *_PIP_TARGET, "--no-deps", "--require-hashes",
+        # .pyc files compiled by the build machine's Python would be for the wrong version anyway.
+        "--no-compile", "--quiet", "-r", str(lock_file),
+        failure="pip could not install the locked layer dependencies",
+    )  # fmt: skip
+    shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts are useless in /opt/python
+    excluded = excluded_subpackages(package_source)
+    for file in _library_files(package_source):
+        relative = file.relative_to(package_source)
+        if relative.parts[0] in excluded or relative.parts == ("__main__.py",):
+            continue
+        destination = site / "carpool" / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(file.read_bytes())
+    _make_reproducible(site)
+    _normalise_metadata(staging)
+
+
+def fetch_wheels(locked: Iterable[LockedRequirement], lock_file: Path, wheel_cache: Path) -> None:
+    """Make sure ``wheel_cache`` holds a wheel matching the lock for every pin; download what is missing."""
+    wheel_cache.mkdir(parents=True, exist_ok=True)
+    with _locked(wheel_cache / ".lock"):
+        have = {_sha256(path) for path in wheel_cache.glob("*.whl")}
+        missing = [r.pin for r in locked if not have.intersection(r.hashes)]
+        if not missing:
+            return
+        _pip(
+            "download", "--dest", str(wheel_cache), *_PIP_TARGET, "--no-deps", "--require-hashes",
+            "--quiet", "-r", str(lock_file),
+            failure=f"pip could not download {', '.join(missing)} (every one needs a cp312/aarch64 or "
+            "pure-Python wheel matching the lock's hash)",
+        )  # fmt: skip
+
+
+def _pip(*args: str, failure: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", *args, "--disable-pip-version-check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise LayerError(f"{failure}:\n{result.stderr.strip() or result.stdout.strip()}")
+
+
+def _make_reproducible(site: Path) -> None:
+    """Drop what differs between two installs of the same wheels: bytecode and paths outside ``site``.
+
+    pip lists console scripts in ``RECORD`` as ``../../bin/x`` with the hash of a script whose shebang
+    names the build machine's interpreter; those scripts are not shipped, so their lines go.
+    """
+    for cache in sorted(site.rglob("__pycache__"), reverse=True):
+        shutil.rmtree(cache)
+    for compiled in [*site.rglob("*.pyc"), *site.rglob("*.pyo")]:
+        compiled.unlink()
+    for record in site.glob("*.dist-info/RECORD"):
+        lines = record.read_text().splitlines()
+        kept = [line for line in lines if not line.startswith(("../", "/")) and "__pycache__" not in line]
+        record.write_text("".join(f"{line}\n" for line in kept))
+    for direct_url in site.glob("*.dist-info/direct_url.json"):
+        direct_url.unlink()  # names the local wheel's path
+
+
+def _normalise_metadata(root: Path) -> None:
+    """Same mode and mtime for every entry, so a zip (or a hash of one) depends on contents alone."""
+    for folder, dirs, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            executable = path.stat().st_mode & 0o100
+            path.chmod(0o755 if executable else 0o644)
+            os.utime(path, (FIXED_MTIME, FIXED_MTIME))
+        for name in dirs:
+            Path(folder, name).chmod(0o755)
+    for folder, _dirs, _names in os.walk(root, topdown=False):
+        os.utime(folder, (FIXED_MTIME, FIXED_MTIME))
+    root.chmod(0o755)  # mkdtemp made it 0700; copytree passes it on to CDK's asset folder
+
+
+def _prune(cache_dir: Path, keep: Path) -> None:
+    """Delete all but the most recently used built layers (each is ~20 MB)."""
+    layers = sorted(
+        (p for p in cache_dir.glob("layer-*") if p.is_dir() and p != keep),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in layers[KEEP_CACHED_LAYERS:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def layer_size_bytes(path: Path) -> int:
+    """Unzipped size of a built layer in bytes, not counting boto3/botocore (the runtime's)."""
     if not path.is_dir():
-        raise FileNotFoundError(f"no layer at {path}: run `make layer` (or `python -m infra.layer`) first")
+        raise FileNotFoundError(f"no layer at {path}: build one with `python -m infra.layer`")
     site = path / "python"
     total = 0
     for file in _files(path):
@@ -151,193 +371,113 @@ def layer_size_bytes(path: Path = LAYER_DIR) -> int:
     return total
 
 
-def build_layer(
-    *, force: bool = False, build_dir: Path = BUILD_DIR, log: Callable[[str], None] = print
-) -> LayerBuild:
-    """Build (or refresh) ``build/layer``; idempotent and safe to call from parallel test workers."""
-    layer_dir = build_dir / "layer"
-    stamp_file = build_dir / STAMP_FILE.name
-    package_stamp = build_dir / PACKAGE_STAMP_FILE.name
-    build_dir.mkdir(parents=True, exist_ok=True)
-    requirements = runtime_requirements()
-    key = requirements_hash(requirements)
-    with _locked(build_dir / LOCK_FILE.name):
-        pip_ran = False
-        if force or not _stamp_matches(stamp_file, key, layer_dir):
-            log(f"layer: installing {len(requirements)} requirements for cp{PYTHON_VERSION} aarch64 ...")
-            kept = _install_dependencies(requirements, build_dir, layer_dir)
-            stamp_file.write_text(json.dumps({"hash": key, "requirements": requirements, "distributions": kept}))
-            package_stamp.unlink(missing_ok=True)
-            pip_ran = True
-        else:
-            log("layer: dependencies up to date (stamp matches), pip skipped")
-        kept = json.loads(stamp_file.read_text())["distributions"]
-        copied, excluded = _refresh_package(layer_dir / "python", build_dir, package_stamp)
-        size = layer_size_bytes(layer_dir)
-    return LayerBuild(
-        path=layer_dir,
-        size_bytes=size,
-        pip_ran=pip_ran,
-        package_copied=copied,
-        requirements=tuple(requirements),
-        distributions=tuple(kept),
-        excluded_subpackages=excluded,
-    )
+# --- the lock -------------------------------------------------------------------------------------
 
 
-# --- dependencies ---------------------------------------------------------------------------------
+def write_lock(
+    lock_file: Path = LOCK_FILE, *, pyproject: Path = PYPROJECT, wheel_cache: Path | None = None
+) -> list[LockedRequirement]:
+    """Resolve the runtime requirements for cp312/aarch64 and write them, with wheel hashes, to the lock.
 
-
-def _stamp_matches(stamp_file: Path, key: str, layer_dir: Path) -> bool:
-    if not (stamp_file.is_file() and (layer_dir / "python").is_dir()):
-        return False
-    try:
-        return json.loads(stamp_file.read_text()).get("hash") == key
-    except (OSError, ValueError):
-        return False
-
-
-def _install_dependencies(requirements: list[str], build_dir: Path, layer_dir: Path) -> list[str]:
-    """pip-install into a staging folder, prune what the runtime provides, then swap it in."""
-    staging = build_dir / "layer.staging"
-    shutil.rmtree(staging, ignore_errors=True)
-    site = staging / "python"
-    command = [
-        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-        "--target", str(site),
-        *[arg for platform in PLATFORMS for arg in ("--platform", platform)],
-        "--implementation", "cp", "--python-version", PYTHON_VERSION,
-        "--only-binary=:all:",
-        # .pyc files compiled by the build machine's Python would be for the wrong version anyway.
-        "--no-compile",
-        *requirements,
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise LayerError(
-            "pip could not install the layer dependencies (every one needs an aarch64/cp312 or "
-            f"pure-Python wheel):\n{result.stderr.strip() or result.stdout.strip()}"
-        )
-    kept = _prune_runtime_provided(site, [Requirement(r) for r in requirements])
-    shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts are useless in /opt/python
-    _swap_in(staging, layer_dir, build_dir)
-    return kept
-
-
-def _prune_runtime_provided(site: Path, roots: list[Requirement]) -> list[str]:
-    """Remove every installed distribution not reachable from ``roots`` without passing the runtime's.
-
-    Walks ``Requires-Dist`` with markers and extras evaluated for the target (3.12, aarch64), so an
-    optional dependency (``extra == "aws-sdk"``) or a backport for older Pythons does not keep a package.
-    Returns the kept distributions as ``name==version``.
+    pip resolves with ``--platform``, but evaluates environment markers for the machine it runs on; so
+    the dependency walk below re-evaluates every ``Requires-Dist`` for the target and downloads what the
+    host's markers hid, until the set is closed. The downloaded wheels seed the wheel cache.
     """
-    installed: dict[str, Distribution] = {
-        canonicalize_name(d.metadata["Name"]): d for d in distributions(path=[str(site)])
-    }
+    roots = [Requirement(r) for r in runtime_requirements(pyproject)]
+    cache = wheel_cache or default_wheel_cache()
+    with tempfile.TemporaryDirectory(prefix="carpool-lock-") as tmp:
+        folder = Path(tmp)
+        wanted = [str(r) for r in roots]
+        while wanted:
+            _pip("download", "--dest", str(folder), *_PIP_TARGET, "--quiet", *wanted,
+                 failure="pip could not resolve the layer dependencies for cp312/aarch64")  # fmt: skip
+            wheels = _wheels_by_name(folder)
+            needed, wanted = _closure(roots, wheels)
+        locked = [
+            LockedRequirement(name, str(parse_wheel_filename(wheels[name].name)[1]), (_sha256(wheels[name]),))
+            for name in sorted(needed)
+        ]
+        cache.mkdir(parents=True, exist_ok=True)
+        for name in needed:
+            if not (cache / wheels[name].name).exists():
+                shutil.copy2(wheels[name], cache / wheels[name].name)
+    header = (
+        "# The Lambda layer's dependencies for CPython 3.12 on arm64 (manylinux), exactly as shipped.\n"
+        "# Generated by `python -m infra.layer lock` from pyproject.toml's runtime dependencies, without\n"
+        "# typer/rich (CLI only) and boto3/botocore/s3transfer and what only they need (Lambda's runtime).\n"
+    )
+    body = "".join(
+        f"{r.pin} \\\n" + " \\\n".join(f"    --hash=sha256:{h}" for h in r.hashes) + "\n" for r in locked
+    )
+    lock_file.write_text(header + body)
+    return locked
+
+
+def _wheels_by_name(folder: Path) -> dict[str, Path]:
+    return {str(parse_wheel_filename(p.name)[0]): p for p in sorted(folder.glob("*.whl"))}
+
+
+def _closure(roots: list[Requirement], wheels: dict[str, Path]) -> tuple[set[str], list[str]]:
+    """Distributions the target needs from ``roots`` (not descending into the runtime's), and the
+    requirements among them that have no wheel yet."""
     needed: set[str] = set()
+    missing: list[str] = []
     seen: set[tuple[str, frozenset[str]]] = set()
-    queue: list[tuple[str, frozenset[str]]] = [(canonicalize_name(r.name), frozenset(r.extras)) for r in roots]
+    queue = [(r, frozenset(r.extras)) for r in roots]
     while queue:
-        name, extras = queue.pop()
+        requirement, extras = queue.pop()
+        name = canonicalize_name(requirement.name)
         if name in PROVIDED_BY_RUNTIME or (name, extras) in seen:
             continue
         seen.add((name, extras))
         needed.add(name)
-        dist = installed.get(name)
-        if dist is None:
-            raise LayerError(f"pip reported success but {name} is not in {site}")
-        for raw in dist.requires or []:
-            req = Requirement(raw)
-            if req.marker is not None and not any(
-                req.marker.evaluate({**TARGET_MARKERS, "extra": extra}) for extra in (*extras, "")
-            ):
-                continue
-            queue.append((canonicalize_name(req.name), frozenset(req.extras)))
-    for name, dist in installed.items():
-        if name not in needed:
-            _remove_distribution(site, dist)
-    return sorted(f"{name}=={installed[name].version}" for name in needed)
-
-
-def _remove_distribution(site: Path, dist: Distribution) -> None:
-    """Delete the files a distribution's RECORD lists (only inside ``site``), then empty folders."""
-    root = site.resolve()
-    folders: set[Path] = set()
-    for entry in dist.files or []:
-        path = (site / entry).resolve()
-        if not path.is_relative_to(root) or path == root:
+        if name not in wheels:
+            missing.append(str(requirement))
             continue
-        folders.update(p for p in path.parents if p.is_relative_to(root) and p != root)
-        path.unlink(missing_ok=True)
-    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            shutil.rmtree(folder / "__pycache__", ignore_errors=True)
-            folder.rmdir()  # only succeeds when empty: shared namespace folders survive
+        for raw in _requires_dist(wheels[name]):
+            dependency = Requirement(raw)
+            if dependency.marker is None or any(
+                dependency.marker.evaluate({**TARGET_MARKERS, "extra": extra}) for extra in (*extras, "")
+            ):
+                queue.append((dependency, frozenset(dependency.extras)))
+    return needed, sorted(set(missing))
+
+
+def _requires_dist(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+        metadata = email.parser.BytesParser().parsebytes(archive.read(name))
+    return metadata.get_all("Requires-Dist") or []
 
 
 # --- the carpool package --------------------------------------------------------------------------
 
 
-def _refresh_package(site: Path, build_dir: Path, package_stamp: Path) -> tuple[bool, tuple[str, ...]]:
-    """Copy ``shared/carpool`` into the layer when its content changed; return (copied, excluded)."""
-    excluded = tuple(name for name in LOCAL_ONLY_SUBPACKAGES if not _imported_by_runtime_code(name))
-    digest = _tree_digest(PACKAGE_SOURCE, excluded)
-    target = site / "carpool"
-    if target.is_dir() and package_stamp.is_file() and package_stamp.read_text() == digest:
-        return False, excluded
-    staging = build_dir / "carpool.staging"
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(PACKAGE_SOURCE, staging, ignore=_package_ignore(excluded))
-    _swap_in(staging, target, build_dir)
-    package_stamp.write_text(digest)
-    return True, excluded
-
-
-def _package_ignore(excluded: tuple[str, ...]) -> Callable[[str, list[str]], set[str]]:
-    source_root = str(PACKAGE_SOURCE)
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        skipped = {n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))}
-        if folder == source_root:
-            skipped.update(n for n in names if n in excluded or n == "__main__.py")
-        return skipped
-
-    return ignore
-
-
-def _package_files(root: Path, excluded: tuple[str, ...]) -> Iterator[Path]:
-    for file in sorted(_files(root)):
+def _library_files(root: Path) -> Iterator[Path]:
+    """Every file of the library in a stable order, without bytecode caches."""
+    for file in sorted(_files(root), key=lambda p: p.relative_to(root).as_posix()):
         parts = file.relative_to(root).parts
         if "__pycache__" in parts or file.suffix in {".pyc", ".pyo"}:
-            continue
-        if parts[0] in excluded or parts == ("__main__.py",):
             continue
         yield file
 
 
-def _tree_digest(root: Path, excluded: tuple[str, ...]) -> str:
-    digest = hashlib.sha256(repr(excluded).encode())
-    for file in _package_files(root, excluded):
-        digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def _imported_by_runtime_code(subpackage: str) -> bool:
+def _imported_by_runtime_code(subpackage: str, package_source: Path = PACKAGE_SOURCE) -> bool:
     """True when a module outside the local-only subpackages imports ``carpool.<subpackage>``.
 
     Imports under ``if TYPE_CHECKING:`` do not count: they never run.
     """
     wanted = f"carpool.{subpackage}"
-    for file in _package_files(PACKAGE_SOURCE, LOCAL_ONLY_SUBPACKAGES):
-        if file.suffix != ".py":
+    for file in _library_files(package_source):
+        relative = file.relative_to(package_source)
+        if file.suffix != ".py" or relative.parts[0] in LOCAL_ONLY_SUBPACKAGES or relative.name == "__main__.py":
             continue
-        relative = file.relative_to(PACKAGE_SOURCE).with_suffix("")
-        parts = ["carpool", *relative.parts]
+        parts = ["carpool", *relative.with_suffix("").parts]
         package = parts[:-1]  # for `x/__init__.py` and `x/y.py` alike, relative imports start at x
         try:
             tree = ast.parse(file.read_text(), filename=str(file))
         except SyntaxError:
-            continue  # someone is mid-edit; the import check is best effort
+            continue  # someone is mid-edit; the digest still covers the file
         for module in _runtime_imports(tree, package):
             if module == wanted or module.startswith(wanted + "."):
                 return True
@@ -378,15 +518,12 @@ def _files(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _swap_in(staging: Path, target: Path, build_dir: Path) -> None:
-    """Replace ``target`` by ``staging`` with two renames, so readers never see a half-copied tree."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = build_dir / f"{target.name}.old-{os.getpid()}"
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    staging.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -404,22 +541,25 @@ def _mib(size: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m infra.layer [--force]``: build, then print the size against the budget."""
+    """``python -m infra.layer [build|lock]``: build (and print the size), or regenerate the lock."""
     parser = argparse.ArgumentParser(prog="python -m infra.layer", description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="reinstall dependencies even if the stamp matches")
+    parser.add_argument("command", nargs="?", choices=("build", "lock"), default="build")
     args = parser.parse_args(argv)
     try:
-        build = build_layer(force=args.force)
+        if args.command == "lock":
+            locked = write_lock()
+            print(f"layer: locked {len(locked)} distributions in {LOCK_FILE.relative_to(REPO_ROOT)}")
+            return 0
+        build = build_layer()
     except LayerError as exc:
         print(f"layer: {exc}", file=sys.stderr)
         return 1
     status = "within" if build.size_bytes <= SIZE_TARGET else "OVER"
     excluded = ", ".join(f"carpool/{name}" for name in build.excluded_subpackages) or "nothing"
     print(
-        f"layer: {build.path.relative_to(REPO_ROOT) if build.path.is_relative_to(REPO_ROOT) else build.path} "
-        f"{_mib(build.size_bytes)} unzipped ({build.size_bytes} bytes; {status} the {_mib(SIZE_TARGET)} "
-        f"target, Lambda limit {_mib(LAMBDA_UNZIPPED_LIMIT)}); {len(build.distributions)} distributions; "
-        f"left out: {excluded}, boto3/botocore (runtime)"
+        f"layer: {build.path} {_mib(build.size_bytes)} unzipped ({build.size_bytes} bytes; {status} the "
+        f"{_mib(SIZE_TARGET)} target, Lambda limit {_mib(LAMBDA_UNZIPPED_LIMIT)}); "
+        f"{len(build.distributions)} distributions; left out: {excluded}, boto3/botocore (runtime)"
     )
     return 0 if build.size_bytes <= LAMBDA_UNZIPPED_LIMIT else 1
 

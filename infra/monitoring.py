@@ -1,29 +1,39 @@
-"""CloudWatch dashboard and alarms for carpool, with an optional encrypted SNS topic for the alarms.
+"""CloudWatch dashboard and alarms for one cluster's carpool, and the encrypted SNS topic they notify.
 
-The functions publish EMF metrics with Powertools in namespace ``Carpool``; Powertools adds the
-``service=carpool`` dimension to every metric. The names mirror Karpenter's (reference section 9) so
-people can carry their runbooks over:
+The functions publish EMF metrics with Powertools in namespace ``Carpool`` (``carpool.observability``).
+Every data point carries ``service=carpool`` and ``cluster=<name>``; a point with a breakdown (``reason``,
+``nodepool``...) is also published under the cluster's total ``{service, cluster}``. The names mirror
+Karpenter's (reference section 9) so people can carry their runbooks over:
 
-========================== =========================== ============================================
-metric                     dimensions (besides service) Karpenter equivalent
-========================== =========================== ============================================
-PodsUnboundSeconds         -                           karpenter_pods_unbound_time_seconds
-SchedulingDurationSeconds  -                           karpenter_scheduler_scheduling_duration_seconds
-NodeClaimsCreated          nodepool, reason            karpenter_nodeclaims_created_total
-LaunchFailures             reason                      karpenter_cloudprovider_instance_launch_failures
-InterruptionsReceived      kind                        karpenter_interruption_received_messages_total
-NodePoolUsage/Limit        nodepool, resource          karpenter_nodepools_usage / _limit
-EstimatedHourlyCost        -                           karpenter_nodepools_cost_total
-CapacityCacheHits/Defaults -                           (carpool: learned vs estimated capacity)
-WatcherRuns                -                           (carpool: the watcher's heartbeat)
-Disruptions                reason                      karpenter_nodeclaims_disrupted_total
-PodsServedBy               server                      (carpool: who took a pending pod)
-========================== =========================== ============================================
+========================== ==================== ===============================================
+metric                     breakdown             Karpenter equivalent
+========================== ==================== ===============================================
+PodsUnboundSeconds         -                     karpenter_pods_unbound_time_seconds
+SchedulingDurationSeconds  -                     karpenter_scheduler_scheduling_duration_seconds
+NodeClaimsCreated          nodepool, reason      karpenter_nodeclaims_created_total
+LaunchFailures             reason                karpenter_cloudprovider_instance_launch_failures
+InterruptionsReceived      kind                  karpenter_interruption_received_messages_total
+InterruptionsStale         kind                  (Karpenter: its queue's 300 s retention)
+NodePoolUsage/Limit        nodepool, resource    karpenter_nodepools_usage / _limit
+EstimatedHourlyCost        nodepool              karpenter_nodepools_cost_total
+CapacityCacheHits/Defaults -                     (carpool: learned vs estimated capacity)
+WatcherRuns                -                     (carpool: the watcher's heartbeat)
+Disruptions                reason                karpenter_nodeclaims_disrupted_total
+PodsServedBy               server                (carpool: who took a pending pod)
+PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
+ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
+========================== ==================== ===============================================
 
-Alarms that only need an aggregate use Metrics Insights queries (``SELECT MAX(x) FROM Carpool``), which
-match whatever dimensions the emitter adds; a metric-math ratio cannot use those, so the "pool near its
-limit" alarms name exact dimensions ``{service, nodepool, resource}``, one alarm per ``spec.limits``
-entry found in the deployed config. Graphs use ``SEARCH`` so every dimension value shows up unasked.
+Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
+this stack's own function or queue): two clusters in one account and Region never share a series, so
+one cluster's watcher cannot keep another's ``WatcherNotRunning`` green. That rules out Metrics Insights
+queries (``SELECT ... FROM Carpool`` matches every cluster unless filtered, and cannot be combined in
+metric math); cluster-wide counts read the ``{service, cluster}`` totals instead. Graphs use ``SEARCH``
+with the exact dimension schema and ``cluster="<name>"``, so every nodepool/reason shows up unasked but
+only this cluster's, and the totals are not counted twice.
+
+Every alarm notifies the alarm topic (created always; ``-c alarmEmail`` adds an e-mail subscription,
+anything else can subscribe to the ``AlarmTopicArn`` output), on entering ALARM and on returning to OK.
 """
 
 from __future__ import annotations
@@ -45,7 +55,30 @@ from infra.config import PoolLimit
 from infra.settings import Settings
 
 NAMESPACE = "Carpool"
+#: Powertools' ``service`` dimension: the functions' POWERTOOLS_SERVICE_NAME.
 SERVICE = "carpool"
+#: The dimension ``carpool.observability`` adds to every data point.
+CLUSTER = "cluster"
+#: Breakdown dimensions of each carpool metric (besides service and cluster), as the library emits them.
+BREAKDOWN: dict[str, tuple[str, ...]] = {
+    "PodsUnboundSeconds": (),
+    "SchedulingDurationSeconds": (),
+    "NodeClaimsCreated": ("nodepool", "reason"),
+    "LaunchFailures": ("reason",),
+    "InterruptionsReceived": ("kind",),
+    "InterruptionsStale": ("kind",),
+    "NodePoolUsage": ("nodepool", "resource"),
+    "NodePoolLimit": ("nodepool", "resource"),
+    "EstimatedHourlyCost": ("nodepool",),
+    "CapacityCacheHits": (),
+    "CapacityCacheDefaults": (),
+    "WatcherRuns": (),
+    "Disruptions": ("reason",),
+    "PodsServedBy": ("server",),
+    "PodEventsDropped": (),
+    "ConfigInvalid": ("function",),
+}
+
 #: A pod pending for 15 minutes is what people page on (reference section 9).
 PENDING_SECONDS_THRESHOLD = 900
 #: Insufficient capacity is expected (the next offering is tried, and the PodsPending alarm catches the
@@ -53,42 +86,81 @@ PENDING_SECONDS_THRESHOLD = 900
 EXPECTED_LAUNCH_FAILURE = "InsufficientCapacity"
 #: A burst, not a single throttled call.
 LAUNCH_FAILURES_THRESHOLD = 3
+#: More launches failing than succeeding over 15 minutes (capacity errors included: a pool whose every
+#: offering is out of capacity is as stuck as one with a broken template)...
+LAUNCH_FAILURE_RATE_PERCENT = 50
+LAUNCH_FAILURE_RATE_WINDOW = Duration.minutes(15)
+#: ...but not on one failed launch out of one.
+LAUNCH_FAILURE_RATE_MIN_ATTEMPTS = 4
+#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.disrupt``).
+REGISTRATION_TIMEOUT_REASON = "registration-timeout"
 POOL_USAGE_RATIO_THRESHOLD = 0.75
+#: A dead-letter queue alarm stays in ALARM this long after the last new message, then returns to OK so
+#: the next one notifies again.
+DLQ_ALARM_MINUTES = 5
+#: Lambda errors/throttles: in two of the last three 5-minute periods (a persistent problem, not a blip).
+FUNCTION_PERIODS, FUNCTION_DATAPOINTS = 3, 2
+ONE_MINUTE = Duration.minutes(1)
 
 
-def insights(query: str, *, label: str, period_minutes: int = 1) -> cloudwatch.MathExpression:
-    """A Metrics Insights query (usable in alarms since it returns one series)."""
-    return cloudwatch.MathExpression(
-        expression=query, label=label, period=Duration.minutes(period_minutes), using_metrics={}
-    )
+class CarpoolMetrics:
+    """This cluster's carpool metrics: exact series for alarms, ``SEARCH`` expressions for graphs."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+
+    def series(
+        self, name: str, statistic: str, *, period: Duration = ONE_MINUTE, **breakdown: str
+    ) -> cloudwatch.Metric:
+        """One series; without ``breakdown`` the cluster's total."""
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=name,
+            dimensions_map={"service": SERVICE, CLUSTER: self.cluster, **breakdown},
+            statistic=statistic,
+            period=period,
+        )
+
+    def lines(self, name: str, statistic: str, *, prefix: str = "", period: int = 60) -> cloudwatch.IMetric:
+        """What a graph draws of ``name``: its one series, or a ``SEARCH`` for every breakdown series of this
+        cluster (graphs only: alarms refuse SEARCH).
+
+        The search schema lists the exact dimension set, so the cluster total (a subset) is not drawn as
+        one more line. The label keeps CloudWatch's per-series label (``${LABEL}``: the dimension values).
+        """
+        breakdown = BREAKDOWN[name]
+        if not breakdown:
+            return self.series(name, statistic, period=Duration.seconds(period)).with_(label=prefix or name)
+        schema = ",".join([NAMESPACE, *sorted({*breakdown, CLUSTER, "service"})])
+        query = f'{{{schema}}} MetricName="{name}" {CLUSTER}="{self.cluster}"'
+        return cloudwatch.MathExpression(
+            expression=f"SEARCH('{query}', '{statistic}', {period})",
+            label=f"{prefix} ${{LABEL}}".strip(),
+            period=Duration.seconds(period),
+            using_metrics={},
+        )
 
 
-def search(metric_name: str, statistic: str, *, prefix: str = "", period: int = 60) -> cloudwatch.MathExpression:
-    """All series of ``metric_name`` whatever their dimensions (graphs only: alarms refuse SEARCH).
+def new_messages(queue: sqs.IQueue) -> cloudwatch.MathExpression:
+    """Messages that arrived in ``queue`` this minute, from the change of its visible count.
 
-    The label keeps CloudWatch's own per-series label (``${LABEL}``: the dimension values), so a graph
-    shows one line per nodepool/reason instead of N lines with the same name.
+    Not ``NumberOfMessagesSent``: SQS does not count messages it moves to a dead-letter queue after
+    ``maxReceiveCount``. Not the depth either: a DLQ keeps its messages 14 days, so an alarm on depth
+    stays in ALARM after the first failure and never notifies about the next. The inner FILL repeats
+    the last value over a missing minute (no false "arrival" after a gap); the outer one reads "no data
+    yet" as empty, because an idle empty queue publishes nothing and its first message must still count.
     """
+    visible = queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=Duration.minutes(1))
     return cloudwatch.MathExpression(
-        expression=f"SEARCH('Namespace=\"{NAMESPACE}\" MetricName=\"{metric_name}\"', '{statistic}', {period})",
-        label=f"{prefix} ${{LABEL}}".strip(),
-        period=Duration.seconds(period),
-        using_metrics={},
-    )
-
-
-def pool_metric(name: str, limit: PoolLimit) -> cloudwatch.Metric:
-    return cloudwatch.Metric(
-        namespace=NAMESPACE,
-        metric_name=name,
-        dimensions_map={"service": SERVICE, "nodepool": limit.nodepool, "resource": limit.resource},
-        statistic="Maximum",
-        period=Duration.minutes(5),
+        expression="DIFF(FILL(FILL(visible, REPEAT), 0))",
+        using_metrics={"visible": visible},
+        label="new messages",
+        period=Duration.minutes(1),
     )
 
 
 class Monitoring(Construct):
-    """The dashboard, the alarms and (with ``-c alarmEmail`` or ``-c alarmTopic=true``) their topic."""
+    """The dashboard, the alarms and their topic."""
 
     def __init__(
         self,
@@ -102,12 +174,29 @@ class Monitoring(Construct):
         pool_limits: Sequence[PoolLimit],
     ) -> None:
         super().__init__(scope, construct_id)
-        self.topic = self._topic(settings) if settings.wants_alarm_topic else None
+        self.metrics = CarpoolMetrics(settings.cluster_name)
+        self.topic = self._topic(settings)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self._carpool_alarms()
+        self._dead_letter_alarms(dead_letter_queues)
+        self._function_alarms(functions)
+        self._pool_alarms(pool_limits)
 
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"carpool-{settings.cluster_name}",
+            default_interval=Duration.hours(3),
+        )
+        self._widgets(settings, functions, work_queues, dead_letter_queues)
+
+    # --- alarms -----------------------------------------------------------------------------------
+
+    def _carpool_alarms(self) -> None:
+        m = self.metrics
         self._alarm(
             "PodsPending",
-            insights(f"SELECT MAX(PodsUnboundSeconds) FROM {NAMESPACE}", label="oldest pending pod (s)"),
+            m.series("PodsUnboundSeconds", "Maximum").with_(label="oldest pending pod (s)"),
             description=(
                 f"A provisionable pod has been pending for more than {PENDING_SECONDS_THRESHOLD // 60} minutes: "
                 "check LaunchFailures, the provisioner logs and `carpool plan` for why it does not fit."
@@ -115,12 +204,17 @@ class Monitoring(Construct):
             threshold=PENDING_SECONDS_THRESHOLD,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
+        five = Duration.minutes(5)
         self._alarm(
             "LaunchFailures",
-            insights(
-                f"SELECT SUM(LaunchFailures) FROM {NAMESPACE} WHERE reason != '{EXPECTED_LAUNCH_FAILURE}'",
+            cloudwatch.MathExpression(
+                expression="FILL(failed, 0) - FILL(capacity, 0)",
+                using_metrics={
+                    "failed": m.series("LaunchFailures", "Sum", period=five),
+                    "capacity": m.series("LaunchFailures", "Sum", period=five, reason=EXPECTED_LAUNCH_FAILURE),
+                },
                 label="launch failures (not capacity)",
-                period_minutes=5,
+                period=five,
             ),
             description=(
                 f"{LAUNCH_FAILURES_THRESHOLD} or more launch failures other than insufficient capacity in 5 "
@@ -130,9 +224,33 @@ class Monitoring(Construct):
             threshold=LAUNCH_FAILURES_THRESHOLD,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
+        window = LAUNCH_FAILURE_RATE_WINDOW
+        self._alarm(
+            "LaunchFailureRate",
+            cloudwatch.MathExpression(
+                expression=(
+                    f"IF(FILL(failed, 0) + FILL(created, 0) >= {LAUNCH_FAILURE_RATE_MIN_ATTEMPTS}, "
+                    "100 * FILL(failed, 0) / (FILL(failed, 0) + FILL(created, 0)), 0)"
+                ),
+                using_metrics={
+                    "failed": m.series("LaunchFailures", "Sum", period=window),
+                    "created": m.series("NodeClaimsCreated", "Sum", period=window),
+                },
+                label="failed launches (% of attempts)",
+                period=window,
+            ),
+            description=(
+                f"More than {LAUNCH_FAILURE_RATE_PERCENT}% of at least {LAUNCH_FAILURE_RATE_MIN_ATTEMPTS} launches "
+                f"failed in {window.to_minutes():.0f} minutes (insufficient capacity included): pods wait while "
+                "offering after offering fails. Widen the NodePools' instance types or zones, or check the "
+                "provisioner logs for the CreateFleet errors."
+            ),
+            threshold=LAUNCH_FAILURE_RATE_PERCENT,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
         self._alarm(
             "WatcherNotRunning",
-            insights(f"SELECT SUM(WatcherRuns) FROM {NAMESPACE}", label="watcher runs", period_minutes=5),
+            m.series("WatcherRuns", "Sum", period=five).with_(label="watcher runs"),
             description=(
                 "The watcher has not completed a run in 5 minutes: pending pods are not being seen. Check the "
                 "watcher's logs (Kubernetes access entry, VPC reachability of the API endpoint)."
@@ -142,27 +260,100 @@ class Monitoring(Construct):
             # No data at all is the failure this alarm exists for.
             missing=cloudwatch.TreatMissingData.BREACHING,
         )
+        self._alarm(
+            "RegistrationTimeouts",
+            m.series("Disruptions", "Sum", period=Duration.minutes(15), reason=REGISTRATION_TIMEOUT_REASON)
+            .with_(label="registration timeouts"),
+            description=(
+                "A launched instance never joined the cluster and was terminated: its pods waited 15 minutes for "
+                "nothing. Usually the node cannot reach or authenticate to the API server: check the node role's "
+                "access entry, the AMI's bootstrap logs (EC2 console output), subnets and security groups."
+            ),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        )
+        self._alarm(
+            "ConfigInvalid",
+            m.series("ConfigInvalid", "Sum", period=five).with_(label="invalid config loads"),
+            description=(
+                "The deployed NodePool/EC2NodeClass config does not validate: nothing is launched until it is "
+                "fixed. The provisioner's error log names the field; fix the manifests and `carpool apply` them."
+            ),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        )
+        self._alarm(
+            "StaleInterruptions",
+            m.series("InterruptionsStale", "Sum", period=five).with_(label="interruption events dropped as stale"),
+            description=(
+                "Interruption events for carpool's nodes arrived more than 5 minutes late and were dropped: their "
+                "nodes went without a drain or a replacement. Check the interruption function's errors and "
+                "throttles and its queue's age of oldest message."
+            ),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        )
+
+    def _dead_letter_alarms(self, dead_letter_queues: Mapping[str, sqs.IQueue]) -> None:
         for name, queue in dead_letter_queues.items():
             self._alarm(
-                f"{name.title()}DlqNotEmpty",
-                queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=Duration.minutes(1)),
+                f"{name.title()}DlqNewMessages",
+                new_messages(queue),
                 description=(
-                    f"Messages in the {name} dead-letter queue: events that failed 3 times (or could not be "
-                    "delivered). Inspect them, fix the cause, then redrive them from the SQS console."
+                    f"New messages in the {name} dead-letter queue: events that failed 3 times (or could not be "
+                    "delivered). Inspect them, fix the cause, then redrive them from the SQS console. The alarm "
+                    f"returns to OK after {DLQ_ALARM_MINUTES} minutes without new ones and fires again on the next."
                 ),
                 threshold=0,
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                periods=DLQ_ALARM_MINUTES,
+                datapoints=1,
             )
+
+    def _function_alarms(self, functions: Mapping[str, lambda_.IFunction]) -> None:
+        period = Duration.minutes(5)
+        for name, function in functions.items():
+            self._alarm(
+                f"{name.title()}Errors",
+                function.metric_errors(statistic="Sum", period=period),
+                description=(
+                    f"The {name} function failed (uncaught error or timeout) in two of the last three 5-minute "
+                    "periods. Its logs name the error."
+                ),
+                threshold=1,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                periods=FUNCTION_PERIODS,
+                datapoints=FUNCTION_DATAPOINTS,
+            )
+            self._alarm(
+                f"{name.title()}Throttles",
+                function.metric_throttles(statistic="Sum", period=period),
+                description=(
+                    f"The {name} function was throttled in two of the last three 5-minute periods: its reserved "
+                    "concurrency or the account's Lambda concurrency is exhausted, and its events wait."
+                ),
+                threshold=1,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                periods=FUNCTION_PERIODS,
+                datapoints=FUNCTION_DATAPOINTS,
+            )
+
+    def _pool_alarms(self, pool_limits: Sequence[PoolLimit]) -> None:
         used_ids: set[str] = set()
+        five = Duration.minutes(5)
         for limit in pool_limits:
             alarm_id = f"PoolNearLimit{_identifier(limit.nodepool)}On{_identifier(limit.resource)}"
             alarm_id = alarm_id if alarm_id not in used_ids else f"{alarm_id}{len(used_ids)}"
             used_ids.add(alarm_id)
+            pool = {"nodepool": limit.nodepool, "resource": limit.resource}
             ratio = cloudwatch.MathExpression(
                 expression="usage / limit",
-                using_metrics={"usage": pool_metric("NodePoolUsage", limit), "limit": pool_metric("NodePoolLimit", limit)},
+                using_metrics={
+                    "usage": self.metrics.series("NodePoolUsage", "Maximum", period=five, **pool),
+                    "limit": self.metrics.series("NodePoolLimit", "Maximum", period=five, **pool),
+                },
                 label=f"{limit.nodepool} {limit.resource} usage / limit",
-                period=Duration.minutes(5),
+                period=five,
             )
             self._alarm(
                 alarm_id,
@@ -176,16 +367,6 @@ class Monitoring(Construct):
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             )
 
-        self.dashboard = cloudwatch.Dashboard(
-            self,
-            "Dashboard",
-            dashboard_name=f"carpool-{settings.cluster_name}",
-            default_interval=Duration.hours(3),
-        )
-        self._widgets(settings, functions, work_queues, dead_letter_queues)
-
-    # --- alarms -----------------------------------------------------------------------------------
-
     def _alarm(
         self,
         construct_id: str,
@@ -195,6 +376,8 @@ class Monitoring(Construct):
         threshold: float,
         comparison: cloudwatch.ComparisonOperator,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+        periods: int = 1,
+        datapoints: int = 1,
     ) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(
             self,
@@ -203,13 +386,12 @@ class Monitoring(Construct):
             alarm_description=description,
             threshold=threshold,
             comparison_operator=comparison,
-            evaluation_periods=1,
-            datapoints_to_alarm=1,
+            evaluation_periods=periods,
+            datapoints_to_alarm=datapoints,
             treat_missing_data=missing,
         )
-        if self.topic is not None:
-            alarm.add_alarm_action(actions.SnsAction(self.topic))
-            alarm.add_ok_action(actions.SnsAction(self.topic))
+        alarm.add_alarm_action(actions.SnsAction(self.topic))
+        alarm.add_ok_action(actions.SnsAction(self.topic))
         self.alarms[construct_id] = alarm
         return alarm
 
@@ -254,50 +436,59 @@ class Monitoring(Construct):
         def graph(title: str, metrics: Sequence[cloudwatch.IMetric], width: int = 8) -> cloudwatch.GraphWidget:
             return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
 
+        lines = self.metrics.lines
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown=(
                     f"# carpool: {settings.cluster_name}\n"
                     "Pending pods -> watcher -> bus -> provisioner -> CreateFleet -> node registers. "
-                    "Metrics: namespace `Carpool` (EMF). Runbooks: see each alarm's description."
+                    f"Metrics: namespace `Carpool` (EMF), dimension `cluster={settings.cluster_name}`. "
+                    "Runbooks: see each alarm's description."
                 ),
                 width=24,
                 height=2,
             )
         )
         self.dashboard.add_widgets(
-            graph("Oldest pending pod (s)", [search("PodsUnboundSeconds", "Maximum")]),
+            graph("Oldest pending pod (s)", [lines("PodsUnboundSeconds", "Maximum")]),
             graph(
                 "Scheduling duration (s)",
                 [
-                    search("SchedulingDurationSeconds", "p50", prefix="p50"),
-                    search("SchedulingDurationSeconds", "p99", prefix="p99"),
+                    lines("SchedulingDurationSeconds", "p50", prefix="p50"),
+                    lines("SchedulingDurationSeconds", "p99", prefix="p99"),
                 ],
             ),
-            graph("Node claims created (by pool, reason)", [search("NodeClaimsCreated", "Sum")]),
+            graph("Node claims created (by pool, reason)", [lines("NodeClaimsCreated", "Sum")]),
         )
         self.dashboard.add_widgets(
-            graph("Launch failures (by reason)", [search("LaunchFailures", "Sum")]),
-            graph("Interruptions received (by kind)", [search("InterruptionsReceived", "Sum")]),
+            graph("Launch failures (by reason)", [lines("LaunchFailures", "Sum")]),
+            graph(
+                "Interruptions received / dropped as stale (by kind)",
+                [lines("InterruptionsReceived", "Sum"), lines("InterruptionsStale", "Sum", prefix="stale")],
+            ),
             graph(
                 "NodePool usage and limits",
-                [search("NodePoolUsage", "Maximum", prefix="usage"), search("NodePoolLimit", "Maximum", prefix="limit")],
+                [lines("NodePoolUsage", "Maximum", prefix="usage"), lines("NodePoolLimit", "Maximum", prefix="limit")],
             ),
         )
         self.dashboard.add_widgets(
-            graph("Estimated hourly cost (USD)", [search("EstimatedHourlyCost", "Maximum")]),
+            graph("Estimated hourly cost (USD)", [lines("EstimatedHourlyCost", "Maximum")]),
             graph(
                 "Capacity cache (learned vs estimated)",
                 [
-                    search("CapacityCacheHits", "Sum", prefix="learned"),
-                    search("CapacityCacheDefaults", "Sum", prefix="estimated"),
+                    lines("CapacityCacheHits", "Sum", prefix="learned"),
+                    lines("CapacityCacheDefaults", "Sum", prefix="estimated"),
                 ],
             ),
-            graph("Watcher runs", [search("WatcherRuns", "Sum")]),
+            graph("Watcher runs", [lines("WatcherRuns", "Sum")]),
         )
         self.dashboard.add_widgets(
-            graph("Disruptions (by reason)", [search("Disruptions", "Sum")], width=12),
-            graph("Pods served by (carpool vs other autoscalers)", [search("PodsServedBy", "Sum")], width=12),
+            graph("Disruptions (by reason)", [lines("Disruptions", "Sum")]),
+            graph("Pods served by (carpool vs other autoscalers)", [lines("PodsServedBy", "Sum")]),
+            graph(
+                "Invalid config loads / pod events dropped",
+                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("PodEventsDropped", "Sum")],
+            ),
         )
         names = list(functions)
         self.dashboard.add_widgets(

@@ -7,6 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from carpool import observability
 from carpool.app import batch, parsing, provision, wiring
+from carpool.app.deadline import Deadline
 
 logger = Logger(service="carpool-provisioner")
 tracer = Tracer(service="carpool-provisioner", auto_patch=False)
@@ -17,5 +18,6 @@ observability.trace_calls(tracer)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.get()
-    outcome = batch.process(event, parsing.pod_unschedulable, lambda parsed: provision.run(parsed, deps))
+    deadline = Deadline.from_lambda_context(context)  # claims not started by then are retried, not timed out
+    outcome = batch.process(event, parsing.pod_unschedulable, lambda parsed: provision.run(parsed, deps, deadline))
     return outcome.response()

@@ -29,4 +29,16 @@ REGISTRAR = Delivery(batch_size=50, max_batching_window_seconds=2)
 #: Interruption: a spot warning gives two minutes; do not wait for company.
 INTERRUPTION = Delivery(batch_size=10, max_batching_window_seconds=0)
 
+#: Each function's Lambda timeout in seconds. The stack sets these, and the simulation's Lambda context
+#: counts the remaining time down from them, so deadline-driven code behaves as deployed.
+TIMEOUT_SECONDS: dict[str, int] = {
+    # watches for about a minute per run; the schedule starts the next run while this one ends
+    "watcher": 70,
+    "provisioner": 120,
+    "registrar": 60,
+    "interruption": 60,
+    # shorter than the one-minute schedule, so runs never overlap
+    "disruption": 50,
+}
+
 BY_FUNCTION: dict[str, Delivery] = {"provisioner": PROVISIONER, "registrar": REGISTRAR, "interruption": INTERRUPTION}

@@ -17,6 +17,8 @@ HOSTNAME: Final = "kubernetes.io/hostname"
 NODE_INITIALIZED: Final = "karpenter.sh/initialized"
 REGISTERED: Final = "karpenter.sh/registered"
 DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+#: node label: "true" tells registration not to add the NodePool's taints (a provider manages them)
+DO_NOT_SYNC_TAINTS: Final = "karpenter.sh/do-not-sync-taints"
 
 # AWS provider
 _P: Final = "karpenter.k8s.aws/"
@@ -57,6 +59,13 @@ PREFIX_DELEGATION: Final = _C + "prefix-delegation"  # EC2NodeClass annotation: 
 CUSTOM_NETWORKING: Final = _C + "custom-networking"  # EC2NodeClass annotation: "true"/"false" forces it
 UNREGISTERED_TAINT: Final = "karpenter.sh/unregistered"
 DISRUPTED_TAINT: Final = "karpenter.sh/disrupted"
+
+# Taints a node carries while it comes up (Karpenter's KnownEphemeralTaints): not initialized until gone
+NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
+CLOUD_PROVIDER_UNINITIALIZED_TAINT: Final = "node.cloudprovider.kubernetes.io/uninitialized"
+#: the Node Readiness Controller's taints (`readiness.k8s.io/<rule>`)
+READINESS_TAINT_PREFIX: Final = "readiness.k8s.io/"
 
 # EC2 tags carpool puts on what it launches (ownership for IAM conditions and orphan cleanup)
 TAG_CLUSTER_OWNED: Final = "kubernetes.io/cluster/{cluster}"

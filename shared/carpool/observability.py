@@ -1,9 +1,19 @@
 """Metrics with Karpenter-parity meaning, emitted as CloudWatch EMF through Powertools.
 
 Names (namespace `Carpool`): PodsUnboundSeconds, SchedulingDurationSeconds, NodeClaimsCreated{nodepool,
-reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, NodePoolUsage/NodePoolLimit{nodepool,
-resource}, EstimatedHourlyCost, CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason},
-PodsServedBy{server}. The CDK dashboard and alarms read exactly these names.
+reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale{kind},
+NodePoolUsage/NodePoolLimit{nodepool, resource}, EstimatedHourlyCost{nodepool},
+CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server}. The CDK
+dashboard and alarms (`infra/monitoring.py`) read exactly these names.
+
+Every data point also carries `cluster` (and Powertools' `service`): two clusters in one account and
+Region must never share a series, or one cluster's watcher would keep the other's alarms green. The
+cluster is the process's (`configure`, else `CARPOOL_CLUSTER_NAME`, the variable the stack sets on every
+function and `carpool.app.settings` reads), never the caller's. A point with a breakdown (`reason`,
+`nodepool`...) is published to two series: its own and the cluster's total ``{cluster, service}``.
+CloudWatch does not add series up across dimension values, and an alarm can neither SEARCH nor sum an
+unknown set of series, so the cluster totals (launch failure rate, all launch failures) have to be
+published as such; EMF does it with a second dimension set on the same point, at no extra log line.
 
 A process-local tally of the same numbers lets the simulation and tests read them back without parsing
 stdout.
@@ -21,14 +31,22 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
 NAMESPACE = "Carpool"
+#: The dimension that keeps clusters apart, on every data point.
+CLUSTER = "cluster"
+#: Where the cluster name comes from when `configure` was not called (set by the stack on every function).
+CLUSTER_VARIABLE = "CARPOOL_CLUSTER_NAME"
+#: `carpool.app.settings.Settings.from_env`'s default, so metrics and settings agree when nothing is set.
+DEFAULT_CLUSTER = "demo"
 tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 log = logging.getLogger(__name__)
+_cluster: str | None = None
 
 #: X-Ray patch -> the module whose import triggers it. Every AWS call carpool makes goes through a boto3
 #: client (`carpool.adapters.aws.session`), so patching botocore once boto3 is loaded traces them all.
@@ -38,18 +56,42 @@ log = logging.getLogger(__name__)
 TRACED_LIBRARIES: dict[str, str] = {"botocore": "boto3"}
 
 
+def configure(*, cluster: str | None) -> None:
+    """Fix the cluster every data point of this process is recorded under (None: back to the environment)."""
+    global _cluster
+    _cluster = cluster
+
+
+def cluster_name() -> str:
+    """The configured cluster, else the environment's. Read per data point, not cached at import: the
+    simulation sets the variable after carpool is imported."""
+    return _cluster or os.environ.get(CLUSTER_VARIABLE) or DEFAULT_CLUSTER
+
+
 def _enabled() -> bool:
     return os.environ.get("POWERTOOLS_METRICS_DISABLED", "false").lower() not in ("1", "true")
 
 
 def emit(name: str, value: float = 1.0, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
-    """Record one data point with its own dimensions (EMF allows per-metric dimensions this way)."""
-    tally[(name, tuple(sorted(dimensions.items())))] += value
+    """Record one data point under this process's cluster, with its own breakdown dimensions."""
+    cluster = cluster_name()
+    point = {**{k: str(v) for k, v in dimensions.items()}, CLUSTER: cluster}
+    tally[(name, tuple(sorted(point.items())))] += value
     if not _enabled():
         return
-    with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE) as metric:
-        for k, v in dimensions.items():
-            metric.add_dimension(name=k, value=str(v))
+    # One provider per point (what `single_metric` does), so dimensions never leak between points.
+    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE)
+    metric.add_metric(name=name, unit=unit, value=value)
+    for key, val in point.items():
+        metric.add_dimension(name=key, value=val)
+    if dimensions:
+        metric.add_dimensions(**_cluster_total(metric.service, cluster))
+    metric.flush_metrics()
+
+
+def _cluster_total(service: str | None, cluster: str) -> dict[str, str]:
+    """The dimension set of the cluster-wide series: Powertools adds `service` only to the first set."""
+    return {CLUSTER: cluster, **({"service": service} if service else {})}
 
 
 def seconds(name: str, value: float, **dimensions: str) -> None:
@@ -57,7 +99,7 @@ def seconds(name: str, value: float, **dimensions: str) -> None:
 
 
 def total(name: str, **dimensions: str) -> float:
-    """Sum of everything recorded under `name` whose dimensions include `dimensions`."""
+    """Sum of everything recorded under `name` whose dimensions include `dimensions` (`cluster` among them)."""
     want = set(dimensions.items())
     return sum(v for (n, dims), v in tally.items() if n == name and want <= set(dims))
 

@@ -7,7 +7,7 @@ the simulation. Only adapters import boto3 or lightkube.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
@@ -28,6 +28,72 @@ class EvictionBlocked(Exception):
     """The API refused an eviction (a PodDisruptionBudget would be violated)."""
 
 
+class NodeGone(Exception):
+    """The node does not exist (HTTP 404): it was deleted before or while carpool changed it."""
+
+    def __init__(self, node_name: str) -> None:
+        super().__init__(f"node {node_name} not found")
+        self.node_name = node_name
+
+
+class NodeConflict(Exception):
+    """Every attempt to patch the node lost the optimistic-lock race (HTTP 409): another writer keeps
+    changing it. Safe to retry later; nothing was half-applied."""
+
+    def __init__(self, node_name: str, attempts: int) -> None:
+        super().__init__(f"node {node_name}: still conflicting after {attempts} attempts")
+        self.node_name = node_name
+        self.attempts = attempts
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """What a `NodePatch` changes on one node as read: only the keys whose value changes, and the whole
+    new taint list (None when the taints stay as they are)."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[dict[str, str]] | None
+
+    def __bool__(self) -> bool:
+        return bool(self.labels or self.annotations or self.taints is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePatch:
+    """A change to a node's labels, annotations and taints, applied to the node as last read.
+
+    Taints are a list without a merge key, so every implementation writes the whole list under the
+    resourceVersion it read (an optimistic lock) and starts again from a fresh read when another writer
+    got there first: a blind list write would drop a taint the kubelet or a CNI agent changed meanwhile.
+    Taints match by key and effect, as Kubernetes and Karpenter match them.
+    """
+
+    #: set whatever the node has
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: set only where the node has no value (the node's own value, e.g. from its kubelet, wins)
+    labels_if_absent: Mapping[str, str] = field(default_factory=dict)
+    annotations_if_absent: Mapping[str, str] = field(default_factory=dict)
+    #: every taint with one of these keys goes (any effect, any value)
+    remove_taint_keys: frozenset[str] = frozenset()
+    #: added unless the node has a taint with the same key and effect
+    add_taints: tuple[Taint, ...] = ()
+
+    def change(
+        self, labels: Mapping[str, str], annotations: Mapping[str, str], taints: Sequence[Mapping[str, Any]]
+    ) -> NodeChange:
+        """The change this patch makes to a node with these labels, annotations and taints (Kubernetes JSON
+        taints: key, effect, optional value and timeAdded)."""
+        new_labels = {k: v for k, v in self.labels_if_absent.items() if k not in labels}
+        new_labels.update({k: v for k, v in self.labels.items() if labels.get(k) != v})
+        new_annotations = {k: v for k, v in self.annotations_if_absent.items() if k not in annotations}
+        kept = [dict(t) for t in taints if t.get("key") not in self.remove_taint_keys]
+        for taint in self.add_taints:
+            if not any(t.get("key") == taint.key and t.get("effect") == taint.effect for t in kept):
+                kept.append({"key": taint.key, "effect": taint.effect, **({"value": taint.value} if taint.value else {})})
+        return NodeChange(new_labels, new_annotations, kept if kept != [dict(t) for t in taints] else None)
+
+
 class Cluster(Protocol):
     """The Kubernetes API, reduced to what carpool reads and does."""
 
@@ -37,7 +103,17 @@ class Cluster(Protocol):
         """"namespace/name" of every pod that exists (cheaper than `list_pods` where the cluster allows)."""
         ...
 
+    def pending_pods(self) -> list[Pod]:
+        """Pods not bound to a node and in phase Pending: the only pods a `Pod Unschedulable` event can
+        still be about. One list with the server-side field selector `spec.nodeName=,status.phase=Pending`,
+        so its cost follows the pending pods, not every pod of the cluster."""
+        ...
+
     def list_nodes(self) -> list[Node]: ...
+
+    def get_node(self, name: str) -> Node | None:
+        """The node as the API has it now (None when it does not exist)."""
+        ...
 
     def list_daemonsets(self) -> list[DaemonSet]: ...
 
@@ -50,6 +126,12 @@ class Cluster(Protocol):
     def cordon(self, node_name: str) -> None: ...
 
     def taint(self, node_name: str, taint: Taint) -> None: ...
+
+    def patch_node(self, name: str, patch: NodePatch, *, attempts: int = 5) -> Node:
+        """Apply `patch` to the node as read, under its resourceVersion; on a conflict (409) read again and
+        re-apply, at most `attempts` times. Returns the node as written (as read when nothing changed, in
+        which case nothing is written). Raises NodeGone (404) or NodeConflict."""
+        ...
 
     def evict(self, pod_key: str) -> None:
         """Evict through the Eviction API. Raises EvictionBlocked when a PDB forbids it."""

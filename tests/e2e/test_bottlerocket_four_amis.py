@@ -3,7 +3,7 @@ capacity cache learns what Bottlerocket nodes really report."""
 
 import math
 
-from .conftest import registered
+from .conftest import assert_allocatable_parity, registered
 
 SCENARIO = "001-bottlerocket-four-amis.yaml"
 
@@ -51,3 +51,8 @@ def test_learned_memory_is_below_carpools_estimate(scenario_result):
         it = types[entry.instance_type]
         mib = it.memory_mib - (64 if it.arch == "arm64" else 0)
         assert entry.memory_mi_b < mib - math.ceil(mib * 0.075), entry
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

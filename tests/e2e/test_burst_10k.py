@@ -2,6 +2,8 @@
 CreateFleet -> kubelets -> binding). The wall-time target (< 60 s) is a speed target, so it lives in
 `bench/burst.py` (`make bench`), not here."""
 
+from .conftest import assert_allocatable_parity
+
 SCENARIO = "burst-10k.yaml"
 
 
@@ -22,3 +24,8 @@ def test_the_nodes_have_pod_room_for_every_pod(scenario_result):
 
 def test_no_message_was_dead_lettered(scenario_result):
     assert not any(scenario_result.dead_letters.values())
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

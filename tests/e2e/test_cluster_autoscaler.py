@@ -2,6 +2,8 @@
 
 from carpool import labels as L
 
+from .conftest import assert_allocatable_parity
+
 SCENARIO = "003-cluster-autoscaler.yaml"
 
 
@@ -29,3 +31,8 @@ def test_node_group_nodes_are_never_touched(scenario_result):
 def test_carpool_nodes_do_not_pose_as_the_node_group(scenario_result):
     assert L.EKS_NODEGROUP == "eks.amazonaws.com/nodegroup"
     assert all(i.node_pool != "" for i in scenario_result.launches)
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

@@ -1,6 +1,6 @@
 """`make demo`: c7i-flex first, general-purpose fallback in the same invocation, back to flex later."""
 
-from .conftest import registered
+from .conftest import assert_allocatable_parity, registered
 
 SCENARIO = "flex-first.yaml"
 ICE_UNTIL = 180
@@ -51,3 +51,8 @@ def test_nothing_dead_lettered_and_cost_reported(scenario_result):
     assert scenario_result.hourly_cost > 0
     assert scenario_result.invocations["provisioner"] >= 1
     assert scenario_result.invocations["watcher"] == len(scenario_result.timeline)
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

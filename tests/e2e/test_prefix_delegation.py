@@ -1,5 +1,7 @@
 """Prefix delegation: one small instance holds the pods, and its user data says max pods 110."""
 
+from .conftest import assert_allocatable_parity
+
 SCENARIO = "004-prefix-delegation.yaml"
 SMALL = ("large", "xlarge", "2xlarge")
 
@@ -15,3 +17,8 @@ def test_the_node_registered_with_the_prefix_delegation_max_pods(scenario_result
     """The node's pod capacity comes from the user data carpool wrote (the kubelet's --max-pods)."""
     [inst] = scenario_result.launches
     assert inst.max_pods == 110
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

@@ -1,5 +1,7 @@
 """A spot interruption warning: the node is cordoned and drained, a replacement launched, pods run again."""
 
+from .conftest import assert_allocatable_parity
+
 SCENARIO = "005-spot-interruption.yaml"
 
 
@@ -28,3 +30,8 @@ def test_the_node_was_cordoned_and_drained_through_the_api(scenario_result):
     assert f"cordon {node}" in actions or any(a.startswith(f"taint {node}") for a in actions)
     assert any(a.startswith("evict default/web-") for a in actions)
     assert scenario_result.invocations.get("interruption", 0) >= 1
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

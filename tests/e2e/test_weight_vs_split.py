@@ -1,5 +1,7 @@
 """Weight is strict priority; `carpool.dev/split` shares equal-weight pools by proportion."""
 
+from .conftest import assert_allocatable_parity
+
 SCENARIO = "002-weight-vs-split.yaml"
 
 
@@ -20,3 +22,8 @@ def test_equal_weight_pools_split_seventy_thirty(scenario_result):
     share = a / (a + b)
     assert 0.55 <= share <= 0.85, f"split-a {a} vs split-b {b}"
     assert b >= 1
+
+
+def test_allocatable_parity(scenario_result):
+    """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
+    assert_allocatable_parity(scenario_result, SCENARIO)

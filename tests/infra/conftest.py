@@ -12,6 +12,7 @@ import os
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
+import json  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -35,10 +36,12 @@ from infra.nag import apply_nag  # noqa: E402
 from infra.settings import Settings  # noqa: E402
 from infra.stack import CarpoolStack  # noqa: E402
 
+CDK_JSON_CONTEXT: dict[str, Any] = json.loads((Path(__file__).parents[2] / "cdk.json").read_text())["context"]
+
 
 @pytest.fixture(scope="session")
 def layer() -> LayerBuild:
-    """The real layer, built the way `make layer` does (pip only runs when the stamp is stale)."""
+    """The real layer, as a synth builds it (cached in build/layer-<digest>: pip runs once per input)."""
     return build_layer(log=lambda _message: None)
 
 
@@ -68,11 +71,12 @@ def synth(layer: LayerBuild, functions_dir: Path) -> Callable[..., Synth]:
         nag: bool = True,
         customize: Callable[[CarpoolStack], None] | None = None,
     ) -> Synth:
-        app = App(context=context)
+        # cdk.json's feature flags first: the template under test is the one `cdk deploy` produces. One flag
+        # is turned off: it changes no template, only makes nag findings raise during synth instead of
+        # staying annotations, which is how test_nag reads them.
+        app = App(context={**CDK_JSON_CONTEXT, "@aws-cdk/core:annotationsInValidationReport": False, **context})
         settings = Settings.from_context(app.node.get_all_context())
-        stack = CarpoolStack(
-            app, settings.stack_name, settings=settings, layer_dir=layer.path, functions_dir=functions_dir, env=env
-        )
+        stack = CarpoolStack(app, settings.stack_name, settings=settings, functions_dir=functions_dir, env=env)
         if customize is not None:  # lets a test add a deliberately bad resource before the checks run
             customize(stack)
         if nag:

@@ -3,28 +3,79 @@
 from __future__ import annotations
 
 import json
+import tarfile
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 from cdk_support import Synth
-from infra.functions import LayerMissingError, carpool_layer
-from infra.layer import LayerBuild
+from infra.layer import LayerBuild, layer_digest
 from infra.settings import SettingsError
+from packaging.version import Version
 
 from infra import app as app_module
 
 
-def test_build_app_makes_one_stack_named_after_the_cluster(layer: LayerBuild, tmp_path: Path) -> None:
+def test_build_app_makes_one_stack_named_after_the_cluster(
+    layer: LayerBuild, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLUSTER_NAME", "from-env")  # -c wins
     app, stack = app_module.build_app({"clusterName": "demo"}, outdir=str(tmp_path), nag=False)
     assert stack.stack_name == "carpool-demo"
     assembly = app.synth()
     assert [s.stack_name for s in assembly.stacks] == ["carpool-demo"]
-    Template.from_stack(stack).resource_count_is("AWS::Lambda::Function", 5)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::Lambda::Function", 5)
+    assert "ClusterNameRequired" not in template.to_json().get("Rules", {})
 
 
-def test_build_app_without_cluster_name_fails_with_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match="-c clusterName="):
+def test_synth_builds_the_layer_from_the_library(layer: LayerBuild, tmp_path: Path) -> None:
+    """No separate build step: the synthesized asset folder is the layer of the current library."""
+    digest = layer_digest()
+    app, stack = app_module.build_app({"clusterName": "demo"}, outdir=str(tmp_path), nag=False)
+    assembly = app.synth()
+    layers = Template.from_stack(stack).find_resources("AWS::Lambda::LayerVersion")
+    (resource,) = layers.values()
+    asset = Path(assembly.directory) / ("asset." + resource["Properties"]["Content"]["S3Key"].removesuffix(".zip"))
+    if digest != layer_digest():  # pragma: no cover - the library was edited during the synth
+        pytest.skip("the library changed during the synth")
+    built = app_module.REPO_ROOT / "build" / f"layer-{digest}"
+    assert (asset / "python" / "carpool" / "__init__.py").read_bytes() == (built / "python" / "carpool" / "__init__.py").read_bytes()
+    assert sorted(p.relative_to(asset) for p in asset.rglob("*")) == sorted(p.relative_to(built) for p in built.rglob("*"))
+
+
+def test_cluster_name_defaults_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLUSTER_NAME", "karpenter-demo")
+    app, stack = app_module.build_app({"aws:cdk:bundling-stacks": []}, outdir=str(tmp_path), nag=False)
+    assert stack.stack_name == "carpool-karpenter-demo"
+    assert stack.settings.cluster_name == "karpenter-demo"
+
+
+def test_without_any_cluster_name_the_app_is_an_undeployable_placeholder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cdk ls`, `cdk bootstrap` and `cdk synth` work; CloudFormation refuses to create the stack."""
+    monkeypatch.delenv("CLUSTER_NAME", raising=False)
+    # skip bundling as `cdk ls` does: the placeholder still synthesizes
+    app, stack = app_module.build_app({"aws:cdk:bundling-stacks": []}, outdir=str(tmp_path), nag=False)
+    assert stack.stack_name == "carpool-clusterName-not-set"
+    assembly = app.synth()
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    (assertion,) = template["Rules"]["ClusterNameRequired"]["Assertions"]
+    left, right = assertion["Assert"]["Fn::Equals"]
+    assert left != right  # always false: the rule rejects every create and update
+    assert "-c clusterName=" in assertion["AssertDescription"]
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("-c clusterName="))
+    assert len(warnings) == 1
+
+
+def test_an_invalid_cluster_name_from_the_environment_is_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLUSTER_NAME", "not a name")
+    with pytest.raises(SettingsError, match="clusterName='not a name'"):
         app_module.build_app({}, outdir=str(tmp_path))
 
 
@@ -50,20 +101,59 @@ def test_cli_context_reads_cdk_json_then_arguments(monkeypatch: pytest.MonkeyPat
     assert app_module._cli_context(["-c", "clusterName=x"]) == {}  # the CLI passes context itself
 
 
+#: The aws-cdk-lib release whose recommended flags cdk.json carries (`cdk init`'s context for it).
+FLAGS_FROM = "2.275.0"
+
+
+def recommended_flags() -> tuple[str, dict[str, Any]]:
+    """The installed aws-cdk-lib's version and ``recommended-feature-flags.json`` (what `cdk init` writes)."""
+    import aws_cdk
+
+    bundle = next(Path(aws_cdk.__file__).parent.glob("_jsii/aws-cdk-lib@*.jsii.tgz"))
+    with tarfile.open(bundle) as archive:
+        member = archive.extractfile("package/recommended-feature-flags.json")
+        assert member is not None
+        flags = json.load(member)
+    return bundle.name.removeprefix("aws-cdk-lib@").removesuffix(".jsii.tgz"), flags
+
+
+def test_cdk_json_carries_the_recommended_feature_flags() -> None:
+    context = json.loads((app_module.REPO_ROOT / "cdk.json").read_text())["context"]
+    version, recommended = recommended_flags()
+    configured = {key: value for key, value in context.items() if key.startswith("@aws-cdk")}
+    # every configured flag has the recommended value (a flag this aws-cdk-lib no longer has is stale)
+    assert {k: v for k, v in configured.items() if recommended.get(k, v) != v} == {}
+    missing = sorted(set(recommended) - set(configured))
+    if missing and Version(version) > Version(FLAGS_FROM):
+        warnings.warn(f"aws-cdk-lib {version} recommends flags cdk.json lacks: {missing}", stacklevel=1)
+    else:
+        assert missing == [], "run `npx aws-cdk@2 flags --set --unconfigured --recommended`"
+
+
 def test_cdk_json_runs_the_venv_and_requires_the_cluster_name() -> None:
     cdk_json = json.loads((app_module.REPO_ROOT / "cdk.json").read_text())
     assert cdk_json["app"] == ".venv/bin/python infra/app.py"
     assert "clusterName" not in cdk_json.get("context", {}), "clusterName must be chosen, not defaulted"
 
 
-def test_missing_layer_tells_the_user_to_run_make_layer(default: Synth, tmp_path: Path) -> None:
-    with pytest.raises(LayerMissingError, match="run `make layer`"):
-        carpool_layer(default.stack, "AnotherLayer", tmp_path / "no-layer")
+def test_a_layer_that_cannot_be_built_ends_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip failing inside CDK's bundling (a jsii callback) still reads as a carpool error, not a trace."""
+    lock = tmp_path / "broken.lock"
+    lock.write_text("pydantic==2.0\n")  # no hash: rejected before pip runs
+    monkeypatch.setattr("infra.layer_asset.LOCK_FILE", lock)
+    monkeypatch.delenv("CDK_CONTEXT_JSON", raising=False)
+    monkeypatch.delenv("CDK_OUTDIR", raising=False)
+    monkeypatch.setattr(app_module, "REPO_ROOT", tmp_path)  # write cdk.out there, read no cdk.json
+    assert app_module.main(["-c", "clusterName=demo"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("carpool: the Lambda layer could not be built:"), err
+    assert "pydantic==2.0" in err[-1]
 
 
 def test_outputs_name_what_operators_look_for(default: Synth) -> None:
     outputs = default.template.to_json()["Outputs"]
     for name in ("EventBusName", "StateTableName", "ConfigParameterName", "NodeRoleArn", "InstanceProfileName",
-                 "DashboardName", "WatcherFunctionName", "ProvisionerRoleArn"):  # fmt: skip
+                 "DashboardName", "WatcherFunctionName", "ProvisionerRoleArn", "AlarmTopicArn"):  # fmt: skip
         assert name in outputs, name
-    assert "AlarmTopicArn" not in outputs

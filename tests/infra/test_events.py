@@ -85,6 +85,20 @@ def test_work_queue_encryption_redrive_and_visibility(default: Synth, name: str)
     assert props["VisibilityTimeout"] == 6 * timeout + work.consumer.max_batching_window.to_seconds()
 
 
+def test_interruption_queue_keeps_messages_only_as_long_as_their_redrive_needs(default: Synth) -> None:
+    queues = default.resources("AWS::SQS::Queue")
+    props = queues[default.logical_id(default.stack.routing.interruption.queue)]["Properties"]
+    retention, visibility = props["MessageRetentionPeriod"], props["VisibilityTimeout"]
+    # Long enough that a message failing all 3 receives (a visibility timeout apart) reaches the DLQ...
+    assert retention > 3 * visibility
+    # ...and far short of SQS's 4-day default: old interruption events are not worth replaying.
+    assert retention <= 20 * 60
+    # The other work queues keep SQS's default: a pending pod or a joined node is still news later.
+    for name in ("provisioner", "registrar"):
+        work = default.stack.routing.work_queues[name]
+        assert "MessageRetentionPeriod" not in queues[default.logical_id(work.queue)]["Properties"]
+
+
 def test_dead_letter_queues_keep_messages_14_days(default: Synth) -> None:
     dlqs = default.stack.routing.dead_letter_queues
     assert sorted(dlqs) == ["delivery", "interruption", "provisioner", "registrar"]
@@ -121,7 +135,8 @@ def test_eventbridge_may_send_to_work_queues_only_from_our_rules(default: Synth)
                     [
                         Match.object_like(
                             {
-                                "Action": ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                                # sorted: cdk.json's @aws-cdk/aws-iam:minimizePolicies orders actions
+                                "Action": ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
                                 "Principal": {"Service": "events.amazonaws.com"},
                                 "Condition": {
                                     "ArnEquals": {

@@ -88,45 +88,53 @@ def test_create_tags_only_during_create_calls(default: Synth) -> None:
     }
 
 
-@pytest.mark.parametrize("name", ["interruption", "disruption"])
+@pytest.mark.parametrize("name", ["provisioner", "interruption", "disruption"])
 def test_terminate_requires_ownership_resource_tags(default: Synth, name: str) -> None:
     (statement,) = with_action(role_statements(default, name), "ec2:TerminateInstances")
     assert statement["Resource"] == "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:instance/*"
     assert statement["Condition"] == {"StringEquals": OWNED_RESOURCE_TAGS}
 
 
-@pytest.mark.parametrize("name", ["provisioner", "disruption"])
+@pytest.mark.parametrize("name", ["disruption"])
 def test_delete_launch_template_requires_ownership_resource_tags(default: Synth, name: str) -> None:
     (statement,) = with_action(role_statements(default, name), "ec2:DeleteLaunchTemplate")
     assert statement["Resource"] == "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:launch-template/*"
     assert statement["Condition"] == {"StringEquals": OWNED_RESOURCE_TAGS}
 
 
-def test_registrar_may_tag_own_instances_but_never_ownership_tags(default: Synth) -> None:
-    (statement,) = with_action(role_statements(default, "registrar"), "ec2:CreateTags")
-    assert statement["Condition"]["StringEquals"] == OWNED_RESOURCE_TAGS
-    keys = statement["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
-    assert "Name" in keys
-    assert not any(k.startswith(("kubernetes.io/cluster", "carpool.dev/cluster")) for k in keys)
+def test_tags_are_written_only_by_the_create_calls(default: Synth) -> None:
+    """No function tags an instance after launch, so CreateTags exists only with ec2:CreateAction."""
+    for name in CAPABILITIES:
+        for statement in with_action(role_statements(default, name), "ec2:CreateTags"):
+            assert "ec2:CreateAction" in statement["Condition"]["StringEquals"], (name, statement)
 
 
 def test_pass_role_only_for_the_node_role_and_only_to_ec2(default: Synth, full: Synth) -> None:
     node_role = default.logical_id(default.stack.cluster.node_role)
     for synth, expected in ((default, "${" + node_role + ".Arn}"), (full, NODE_ROLE_ARN)):
-        found = [s for s in statements(synth.template.to_json()) if "iam:PassRole" in actions_of(s)]
-        assert len(found) == 1, "only the provisioner passes a role"
-        assert found[0]["Resource"] == expected
-        assert found[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
-        assert actions_of(found[0]) == ["iam:PassRole"]
+        passing = {name for name in CAPABILITIES if with_action(role_statements(synth, name), "iam:PassRole")}
+        assert passing == LAUNCHERS, "only the functions that launch pass a role"
+        for statement in [s for s in statements(synth.template.to_json()) if "iam:PassRole" in actions_of(s)]:
+            assert statement["Resource"] == expected
+            assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+            assert actions_of(statement) == ["iam:PassRole"]
 
 
+LAUNCH = {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags", "iam:PassRole"}
+#: Interruption and disruption launch replacements themselves (`carpool.app.provision.provision_pods`).
+LAUNCHERS = {"provisioner", "interruption", "disruption"}
+CATALOG = {"pricing:GetProducts", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
+           "ec2:DescribeSpotPriceHistory"}
 CAPABILITIES = {
     "watcher": set(),
-    "provisioner": {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags",
-                    "ec2:DeleteLaunchTemplate", "iam:PassRole", "pricing:GetProducts"},
-    "registrar": {"ec2:CreateTags"},
-    "interruption": {"ec2:TerminateInstances"},
-    "disruption": {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "pricing:GetProducts"},
+    "provisioner": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
+                                       "ec2:DescribeSecurityGroups"},
+    "registrar": CATALOG | {"ec2:DescribeImages", "ec2:DescribeInstances"},
+    "interruption": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
+                                        "ec2:DescribeSecurityGroups"},
+    "disruption": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "ec2:DescribeImages",
+                                      "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
+                                      "ec2:DescribeLaunchTemplates"},
 }  # fmt: skip
 EC2_SIDE = {a for actions in CAPABILITIES.values() for a in actions}
 
@@ -136,9 +144,42 @@ def test_each_function_gets_only_its_ec2_capabilities(default: Synth, name: str)
     actions = all_actions(role_statements(default, name))
     assert actions & EC2_SIDE == CAPABILITIES[name]
     assert "eks:DescribeCluster" in actions
-    assert ("events:PutEvents" in actions) == (name in {"watcher", "interruption", "disruption"})
+    assert ("events:PutEvents" in actions) == (name == "watcher")
     sids = {s.get("Sid") for s in role_statements(default, name)}
-    assert ("ReadAmiParameters" in sids) == (name in {"provisioner", "disruption"})
+    assert ("ReadAmiParameters" in sids) == (name != "watcher")
+
+
+RELEASE = {"dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"}
+PROVISION = {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
+             "dynamodb:BatchWriteItem"}
+#: State-table actions per function: the watcher only reads.
+STATE = {
+    "watcher": {"dynamodb:BatchGetItem"},
+    "provisioner": PROVISION | RELEASE,
+    "registrar": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"} | RELEASE,
+    "interruption": PROVISION | RELEASE,
+    "disruption": PROVISION | RELEASE,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", ["default", "full", "rbac"])
+def test_describe_actions_are_named_not_wildcarded(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    for statement in statements(synth.template.to_json()):
+        for action in actions_of(statement):
+            assert "*" not in action, f"{action}: grant the actions used, not a wildcard"
+
+
+def test_state_table_access_per_role(default: Synth) -> None:
+    table = "${" + default.logical_id(default.stack.tables.state) + ".Arn}"
+    idempotency = default.logical_id(default.stack.tables.idempotency)
+    for name in CAPABILITIES:
+        found = role_statements(default, name)
+        on_table = {a for s in found if table in as_list(s["Resource"]) for a in actions_of(s) if a.startswith("dynamodb:")}
+        assert on_table == STATE[name], name
+        (index,) = [s for s in found if s.get("Sid") == "QueryClaimsByStatus"]
+        assert index["Resource"] == f"{table}/index/gsi1" and actions_of(index) == ["dynamodb:Query"]
+        assert idempotency not in str(found), f"{name}: no code uses the idempotency table"
 
 
 def test_ami_parameters_are_the_public_paths_only(default: Synth) -> None:
@@ -162,7 +203,8 @@ def test_config_parameter_is_readable_by_every_function(default: Synth) -> None:
 def test_describe_cluster_is_scoped_to_the_cluster(full: Synth) -> None:
     for name in CAPABILITIES:
         (statement,) = with_action(role_statements(full, name), "eks:DescribeCluster")
-        assert statement["Resource"] == f"arn:${{AWS::Partition}}:eks:{REGION}:{ACCOUNT}:cluster/prod"
+        # a known Region makes the partition a literal (cdk.json: @aws-cdk/core:enablePartitionLiterals)
+        assert statement["Resource"] == f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/prod"
 
 
 def test_put_events_only_on_the_carpool_bus(default: Synth) -> None:

@@ -1,42 +1,235 @@
-"""The layer built without Docker: right platform, runtime-provided packages left out, idempotent."""
+"""The layer built from source without Docker: locked, reproducible, hashed by its inputs, right platform."""
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+from bench.lambda_package import LAYER_TARGET_BYTES
 from infra.functions import FUNCTIONS_DIR
 from infra.layer import (
     LAMBDA_UNZIPPED_LIMIT,
+    LOCK_FILE,
+    PACKAGE_SOURCE,
+    PROVIDED_BY_RUNTIME,
+    REPO_ROOT,
+    TARGET_MARKERS,
     LayerBuild,
+    LayerError,
     build_layer,
+    default_wheel_cache,
+    layer_digest,
     layer_size_bytes,
-    requirements_hash,
+    read_lock,
     runtime_requirements,
 )
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from infra import layer as layer_module
 
 AARCH64 = 183  # ELF e_machine
 
 
-def test_requirements_come_from_pyproject_without_cli_or_boto(layer: LayerBuild) -> None:
-    names = {r.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip() for r in runtime_requirements()}
-    assert {"pydantic", "pyyaml", "aws-lambda-powertools", "lightkube"} <= names
-    assert not names & {"typer", "rich", "boto3", "botocore"}
-    assert layer.requirements == tuple(runtime_requirements())
+def copy_library(destination: Path) -> Path:
+    """A snapshot of the library (other work may edit the real one while the tests run)."""
+    target = destination / "carpool"
+    shutil.copytree(PACKAGE_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return target
 
 
-def test_runtime_provided_and_cli_packages_are_not_shipped(layer: LayerBuild) -> None:
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    return copy_library(tmp_path / "src")
+
+
+# --- the lock -------------------------------------------------------------------------------------
+
+
+def test_lock_pins_every_runtime_requirement_of_pyproject() -> None:
+    locked = {r.name: r for r in read_lock()}
+    for raw in runtime_requirements():
+        requirement = Requirement(raw)
+        pin = locked.get(canonicalize_name(requirement.name))
+        assert pin is not None, f"{raw} is not in {LOCK_FILE.name}: run `python -m infra.layer lock`"
+        assert requirement.specifier.contains(pin.version, prereleases=True), (raw, pin.version)
+    assert {"pydantic", "pydantic-core", "pyyaml", "aws-lambda-powertools", "aws-xray-sdk", "lightkube"} <= set(locked)
+    assert not set(locked) & {"boto3", "botocore", "s3transfer", "urllib3", "python-dateutil", "six", "typer", "rich"}
+    for pin in locked.values():
+        assert pin.hashes and all(len(h) == 64 for h in pin.hashes), pin
+
+
+def test_lock_is_closed_under_the_targets_dependencies(layer: LayerBuild) -> None:
+    """The build installs with --no-deps: a dependency missing from the lock would be missing in Lambda.
+
+    Walks Requires-Dist from pyproject's runtime requirements (extras included) with the target's markers.
+    """
+    locked = {r.name: r for r in read_lock()}
+    by_hash = {layer_module._sha256(p): p for p in default_wheel_cache().glob("*.whl")}
+    wheels = {name: next(by_hash[h] for h in pin.hashes if h in by_hash) for name, pin in locked.items()}
+    queue = [Requirement(raw) for raw in runtime_requirements()]
+    reached: set[tuple[str, frozenset[str]]] = set()
+    while queue:
+        requirement = queue.pop()
+        name = canonicalize_name(requirement.name)
+        if name in PROVIDED_BY_RUNTIME or (name, frozenset(requirement.extras)) in reached:
+            continue
+        reached.add((name, frozenset(requirement.extras)))
+        assert name in locked, f"{requirement} is needed but not pinned in {LOCK_FILE.name}"
+        assert requirement.specifier.contains(locked[name].version, prereleases=True), (str(requirement), locked[name])
+        assert str(parse_wheel_filename(wheels[name].name)[1]) == locked[name].version
+        for raw in layer_module._requires_dist(wheels[name]):
+            dependency = Requirement(raw)
+            if dependency.marker is None or any(
+                dependency.marker.evaluate({**TARGET_MARKERS, "extra": e}) for e in (*requirement.extras, "")
+            ):
+                queue.append(dependency)
+    assert {name for name, _extras in reached} == set(locked)  # and nothing pinned that nothing needs
+
+
+def test_read_lock_rejects_a_pin_without_hash(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    lock.write_text("pydantic==2.0 \\\n    --hash=sha256:" + "a" * 64 + "\npyyaml==6.0\n")
+    with pytest.raises(LayerError, match="pyyaml==6.0"):
+        read_lock(lock)
+    lock.write_text("# nothing\n")
+    with pytest.raises(LayerError, match="pins nothing"):
+        read_lock(lock)
+
+
+# --- the digest (the asset hash) ------------------------------------------------------------------
+
+
+def test_editing_a_library_file_changes_the_digest(library: Path) -> None:
+    before = layer_digest(library, LOCK_FILE)
+    module = library / "labels.py"
+    original = module.read_bytes()
+    module.write_bytes(original + b"\n# changed\n")
+    edited = layer_digest(library, LOCK_FILE)
+    assert edited != before
+    module.write_bytes(original)
+    assert layer_digest(library, LOCK_FILE) == before
+    (library / "sim" / "extra.py").write_text("X = 1\n")  # not shipped, still an input: always a new layer
+    assert layer_digest(library, LOCK_FILE) not in {before, edited}
+
+
+def test_renaming_a_file_changes_the_digest(library: Path) -> None:
+    before = layer_digest(library, LOCK_FILE)
+    (library / "labels.py").rename(library / "labels2.py")
+    assert layer_digest(library, LOCK_FILE) != before
+
+
+def test_bytecode_and_mtimes_do_not_change_the_digest(library: Path) -> None:
+    before = layer_digest(library, LOCK_FILE)
+    cache = library / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "labels.cpython-311.pyc").write_bytes(b"\x00junk")
+    (library / "stray.pyc").write_bytes(b"junk")
+    os.utime(library / "labels.py", (1_000_000, 1_000_000))
+    assert layer_digest(library, LOCK_FILE) == before
+
+
+def test_changing_the_lock_changes_the_digest(library: Path, tmp_path: Path) -> None:
+    lock = tmp_path / "layer-requirements.lock"
+    lock.write_bytes(LOCK_FILE.read_bytes())
+    before = layer_digest(library, lock)
+    lock.write_text(lock.read_text().replace("pyyaml==6.0.3", "pyyaml==6.0.2"))
+    assert layer_digest(library, lock) != before
+
+
+def test_two_checkouts_in_different_directories_agree(tmp_path: Path) -> None:
+    """Each copy computes the digest in its own interpreter, from its own infra/layer.py."""
+    snapshot_infra = tmp_path / "snapshot" / "infra"
+    shutil.copytree(REPO_ROOT / "infra", snapshot_infra, ignore=shutil.ignore_patterns("__pycache__"))
+    snapshot_library = copy_library(tmp_path / "snapshot")
+    digests = []
+    for root in (tmp_path / "a" / "carpool", tmp_path / "b" / "deeper" / "checkout"):
+        shutil.copytree(snapshot_infra, root / "infra")
+        shutil.copytree(snapshot_library, root / "shared" / "carpool")
+        os.utime(root / "shared" / "carpool" / "labels.py", (2_000_000_000, 2_000_000_000))
+        result = subprocess.run(
+            [sys.executable, "-c", "from infra.layer import layer_digest, REPO_ROOT; print(REPO_ROOT, layer_digest())"],
+            cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        where, digest = result.stdout.split()
+        assert Path(where) == root  # each copy hashed its own files
+        digests.append(digest)
+    assert digests[0] == digests[1]
+
+
+# --- the build ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_builds_from_the_same_inputs_are_byte_identical(library: Path, tmp_path: Path) -> None:
+    """Also: the build ships the library it is given (not the one next to infra/), and is cached."""
+    labels = library / "labels.py"
+    labels.write_text(labels.read_text() + "\nMARKER = 'edited'\n")
+    trees = []
+    for name in ("first", "second"):
+        build = build_layer(cache_dir=tmp_path / name, package_source=library, log=lambda _m: None)
+        assert build.built and build.path == tmp_path / name / f"layer-{build.digest}"
+        assert build.digest == layer_digest(library, LOCK_FILE)
+        trees.append(snapshot(build.path))
+    assert trees[0] == trees[1]
+    assert any(path.startswith("python/pydantic_core/") for path in trees[0])
+    assert b"MARKER = 'edited'" in trees[0]["python/carpool/labels.py"][0]
+    # a synth of the same inputs copies the cached layer into CDK's asset folder instead of rebuilding
+    asset = tmp_path / "cdk.out" / "asset.x-building"
+    asset.mkdir(parents=True)
+    again = build_layer(asset, cache_dir=tmp_path / "first", package_source=library, log=lambda _m: None)
+    assert again.built is False
+    assert snapshot(asset) == trees[0]
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Relative path -> (content, mode, mtime) of every file and folder below ``root``."""
+    entries: dict[str, tuple[bytes, int, int]] = {}
+    for path in sorted(root.rglob("*")):
+        stat = path.lstat()
+        content = path.read_bytes() if path.is_file() else b""
+        entries[path.relative_to(root).as_posix()] = (content, stat.st_mode, int(stat.st_mtime))
+    return entries
+
+
+def test_the_built_layer_has_no_machine_specific_content(layer: LayerBuild) -> None:
     site = layer.path / "python"
+    assert not list(site.rglob("__pycache__")) and not list(site.rglob("*.pyc"))
+    assert not list(site.glob("*.dist-info/direct_url.json"))
+    for record in site.glob("*.dist-info/RECORD"):
+        for line in record.read_text().splitlines():
+            assert not line.startswith(("/", "../")), f"{record.parent.name}: {line}"
+    for path in layer.path.rglob("*"):
+        assert int(path.lstat().st_mtime) == layer_module.FIXED_MTIME, path
+
+
+def test_cache_keeps_only_the_most_recent_layers(tmp_path: Path) -> None:
+    for age, name in enumerate(("layer-a", "layer-b", "layer-c", "layer-d", "layer-e")):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (1_000_000 + age, 1_000_000 + age))
+    layer_module._prune(tmp_path, keep=tmp_path / "layer-a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["layer-a", "layer-c", "layer-d", "layer-e"]
+
+
+# --- what the layer contains ----------------------------------------------------------------------
+
+
+def test_layer_holds_the_locked_distributions_and_not_the_runtimes(layer: LayerBuild) -> None:
+    site = layer.path / "python"
+    installed = set()
+    for folder in site.glob("*.dist-info"):
+        name, version = folder.name.removesuffix(".dist-info").rsplit("-", 1)
+        installed.add(f"{canonicalize_name(name)}=={version}")
+    assert installed == {r.pin for r in read_lock()} == set(layer.distributions)
     top_level = {p.name.lower() for p in site.iterdir()}
     for absent in ("boto3", "botocore", "s3transfer", "urllib3", "dateutil", "six.py", "typer", "rich", "moto", "bin"):
         assert absent not in top_level, absent
-    shipped = {d.split("==")[0] for d in layer.distributions}
-    assert {"pydantic", "pydantic-core", "pyyaml", "aws-lambda-powertools", "aws-xray-sdk", "lightkube", "jmespath"} <= shipped
-    assert not shipped & {"boto3", "botocore", "s3transfer", "urllib3", "python-dateutil", "six"}
 
 
 def test_native_extensions_are_built_for_arm64_cpython_312(layer: LayerBuild) -> None:
@@ -51,64 +244,53 @@ def test_native_extensions_are_built_for_arm64_cpython_312(layer: LayerBuild) ->
 
 def test_carpool_package_is_copied_without_local_only_parts(layer: LayerBuild) -> None:
     copy = layer.path / "python" / "carpool"
-    source = layer_module.PACKAGE_SOURCE
+    source = PACKAGE_SOURCE
     assert (copy / "__init__.py").read_bytes() == (source / "__init__.py").read_bytes()
     assert (copy / "catalog" / "data").is_dir()
     assert sorted(p.name for p in (copy / "catalog" / "data").iterdir()) == sorted(
         p.name for p in (source / "catalog" / "data").iterdir()
     )
-    assert not list(copy.rglob("__pycache__")) and not list(copy.rglob("*.pyc"))
+    assert not (copy / "__main__.py").exists()
     for name in layer.excluded_subpackages:
         assert not (copy / name).exists()
     assert set(layer.excluded_subpackages) <= {"cli", "sim"}
 
 
-def test_second_build_skips_pip(layer: LayerBuild) -> None:
-    again = build_layer(log=lambda _message: None)
-    assert again.pip_ran is False
-    assert again.distributions == layer.distributions
-
-
-def test_package_copy_is_rewritten_only_when_the_source_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """(Uses a stand-in package: the real one is being edited while tests run.)"""
-    source = tmp_path / "src" / "carpool"
-    (source / "catalog" / "data").mkdir(parents=True)
-    (source / "__pycache__").mkdir()
-    (source / "__init__.py").write_text("VERSION = 1\n")
-    (source / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"junk")
-    (source / "catalog" / "data" / "prices.json").write_text("{}")
-    monkeypatch.setattr(layer_module, "PACKAGE_SOURCE", source)
-    site, build, stamp = tmp_path / "layer" / "python", tmp_path / "build", tmp_path / "build" / "stamp"
-    build.mkdir()
-
-    assert layer_module._refresh_package(site, build, stamp)[0] is True
-    assert (site / "carpool" / "catalog" / "data" / "prices.json").is_file()
-    assert not (site / "carpool" / "__pycache__").exists()
-    assert layer_module._refresh_package(site, build, stamp)[0] is False
-    (source / "__init__.py").write_text("VERSION = 2\n")
-    assert layer_module._refresh_package(site, build, stamp)[0] is True
-    assert (site / "carpool" / "__init__.py").read_text() == "VERSION = 2\n"
-    assert sorted(p.name for p in build.iterdir()) == ["stamp"]  # no staging leftovers
-
-
-def test_size_is_reported_and_within_lambda_limits(layer: LayerBuild) -> None:
+def test_size_is_reported_and_within_the_budget(layer: LayerBuild) -> None:
     size = layer_size_bytes(layer.path)
     total = sum(p.stat().st_size for p in layer.path.rglob("*") if p.is_file() and not p.is_symlink())
-    assert size == total  # nothing of boto3's to exclude: it is not there
-    assert 0 < size < LAMBDA_UNZIPPED_LIMIT
+    assert size == total == layer.size_bytes  # nothing of boto3's to exclude: it is not there
+    assert 0 < size <= LAYER_TARGET_BYTES < LAMBDA_UNZIPPED_LIMIT
     print(f"layer size: {size / 1024 / 1024:.1f} MiB")
 
 
 def test_size_of_a_missing_layer_says_what_to_run(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="make layer"):
+    with pytest.raises(FileNotFoundError, match="python -m infra.layer"):
         layer_size_bytes(tmp_path / "nothing")
 
 
-def test_requirements_hash_changes_with_the_requirements() -> None:
-    assert requirements_hash(["a", "b"]) == requirements_hash(["b", "a"])
-    assert requirements_hash(["a"]) != requirements_hash(["a>=2"])
+def test_wheels_are_downloaded_only_when_the_cache_lacks_a_locked_one(
+    layer: LayerBuild, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache is trusted by hash, not by file name: a same-named impostor counts as missing."""
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(layer_module, "_pip", lambda *args, failure: calls.append(args))
+    cache = tmp_path / "wheels"
+    cache.mkdir()
+    for wheel in default_wheel_cache().glob("*.whl"):  # the session's build fetched every locked wheel
+        shutil.copy2(wheel, cache)
+    locked = read_lock()
+    layer_module.fetch_wheels(locked, LOCK_FILE, cache)
+    assert calls == []
+    real = next(p for p in cache.glob("*.whl") if layer_module._sha256(p) in locked[0].hashes)
+    real.unlink()
+    with zipfile.ZipFile(real, "w") as archive:
+        archive.writestr("evil.py", "print('not the locked wheel')\n")
+    layer_module.fetch_wheels(locked, LOCK_FILE, cache)
+    assert [c[0] for c in calls] == ["download"] and "--require-hashes" in calls[0]
+
+
+# --- imports --------------------------------------------------------------------------------------
 
 
 def imports(code: str, package: list[str]) -> set[str]:
@@ -124,17 +306,16 @@ def test_import_scan_resolves_relative_imports_and_skips_type_checking() -> None
     assert not any(m.startswith("carpool.sim") for m in imports(guarded, package))
 
 
-def test_a_runtime_import_of_a_local_only_package_keeps_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runtime_import_of_a_local_only_package_keeps_it(tmp_path: Path) -> None:
     package = tmp_path / "carpool"
     (package / "cli").mkdir(parents=True)
     (package / "sim").mkdir()
     (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("from carpool.cli import main\n")  # never shipped: does not count
     (package / "cli" / "__init__.py").write_text("import typer\n")
     (package / "sim" / "__init__.py").write_text("")
     (package / "app.py").write_text("from .sim import runner\n")
-    monkeypatch.setattr(layer_module, "PACKAGE_SOURCE", package)
-    assert layer_module._imported_by_runtime_code("sim") is True
-    assert layer_module._imported_by_runtime_code("cli") is False
+    assert layer_module.excluded_subpackages(package) == ("cli",)
 
 
 def test_every_import_of_shipped_code_is_in_the_layer_or_the_runtime(layer: LayerBuild) -> None:

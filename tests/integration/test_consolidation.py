@@ -270,7 +270,8 @@ class Harness:
 
     # the rest of the system, as it behaves between two disruption runs
     def kubelets(self) -> None:
-        """Instances become Ready nodes; the registrar marks their claims registered."""
+        """Instances become Ready nodes; the registrar registers and initializes them and marks their claims
+        registered."""
         known = {n.spec.provider_id for n in self.cluster.nodes.values()}
         for iid, inst in sorted(self.compute.instances.items()):
             pid = f"aws:///{ZONE}/{iid}"
@@ -282,7 +283,7 @@ class Harness:
             lab = {**{k: v for k, v in claim.labels.items() if k not in keys.ALL}, L.NODEPOOL: claim.nodepool,
                    L.INSTANCE_TYPE: inst["InstanceType"], L.ZONE: ZONE, L.CAPACITY_TYPE: claim.capacity_type or "",
                    L.OWNED_BY: CLUSTER, L.CLAIM: claim.name, L.IMAGE_ID: claim.image_id or "", L.ARCH: "amd64",
-                   L.OS: "linux", L.HOSTNAME: name}
+                   L.OS: "linux", L.HOSTNAME: name, L.REGISTERED: "true", L.NODE_INITIALIZED: "true"}
             self.cluster.nodes[name] = Node.model_validate({
                 "metadata": {"name": name, "labels": lab},
                 "spec": {"providerID": pid},

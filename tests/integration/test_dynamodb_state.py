@@ -23,7 +23,13 @@ from carpool.adapters.aws.dynamodb_state import (
 )
 from carpool.capacity import TTL
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
-from carpool.state.models import CapacityRecord, Claim, ClaimStatus, UnavailableOffering
+from carpool.state.models import (
+    NOMINATION_HOLD_AFTER_REGISTRATION,
+    CapacityRecord,
+    Claim,
+    ClaimStatus,
+    UnavailableOffering,
+)
 from carpool.state.ports import ReservationRefused
 
 GIB = 1024**3
@@ -186,7 +192,7 @@ def test_release_keeps_a_pod_another_claim_took_after_expiry(repos: Repos, now: 
     assert repos.ledger.nominated(later) == {"default/a": "c2"}
 
 
-def test_register_releases_nominations(repos: Repos, now: datetime) -> None:
+def test_register_keeps_nominations_for_the_hold_then_they_expire(repos: Repos, now: datetime) -> None:
     repos.ledger.reserve(claim("c1", pods(3), now), None, now, TTL_SECONDS)
     later = now + timedelta(seconds=90)
     registered = repos.ledger.mark_registered("c1", "ip-10-0-0-1.ec2.internal", later)
@@ -195,10 +201,61 @@ def test_register_releases_nominations(repos: Repos, now: datetime) -> None:
     assert registered.status == ClaimStatus.REGISTERED
     assert registered.node_name == "ip-10-0-0-1.ec2.internal"
     assert registered.registered_at == later
-    assert repos.ledger.nominated(later) == {}
+    # a late duplicate event still finds the pods nominated while the kube-scheduler binds them...
+    hold_end = later + NOMINATION_HOLD_AFTER_REGISTRATION
+    assert repos.ledger.nominated(hold_end - timedelta(seconds=1)) == {p: "c1" for p in pods(3)}
+    # ...but not for the rest of the reservation's TTL: a pod the node did not take is provisioned again
+    assert hold_end < now + timedelta(seconds=TTL_SECONDS)
+    assert repos.ledger.nominated(hold_end) == {}
+    # a repeated registration never lengthens the hold
+    repos.ledger.mark_registered("c1", "ip-10-0-0-1.ec2.internal", later + timedelta(seconds=60))
+    assert repos.ledger.nominated(hold_end) == {}
     assert repos.ledger.get("c1").status == ClaimStatus.REGISTERED
     assert repos.ledger.usage()["default"]["nodes"] == 1  # the node still counts against the pool
     assert repos.ledger.mark_registered("nope", "n", later) is None
+
+
+def test_release_of_a_registered_claim_drops_its_held_nominations(repos: Repos, now: datetime) -> None:
+    """The node is gone: its pods may be provisioned again at once."""
+    c = claim("c1", pods(2), now)
+    repos.ledger.reserve(c, None, now, TTL_SECONDS)
+    repos.ledger.mark_registered("c1", "n1", now)
+    assert repos.ledger.nominated(now) == {p: "c1" for p in pods(2)}
+    repos.ledger.release(c)
+    assert repos.ledger.nominated(now) == {}
+    repos.ledger.reserve(claim("c2", pods(2), now), None, now, TTL_SECONDS)
+    assert repos.ledger.nominated(now) == {p: "c2" for p in pods(2)}
+
+
+def test_a_replacement_may_take_over_the_nominations_of_the_claim_it_replaces(repos: Repos, now: datetime) -> None:
+    """Interruption and consolidation launch for pods nominated to the claim being replaced."""
+    repos.ledger.reserve(claim("old", pods(2), now), None, now, TTL_SECONDS)
+    repos.ledger.mark_registered("old", "n1", now)
+    with pytest.raises(ReservationRefused):
+        repos.ledger.reserve(claim("dup", pods(2), now), None, now, TTL_SECONDS, replacing={"other"})
+    repos.ledger.reserve(claim("new", pods(2), now), None, now, TTL_SECONDS, replacing={"old", "other"})
+    assert repos.ledger.nominated(now) == {p: "new" for p in pods(2)}
+    repos.ledger.release(claim("old", pods(2), now))  # the old node goes: the new claim's nominations stay
+    assert repos.ledger.nominated(now) == {p: "new" for p in pods(2)}
+
+
+def test_every_limited_resource_is_reserved_atomically(repos: Repos, now: datetime) -> None:
+    """A GPU limit holds across reservations like cpu: the claim that would pass it is refused whole."""
+    limits = {"cpu": 100_000, "nvidia.com/gpu": 1}
+    gpu = {"cpu": 4000, "memory": 16 * GIB, "nodes": 1, "nvidia.com/gpu": 1}
+    first = claim("g1", ["default/g1"], now)
+    first.reserved = dict(gpu)
+    repos.ledger.reserve(first, limits, now, TTL_SECONDS)
+    second = claim("g2", ["default/g2"], now)
+    second.reserved = dict(gpu)
+    with pytest.raises(ReservationRefused) as refused:
+        repos.ledger.reserve(second, limits, now, TTL_SECONDS)
+    assert refused.value.reason == "limit nvidia.com/gpu exhausted for nodepool default"
+    assert repos.ledger.get("g2") is None and repos.ledger.nominated(now, ["default/g2"]) == {}
+    assert repos.ledger.usage()["default"] == gpu
+    repos.ledger.release(first)
+    repos.ledger.reserve(second, limits, now, TTL_SECONDS)
+    assert repos.ledger.usage()["default"]["nvidia.com/gpu"] == 1
 
 
 def test_mark_launched_persists_and_is_found_by_instance(repos: Repos, now: datetime) -> None:

@@ -60,6 +60,8 @@ def _node_for(claim: Claim, image_id: str) -> Node:
 
 
 def _register(deps: Any, node: Node) -> dict[str, Any]:
+    """The node joins the (simulated) cluster and the registrar handles its event."""
+    deps.cluster.add_node(node.to_json_dict())
     entry = events.node_registered_entry(CLUSTER, node, deps.clock(), "bus")
     return load_handler("registrar", ROOT / "functions")(sqs_batch([entry]), LambdaContext())
 

@@ -27,8 +27,10 @@ from carpool_env import (
 from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import disrupt, provision, wiring
+from carpool.sim.faults import CrashFaults, InvocationKilled
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws
+from carpool.sim.scenario import Crash
 from carpool.state.models import ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +54,9 @@ def test_provisioner_handler_launches_and_records_claims(make_deps: MakeDeps, aw
     deps = make_deps(config())
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
-    response = handler(_sqs_event(pending_pods(6), T0), LambdaContext())
+    pods = pending_pods(6, deps=deps)
+    deps.cluster.bind()  # type: ignore[attr-defined]  # the kube-scheduler marks them Unschedulable
+    response = handler(_sqs_event(pods, T0), LambdaContext())
     assert response == {"batchItemFailures": []}
     instances = running_instances(aws)
     claims = deps.ledger.active()
@@ -66,7 +70,8 @@ def test_every_event_delivered_three_times_launches_nothing_extra(make_deps: Mak
     deps = make_deps(config())
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
-    pods = pending_pods(8)
+    pods = pending_pods(8, deps=deps)
+    deps.cluster.bind()  # type: ignore[attr-defined]  # the kube-scheduler marks them Unschedulable
     handler(_sqs_event(pods, T0, copies=3), LambdaContext())          # duplicates within one batch
     first = {i["InstanceId"] for i in running_instances(aws)}
     for _ in range(2):                                         # and redelivered in later batches
@@ -108,30 +113,55 @@ def test_two_concurrent_provisioners_never_double_launch_or_pass_the_limit(make_
     assert deps.ledger.usage().get("default", {}).get("cpu", 0) == cpu_reserved
 
 
-def test_crash_between_launch_and_claim_write_is_cleaned_up(make_deps: MakeDeps, aws: LocalAws) -> None:
+def test_crash_between_launch_and_claim_write_is_repaired_not_killed(make_deps: MakeDeps, aws: LocalAws) -> None:
+    """The process dies after CreateFleet returned (the simulation's crash hook on the real EC2 client):
+    the instance runs, its claim is RESERVED without an instance id. After the launch deadline the
+    disruption function records the instance on the claim its tag names; it never takes it for an orphan,
+    and the pods stay nominated to it, so provisioning them again launches nothing."""
     deps = make_deps(config())
-    pods = pending_pods(3)
-
-    class Crash(Exception):
-        pass
-
-    real_mark = deps.ledger.mark_launched
-
-    def die(claim: Any) -> None:
-        raise Crash("Lambda killed after CreateFleet")
-
-    deps.ledger.mark_launched = die  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        provision.provision_pods(pods, deps, reason="test")
-    deps.ledger.mark_launched = real_mark  # type: ignore[method-assign]
-    orphans = running_instances(aws)
-    assert len(orphans) == 1
-    # within the grace period nothing is touched
-    assert disrupt.run(deps).orphans == []
-    deps.clock.now += timedelta(seconds=deps.settings.orphan_grace_seconds + 1)
+    pods = pending_pods(3, deps=deps)
+    crash = CrashFaults([Crash(point="after-create-fleet")], lambda: 0.0, lambda: "provisioner")
+    crash.register(deps.compute.client)  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(InvocationKilled):
+            provision.provision_pods(pods, deps, reason="test")
+    finally:
+        crash.unregister(deps.compute.client)  # type: ignore[attr-defined]
+    (instance,) = running_instances(aws)
+    (claim,) = deps.ledger.active()
+    assert claim.status == ClaimStatus.RESERVED and claim.instance_id is None
+    # within the launch deadline nothing is touched: a live provisioner may still be writing the claim
+    first = disrupt.run(deps)
+    assert (first.repaired, first.released, first.orphans) == ([], [], [])
+    deps.clock.now += timedelta(seconds=deps.settings.launch_deadline_seconds)
     summary = disrupt.run(deps)
-    assert summary.orphans == [orphans[0]["InstanceId"]]
+    assert summary.repaired == [claim.name] and summary.released == [] and summary.orphans == []
+    stored = deps.ledger.get(claim.name)
+    assert stored is not None and stored.status == ClaimStatus.LAUNCHED
+    assert (stored.instance_id, stored.instance_type) == (instance["InstanceId"], instance["InstanceType"])
+    outcome = provision.provision_pods(pods, deps, reason="test")
+    assert outcome.launched == [] and sorted(outcome.already_nominated) == sorted(p.key for p in pods)
+    deps.clock.now += timedelta(seconds=deps.settings.orphan_grace_seconds + 1)
+    assert disrupt.run(deps).orphans == []
+    assert [i["InstanceId"] for i in running_instances(aws)] == [instance["InstanceId"]]
+
+
+def test_crash_before_create_fleet_releases_the_reservation_after_the_launch_deadline(
+        make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config())
+    pods = pending_pods(3, deps=deps)
+    crash = CrashFaults([Crash(point="before-create-fleet")], lambda: 0.0, lambda: "provisioner")
+    crash.register(deps.compute.client)  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(InvocationKilled):
+            provision.provision_pods(pods, deps, reason="test")
+    finally:
+        crash.unregister(deps.compute.client)  # type: ignore[attr-defined]
     assert running_instances(aws) == []
+    (claim,) = deps.ledger.active()
+    assert provision.provision_pods(pods, deps, reason="test").launched == []  # the pods are held by it
+    deps.clock.now += timedelta(seconds=deps.settings.launch_deadline_seconds)
+    assert disrupt.run(deps).released == [claim.name]
     outcome = provision.provision_pods(pods, deps, reason="test")
     assert outcome.launched and sorted(p for c in outcome.launched for p in c.pods) == sorted(p.key for p in pods)
     assert len(running_instances(aws)) == 1

@@ -18,11 +18,12 @@ from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from carpool.api.base import KubeModel
 from carpool.api.errors import describe_all
 from carpool.api.k8s import Node, Pod
+from carpool.api.meta import dns_label_problem, dns_subdomain_problem
 
 __all__ = [
     "AWS_DETAIL_TYPES",
@@ -105,16 +106,46 @@ class PodUnschedulableDetail(KubeModel):
     pod: Pod
     observed_at: datetime
 
+    @field_validator("pod")
+    @classmethod
+    def _named_as_kubernetes_allows(cls, pod: Pod) -> Pod:
+        """Names bounded as the API server bounds them (a pod name is a DNS subdomain, a namespace a DNS
+        label), here at the parser: a 5,000-character name would otherwise fail later, as a DynamoDB key,
+        after the rest of the batch was already being provisioned."""
+        problem = dns_subdomain_problem(pod.metadata.name or "", "metadata.name") or (
+            dns_label_problem(pod.metadata.namespace, "metadata.namespace")
+            if pod.metadata.namespace is not None else None
+        )
+        if problem:
+            raise ValueError(problem)
+        return pod
+
 
 class NodeRegisteredDetail(KubeModel):
     cluster: str
     node: Node
+
+    @field_validator("node")
+    @classmethod
+    def _named_as_kubernetes_allows(cls, node: Node) -> Node:
+        problem = dns_subdomain_problem(node.metadata.name or "", "metadata.name")
+        if problem:
+            raise ValueError(problem)
+        return node
 
 
 class NodeDeletedDetail(KubeModel):
     cluster: str
     node_name: str
     provider_id: str | None = None
+
+    @field_validator("node_name")
+    @classmethod
+    def _named_as_kubernetes_allows(cls, name: str) -> str:
+        problem = dns_subdomain_problem(name, "nodeName")
+        if problem:
+            raise ValueError(problem)
+        return name
 
 
 # --- details: AWS -------------------------------------------------------------------------------------

@@ -15,9 +15,40 @@ from pydantic import ConfigDict, Field, field_validator
 
 from carpool.api.base import KubeModel
 
-__all__ = ["CrdObjectMeta", "NamedObjectMeta", "ObjectMeta", "OwnerReference"]
+__all__ = [
+    "CrdObjectMeta",
+    "NamedObjectMeta",
+    "ObjectMeta",
+    "OwnerReference",
+    "dns_label_problem",
+    "dns_subdomain_problem",
+]
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+#: Kubernetes' bounds on object names (k8s.io/apimachinery/pkg/util/validation)
+DNS_SUBDOMAIN_MAX = 253
+DNS_LABEL_MAX = 63
+
+
+def dns_subdomain_problem(value: str, what: str = "name") -> str | None:
+    """Why `value` is not an RFC 1123 subdomain (what pod and node names must be), or None."""
+    if not value or len(value) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.match(value):
+        shown = value if len(value) <= 80 else f"{value[:60]}... ({len(value)} characters)"
+        return (f"invalid {what} {shown!r}: must be a lowercase RFC 1123 subdomain of at most {DNS_SUBDOMAIN_MAX} "
+                "characters (a-z, 0-9, '-' and '.', starting and ending alphanumeric)")
+    return None
+
+
+def dns_label_problem(value: str, what: str = "namespace") -> str | None:
+    """Why `value` is not an RFC 1123 label (what namespaces must be), or None."""
+    if not value or len(value) > DNS_LABEL_MAX or not _DNS_LABEL.match(value):
+        shown = value if len(value) <= 80 else f"{value[:60]}... ({len(value)} characters)"
+        return (f"invalid {what} {shown!r}: must be a lowercase RFC 1123 label of at most {DNS_LABEL_MAX} "
+                "characters (a-z, 0-9 and '-', starting and ending alphanumeric)")
+    return None
 
 
 class OwnerReference(KubeModel):

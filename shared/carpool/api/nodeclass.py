@@ -51,6 +51,8 @@ ALIAS_FAMILIES: dict[str, str] = {
 AmiFamilyName = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
 _ALIAS = re.compile(r"^[a-zA-Z0-9]+@.+$")
 _RESERVED_KEYS = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
+#: Karpenter's EC2NodeClass percentage pattern for eviction thresholds.
+_PERCENT = re.compile(r"(?:[0-9]{1,2}(?:\.[0-9]{1,2})?|100(?:\.0{1,2})?)%")
 _EVICTION_SIGNALS = frozenset(
     {
         "memory.available",
@@ -220,7 +222,11 @@ class KubeletConfiguration(CrdModel):
                         f"valid keys for {to_camel(info.field_name or '')} are "
                         f"{sorted(_EVICTION_SIGNALS)} (got {key!r})"
                     )
-                if not (isinstance(amount, str) and amount.endswith("%")):
+                if isinstance(amount, str) and amount.endswith("%"):
+                    if not _PERCENT.fullmatch(amount):
+                        raise ValueError(f"{key}: {amount!r} is not a percentage between 0% and 100% "
+                                         "(Karpenter's pattern, e.g. '10%' or '7.5%')")
+                else:
                     _quantity_text(amount, key)
             return {k: str(v) for k, v in value.items()}
         return value

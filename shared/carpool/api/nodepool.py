@@ -9,16 +9,17 @@ budgets [{nodes: 10%}]}, `template.spec.expireAfter` 720h.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from carpool import labels as wk
-from carpool import resources
+from carpool import quantity, resources
 from carpool import taints as domain
 from carpool.api.base import CrdModel
 from carpool.api.durations import Duration, NillableDuration, parse_duration
-from carpool.api.fields import ResourceList, check_label_key, check_label_value, scaled_int_or_percent
+from carpool.api.fields import Quantity, check_label_key, check_label_value, scaled_int_or_percent
 from carpool.api.meta import CrdObjectMeta
 from carpool.api.selectors import NodeSelectorRequirement
 from carpool.api.taints import StrictTaint
@@ -44,6 +45,8 @@ KIND: Final = "NodePool"
 DEFAULT_EXPIRE_AFTER = "720h"
 DEFAULT_CONSOLIDATE_AFTER = "0s"
 DEFAULT_BUDGET_NODES = "10%"
+#: the limit on the number of nodes, which is no instance type's resource
+NODES_LIMIT: Final = "nodes"
 
 # Karpenter's label-domain rules (the CRD's x-kubernetes-validations on labels and requirement keys).
 _KUBERNETES_IO_ALLOWED = frozenset(
@@ -185,10 +188,22 @@ class Disruption(CrdModel):
     budgets: list[Budget] = Field(default_factory=lambda: [Budget(nodes=DEFAULT_BUDGET_NODES)], max_length=50)
 
 
+def _not_negative(value: str) -> str:
+    """A limit below zero can never be met: every launch would be refused, silently, forever. Karpenter's
+    CRD accepts it (its quantity pattern allows a sign); carpool rejects it where it is written."""
+    if quantity.parse(value) < 0:
+        raise ValueError(f"invalid limit {value!r}: must not be negative (0 stops the pool launching)")
+    return value
+
+
+#: `spec.limits`: any resource (cpu, memory, nodes, nvidia.com/gpu, ...), each a non-negative quantity
+Limits = dict[str, Annotated[Quantity, AfterValidator(_not_negative)]]
+
+
 class NodePoolSpec(CrdModel):
     template: NodeClaimTemplate
     disruption: Disruption = Field(default_factory=Disruption)
-    limits: ResourceList | None = None
+    limits: Limits | None = None
     weight: int | None = Field(default=None, ge=0, le=100)
 
 
@@ -233,6 +248,17 @@ class NodePool(CrdModel):
     def limits(self) -> Resources | None:
         """Total resources the pool may own, or None for unlimited."""
         return resources.parse(self.spec.limits) if self.spec.limits is not None else None
+
+    def limit_warnings(self, offered: Iterable[str]) -> list[str]:
+        """One warning per limited resource that no instance type the pool may launch offers: such a
+        limit never binds, which is usually a typo (`nvidia.com/gpus`) or a pool that cannot launch what
+        the limit was meant for. Karpenter accepts these silently; carpool warns and still loads them."""
+        have = set(offered) | {NODES_LIMIT}
+        return [
+            f"spec.limits[{name}]: no instance type this NodePool can launch offers {name!r}; the limit never applies"
+            for name in sorted(self.spec.limits or {})
+            if name not in have
+        ]
 
     def expire_after_seconds(self) -> int | None:
         """Node lifetime before replacement; None for "Never"."""

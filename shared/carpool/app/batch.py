@@ -68,7 +68,15 @@ def process(
     with processor(records, handle):
         processor.process()
     if outcome.parsed:
-        outcome.result, retry = act(outcome.parsed)
+        try:
+            outcome.result, retry = act(outcome.parsed)
+        except Exception as exc:
+            # The use case isolates what it can pin on records; what escapes it is retried for every good
+            # record rather than crashing the invocation (a crash retries them all the same, but answers
+            # nothing and logs no reason per record).
+            reason = f"{type(exc).__name__}: {exc}"
+            log.exception("the batch's %d good records failed together: %s", len(outcome.parsed), reason)
+            retry = dict.fromkeys(outcome.parsed, reason)
         for mid, reason in retry.items():
             outcome.failures[mid] = reason
             log.warning("record %s will be retried: %s", mid, reason)

@@ -1,9 +1,13 @@
-"""The disruption function (scheduled): the clean-up that keeps carpool from leaking instances.
+"""The disruption function (scheduled): the clean-up that keeps carpool's claims and instances in step.
 
-- Claims that never registered within `registration_timeout_seconds` (a node that never joined, or never
-  became Ready) are terminated and forgotten, so their pods can be provisioned again (node repair).
-- Orphans: instances carrying carpool's ownership tags but known to no claim (a provisioner that died
-  between CreateFleet and writing the claim) are terminated after `orphan_grace_seconds`.
+`carpool.disruption.orphans` decides, from one read of the claims, carpool's instances, the nodes and
+their pods; this module carries the decisions out:
+- repair: a claim lacking its instance id gets it from the instance tagged with its name;
+- adopt: an instance no claim knows whose node joined gets a claim again (never terminated);
+- release: a reservation with no instance after `launch_deadline_seconds` frees its pods;
+- terminate: orphans after `orphan_grace_seconds`, and launched claims never registered within
+  `registration_timeout_seconds`. A node object of such an instance is cordoned and drained first
+  (Eviction API, so PodDisruptionBudgets hold); while pods are left the instance waits for the next run.
 Consolidation, drift, expiry and budgets build on this in `carpool.app.consolidation`.
 """
 
@@ -14,13 +18,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from carpool import labels, observability
+from carpool.app import drain
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
+from carpool.disruption import orphans
 from carpool.launch import templates
 from carpool.state.models import IN_FLIGHT_STATUSES
+from carpool.state.ports import ReservationRefused
 
 log = logging.getLogger(__name__)
-CREATED_AT_TAG = "carpool.dev/created-at"
+CREATED_AT_TAG = orphans.CREATED_AT_TAG
 LAUNCH_TEMPLATE_GRACE = timedelta(hours=1)
 
 
@@ -28,6 +35,11 @@ LAUNCH_TEMPLATE_GRACE = timedelta(hours=1)
 class DisruptSummary:
     timed_out: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    #: instances whose node is being drained before they are terminated
+    draining: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     launch_templates_deleted: list[str] = field(default_factory=list)
 
@@ -35,8 +47,7 @@ class DisruptSummary:
 def run(deps: Dependencies) -> DisruptSummary:
     summary = DisruptSummary()
     now = deps.clock()
-    _expire_unregistered(deps, now, summary)
-    _terminate_orphans(deps, now, summary)
+    clean_up(deps, now, summary)
     _collect_launch_templates(deps, now, summary)
     from carpool.app import consolidation
 
@@ -44,51 +55,88 @@ def run(deps: Dependencies) -> DisruptSummary:
     return summary
 
 
-def _expire_unregistered(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
-    limit = timedelta(seconds=deps.settings.registration_timeout_seconds)
-    for claim in deps.ledger.active():
-        if claim.status not in IN_FLIGHT_STATUSES or now - claim.created_at < limit:
-            continue
-        if claim.instance_id:
-            deps.compute.terminate_instances([claim.instance_id])
-        deps.ledger.release(claim)
-        summary.timed_out.append(claim.name)
-        _decide(summary, f"claim {claim.name} never registered within {limit}: terminated", "registration-timeout")
+def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary) -> orphans.Decisions:
+    """Read claims, instances, nodes (and pods when an instance is unclaimed), decide, act."""
+    claims = deps.ledger.active()
+    instances = [orphans.InstanceView.from_ec2(i) for i in deps.compute.describe_instances(_owned_filters(deps))]
+    nodes = deps.cluster.list_nodes()
+    # pods are listed only when a node's pods can change a decision (an unclaimed or timed-out instance)
+    known = {c.instance_id for c in claims if c.instance_id}
+    timeout = timedelta(seconds=deps.settings.registration_timeout_seconds)
+    needs_pods = (any(i.instance_id not in known for i in instances)
+                  or any(c.status in IN_FLIGHT_STATUSES and now - c.created_at >= timeout for c in claims))
+    serving = drain.serving(deps.cluster.list_pods()) if needs_pods else {}
+    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps))
+    for repair in decisions.repairs:
+        deps.ledger.mark_launched(repair.claim)
+        summary.repaired.append(repair.claim.name)
+        _decide(summary, f"claim {repair.claim.name} repaired: {repair.why}", "repair-claim")
+    for adoption in decisions.adoptions:
+        _adopt(adoption, deps, now, summary)
+    for release in decisions.releases:
+        deps.ledger.release(release.claim)
+        summary.released.append(release.claim.name)
+        _decide(summary, release.why, "launch-deadline")
+    for termination in decisions.terminations:
+        _terminate(termination, deps, summary)
+    for subject, why in sorted(decisions.waiting.items()):
+        log.info("%s left alone for now: %s", subject, why)
+    return decisions
 
 
-def _terminate_orphans(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
-    """An instance is an orphan when no claim records it. Its age comes from the `carpool.dev/created-at`
-    tag written at launch with carpool's own clock (EC2's LaunchTime as a fallback)."""
-    active = deps.ledger.active()
-    known = {c.instance_id for c in active if c.instance_id}
-    claims = {c.name: c for c in active}
-    grace = timedelta(seconds=deps.settings.orphan_grace_seconds)
-    filters = [
+def _owned_filters(deps: Dependencies) -> list[dict[str, object]]:
+    return [
         {"Name": f"tag:{labels.TAG_MANAGED_BY}", "Values": [deps.settings.cluster_name]},
         {"Name": "instance-state-name", "Values": ["pending", "running"]},
     ]
-    for inst in deps.compute.describe_instances(filters):
-        iid = inst["InstanceId"]
-        if iid in known:
-            continue
-        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-        if now - _created(tags, inst) < grace:
-            continue  # the provisioner may still be writing its claim
-        deps.compute.terminate_instances([iid])
-        summary.orphans.append(iid)
-        claim = claims.get(tags.get(labels.TAG_NODECLAIM, ""))
-        if claim is not None and not claim.instance_id:
-            deps.ledger.release(claim)  # its pods may be provisioned again right away
-        _decide(summary, f"instance {iid} is known to no claim: terminated as an orphan", "orphan")
 
 
-def _created(tags: dict[str, str], inst: dict) -> datetime:
-    raw = tags.get(CREATED_AT_TAG) or inst.get("LaunchTime")
-    if isinstance(raw, datetime):
-        return raw
-    if isinstance(raw, str):
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    return datetime.min.replace(tzinfo=UTC)
+def _limits(deps: Dependencies) -> orphans.Limits:
+    s = deps.settings
+    return orphans.Limits(
+        cluster=s.cluster_name,
+        orphan_grace=timedelta(seconds=s.orphan_grace_seconds),
+        launch_deadline=timedelta(seconds=s.launch_deadline_seconds),
+        registration_timeout=timedelta(seconds=s.registration_timeout_seconds),
+    )
+
+
+def _adopt(adoption: orphans.Adoption, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
+    """Write the new claim with `reserve` (no limit: the node exists): it adds the node to its pool's usage
+    and refuses if a claim of that name appeared meanwhile (the registrar may have recreated it)."""
+    try:
+        deps.ledger.reserve(adoption.claim, None, now, deps.settings.nomination_ttl_seconds)
+    except ReservationRefused as refused:
+        log.info("adoption of %s skipped: %s", adoption.instance.instance_id, refused.reason)
+        return
+    summary.adopted.append(adoption.instance.instance_id)
+    _decide(summary, adoption.why, "adopt")
+
+
+def _terminate(t: orphans.Termination, deps: Dependencies, summary: DisruptSummary) -> None:
+    """Cordon and drain the instance's node object (if one exists) first; terminate only once no pod that
+    needs a new home is left on it, then delete the node and release the claim."""
+    if t.node is not None and not _drained(t.node, deps):
+        summary.draining.append(t.instance_id)
+        log.info("instance %s waits for node %s to drain before it is terminated", t.instance_id, t.node)
+        return
+    deps.compute.terminate_instances([t.instance_id])
+    if t.node is not None:
+        deps.cluster.delete_node(t.node)
+    if t.claim is not None:
+        deps.ledger.release(t.claim)  # its pods may be provisioned again right away
+    (summary.timed_out if t.claim is not None else summary.orphans).append(
+        t.claim.name if t.claim is not None else t.instance_id)
+    _decide(summary, t.why, t.reason)
+
+
+def _drained(node: str, deps: Dependencies) -> bool:
+    """Cordon (and taint `karpenter.sh/disrupted`), evict what can go; True when nothing is left. The node
+    is going whatever its pods want (an orphan, a node that never registered), so do-not-disrupt pods are
+    evicted too; PodDisruptionBudgets are enforced by the Eviction API and make it wait."""
+    drain.cordon(deps.cluster, node)
+    result = drain.drain(deps.cluster, node, voluntary=False)
+    return not result.blocked and not drain.pods_on(deps.cluster, node)
 
 
 def _collect_launch_templates(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:

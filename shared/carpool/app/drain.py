@@ -8,6 +8,8 @@ voluntary disruption. DaemonSet pods are left: they die with the node.
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from carpool import labels
@@ -28,10 +30,17 @@ class DrainResult:
 
 def pods_on(cluster: Cluster, node_name: str) -> list[Pod]:
     """Pods a node runs that need a new home if it goes (not DaemonSet, static or finished pods)."""
-    return [
-        p for p in cluster.list_pods()
-        if p.spec.node_name == node_name and not p.is_daemonset_pod() and not p.is_static_pod() and not p.is_terminal()
-    ]
+    return [p for p in cluster.list_pods() if p.spec.node_name == node_name and _needs_home(p)]
+
+
+def serving(pods: Iterable[Pod]) -> dict[str, int]:
+    """Node name -> how many pods it runs that would need a new home (what `pods_on` counts), from one
+    listing of every pod."""
+    return dict(Counter(p.spec.node_name for p in pods if p.spec.node_name and _needs_home(p)))
+
+
+def _needs_home(pod: Pod) -> bool:
+    return not pod.is_daemonset_pod() and not pod.is_static_pod() and not pod.is_terminal()
 
 
 def protected(pod: Pod) -> str | None:

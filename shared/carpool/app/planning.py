@@ -8,7 +8,8 @@ admit is assumed bootable (the AMI mapping needs SSM).
 
 Pods given with `spec.nodeName` set to a node present in the manifests run on it (they use its room and
 count for topology); every other pod (including expanded workloads) is pending. DaemonSets give the
-per-pool overhead; Nodes carrying `karpenter.sh/nodepool` count towards that pool's limits.
+per-pool overhead; Nodes carrying `karpenter.sh/nodepool` count towards that pool's limits (every resource
+of their capacity, and one node).
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def assemble(
         owner = node.labels.get(L.NODEPOOL)
         if owner:
             cap = node.capacity() or node.allocatable()
-            usage[owner] = add(usage.get(owner, {}), {CPU: cap.get(CPU, 0), MEMORY: cap.get(MEMORY, 0), "nodes": 1})
+            # every resource counts (a pool's limits may name nvidia.com/gpu or any other), plus the node
+            usage[owner] = add(usage.get(owner, {}), cap, {"nodes": 1})
     if synthetic is not None:
         options = synthetic_options(synthetic, gone)
         for pool in manifests.nodepools:

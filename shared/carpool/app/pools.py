@@ -62,6 +62,17 @@ def prepare(
     return out
 
 
+def offered_resources(pool: NodePool, catalog: Catalog) -> set[str]:
+    """Every resource some instance type the pool's requirements admit has (cpu, memory, pods,
+    ephemeral-storage, GPUs, accelerators), as sizing counts them: what its `spec.limits` can bind."""
+    reqs = pool.requirements()
+    out: set[str] = set()
+    for it in catalog.types.values():
+        if it.requirements.intersects(reqs) is None:
+            out.update(size_node(it).capacity)
+    return out
+
+
 def _prepare_pool(
     pool: NodePool,
     nodeclass: EC2NodeClass,
@@ -100,6 +111,7 @@ def _prepare_pool(
                                                size.capacity, unavailable))
     dropped = len(candidates) - len(options)
     out.notes[pool.name] = ([f"{dropped} instance types have no compatible AMI and are not offered"] if dropped else [])
+    out.notes[pool.name].extend(pool.limit_warnings(k for o in options for k in o.limit_capacity))
     if not options:
         out.notes[pool.name].append("no instance type is both admitted by the requirements and bootable by an AMI")
     out.capacity_sources[pool.name] = sources

@@ -1,13 +1,22 @@
 """The provisioner's use case: pending pods in, node claims launched out.
 
 Flow per batch (one Lambda invocation):
-1. Drop pods already nominated to a live claim: an in-flight node is coming for them (this is also what
-   makes duplicate and repeated events harmless: claim bookkeeping, not a separate idempotency store).
-2. Prepare pools (instance types x AMIs x sizes x availability) and schedule the batch.
-3. For each planned claim: `reserve` it atomically (claim + pod nominations + pool usage within limits),
-   then CreateFleet. A capacity error marks those offerings unavailable for 3 minutes (persisted) and
-   the claim's pods are scheduled again with what remains, then with lower-weight pools, all in this
+1. Confirm every event against the cluster (`carpool.app.confirm`, one list of the unbound Pending pods):
+   events for pods since bound, deleted, finished, replaced, or no longer Unschedulable are dropped with
+   their reason. Events are delivered at least once and late; the cluster, not the event, decides.
+2. Drop pods already nominated to a live claim: an in-flight node is coming for them, or registered
+   moments ago (this is also what makes duplicate and repeated events harmless: claim bookkeeping, not a
+   separate idempotency store).
+3. Prepare pools (instance types x AMIs x sizes x availability) and schedule the batch.
+4. For each planned claim: `reserve` it atomically (claim + pod nominations + pool usage within every
+   limit), then CreateFleet. A capacity error marks those offerings unavailable for 3 minutes (persisted)
+   and the claim's pods are scheduled again with what remains, then with lower-weight pools, all in this
    invocation, so pods never wait for another batch because the preferred capacity was short.
+
+Failure isolation: each claim is its own unit. Whatever fails while launching it (an EC2 error, a denied
+call, a throttled write past its retries) releases its reservation at once (and terminates its instance
+if one was launched but could not be recorded), and only its pods are reported for retry (`failed`);
+the other claims go on. Claims not started before the invocation's deadline are reported the same way.
 """
 
 from __future__ import annotations
@@ -15,18 +24,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from carpool import coexistence, labels, observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
-from carpool.app import discovery, images, launching, pools
+from carpool.api.loader import ManifestErrors
+from carpool.app import confirm, discovery, images, launching, pools
+from carpool.app.deadline import Deadline, allows_a_claim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
 from carpool.disruption.keys import SPEC_HASH
-from carpool.resources import CPU, MEMORY, PODS, add, maximum
+from carpool.resources import CPU, MEMORY, PODS, Resources, add, maximum
 from carpool.scheduling import convert, scheduler
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
@@ -35,6 +47,11 @@ from carpool.state.ports import ReservationRefused
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 5
+#: resources every claim reserves against its pool, limited or not (Karpenter's limits: cpu, memory,
+#: nodes); a claim also reserves every other resource its pool limits (`nvidia.com/gpu`, pods...)
+ALWAYS_RESERVED = (CPU, MEMORY)
+NODES = "nodes"
+DEADLINE_REASON = "not started before the invocation's deadline; retried on redelivery"
 
 
 @dataclass
@@ -46,6 +63,10 @@ class ProvisionOutcome:
     refused: dict[str, str] = field(default_factory=dict)
     launch_failures: list[str] = field(default_factory=list)
     ignored: dict[str, str] = field(default_factory=dict)
+    #: pod key -> why its event was dropped after confirming it against the cluster
+    dropped: dict[str, str] = field(default_factory=dict)
+    #: pod key -> why it must be retried (its claim failed, or was not started before the deadline)
+    failed: dict[str, str] = field(default_factory=dict)
     decisions: list[str] = field(default_factory=list)
     rounds: int = 0
 
@@ -54,44 +75,114 @@ class ProvisionOutcome:
         return sum(c.price or 0.0 for c in self.launched)
 
 
-def run(batch: dict[str, PodUnschedulableEvent], deps: Dependencies) -> tuple[ProvisionOutcome, dict[str, str]]:
-    """Handler entry: the good records of one SQS batch."""
+def run(
+    batch: dict[str, PodUnschedulableEvent], deps: Dependencies, deadline: Deadline | None = None
+) -> tuple[ProvisionOutcome, dict[str, str]]:
+    """Handler entry: the good records of one SQS batch, by message id. Returns the outcome and the
+    records to retry ({message id: reason}); a pod's failure fails exactly the records about it."""
     cluster = deps.settings.cluster_name
-    pods: dict[str, Pod] = {}
-    ignored: dict[str, str] = {}
+    outcome = ProvisionOutcome()
+    records: dict[str, list[str]] = {}
+    events: dict[str, tuple[Pod, datetime | None]] = {}
     for mid, event in batch.items():
         if event.detail.cluster != cluster:
-            ignored[mid] = f"event for cluster {event.detail.cluster!r}, this is {cluster!r}"
-            log.info("ignoring Pod Unschedulable %s: %s", event.id, ignored[mid])
+            outcome.ignored[mid] = f"event for cluster {event.detail.cluster!r}, this is {cluster!r}"
+            log.info("ignoring Pod Unschedulable %s: %s", event.id, outcome.ignored[mid])
             continue
-        pods[event.detail.pod.key] = event.detail.pod
-    outcome = provision_pods(pods.values(), deps, reason="provisioning")
-    outcome.ignored.update(ignored)
-    return outcome, {}
+        pod, observed = event.detail.pod, event.detail.observed_at
+        records.setdefault(pod.key, []).append(mid)
+        seen = events.get(pod.key)
+        if seen is None or seen[1] is None or observed >= seen[1]:
+            events[pod.key] = (pod, observed)  # the newest event of a pod speaks for it
+    if not events:
+        return outcome, {}
+    problem = _unusable_config(deps) or None
+    confirmed = None
+    if problem is None:
+        try:
+            confirmed = confirm.confirm(events, {p.key: p for p in deps.cluster.pending_pods()})
+        except Exception as exc:  # nothing was started: every record is retried
+            problem = f"cannot read the cluster's pending pods: {type(exc).__name__}: {exc}"
+            log.exception("provisioner: %s", problem)
+    if confirmed is None:
+        return outcome, {mid: problem or "" for mids in records.values() for mid in mids}
+    _note_dropped(confirmed.dropped, outcome)
+    found = provision_pods(confirmed.pods.values(), deps, reason="provisioning", deadline=deadline)
+    found.ignored.update(outcome.ignored)
+    found.dropped.update(outcome.dropped)
+    retry = {mid: reason for key, reason in found.failed.items() for mid in records.get(key, [])}
+    return found, retry
+
+
+def _unusable_config(deps: Dependencies) -> str:
+    """Why the deployed NodePool/EC2NodeClass config cannot be used (loudly: an error log and the
+    `ConfigInvalid` metric for an alarm to watch), or "" when it loads."""
+    try:
+        deps.config.load()
+    except ManifestErrors as exc:
+        reason = f"the deployed NodePool/EC2NodeClass config is invalid, nothing is launched until it is fixed: {exc}"
+        log.error("provisioner: %s", reason)
+        observability.emit("ConfigInvalid", function="provisioner")
+        return reason
+    except Exception as exc:
+        reason = f"cannot read the deployed config: {type(exc).__name__}: {exc}"
+        log.exception("provisioner: %s", reason)
+        return reason
+    return ""
+
+
+def _note_dropped(dropped: dict[str, str], outcome: ProvisionOutcome) -> None:
+    for key, reason in dropped.items():
+        log.info("dropping the Pod Unschedulable event of %s: %s", key, reason)
+    if dropped:
+        observability.emit("PodEventsDropped", len(dropped))
+    outcome.dropped.update(dropped)
 
 
 def provision_pods(
-    pods: Iterable[Pod], deps: Dependencies, reason: str, exclude_claims: frozenset[str] | set[str] = frozenset()
+    pods: Iterable[Pod], deps: Dependencies, reason: str, exclude_claims: frozenset[str] | set[str] = frozenset(),
+    deadline: Deadline | None = None,
 ) -> ProvisionOutcome:
-    """Schedule and launch for `pods` (also used by interruption handling to pre-launch replacements)."""
+    """Schedule and launch for `pods` (also used by interruption handling to pre-launch replacements).
+
+    Never raises for a failure it can pin on pods: those land in `outcome.failed` (and a failed claim
+    in `launch_failures`); a failure before anything was started fails every pod."""
     now = deps.clock()
     outcome = ProvisionOutcome()
-    # --- Cluster Autoscaler coexistence filter (carpool.coexistence; owned by the disruption issue) ---
-    pods = _leave_alone_what_others_serve(pods, deps, outcome)
-    # --- end of coexistence filter ---
     pods = list(pods)
+    try:
+        # --- Cluster Autoscaler coexistence filter (carpool.coexistence; owned by the disruption issue) ---
+        pods = _leave_alone_what_others_serve(pods, deps, outcome)
+        # --- end of coexistence filter ---
+        pending = _not_nominated(pods, deps, now, exclude_claims, outcome)
+    except Exception as exc:
+        _fail(outcome, [p.key for p in pods], f"{type(exc).__name__}: {exc}")
+        log.exception("provisioning %d pods failed before any launch", len(pods))
+        return outcome
+    if pending:
+        _schedule_and_launch(pending, deps, reason, exclude_claims, now, outcome, deadline)
+    return outcome
+
+
+def _not_nominated(pods: list[Pod], deps: Dependencies, now: datetime, exclude: frozenset[str] | set[str],
+                   outcome: ProvisionOutcome) -> list[Pod]:
+    """The pods no live claim (other than `exclude`) holds; the others go to `already_nominated`."""
+    if not pods:
+        return []
     nominated = deps.ledger.nominated(now, [p.key for p in pods])
     pending = []
     for pod in pods:
         holder = nominated.get(pod.key)
-        if holder is not None and holder not in exclude_claims:
+        if holder is not None and holder not in exclude:
             outcome.already_nominated.append(pod.key)
         else:
             pending.append(pod)
-    if not pending:
-        return outcome
-    _schedule_and_launch(pending, deps, reason, exclude_claims, now, outcome)
-    return outcome
+    return pending
+
+
+def _fail(outcome: ProvisionOutcome, keys: Iterable[str], reason: str) -> None:
+    for key in keys:
+        outcome.failed.setdefault(key, reason)
 
 
 def _leave_alone_what_others_serve(pods: Iterable[Pod], deps: Dependencies, outcome: ProvisionOutcome) -> list[Pod]:
@@ -112,39 +203,133 @@ def _leave_alone_what_others_serve(pods: Iterable[Pod], deps: Dependencies, outc
 
 def _schedule_and_launch(
     pending: list[Pod], deps: Dependencies, reason: str, exclude: frozenset[str] | set[str], now: datetime,
-    outcome: ProvisionOutcome,
+    outcome: ProvisionOutcome, deadline: Deadline | None = None,
 ) -> None:
-    manifests = deps.config.load()
-    catalog = deps.catalog.get(now)
-    learned = deps.capacity.all(now)
-    unavailable = set(deps.offerings.unavailable(now))
-    cni = deps.cluster.cni_env()
-    daemonsets = [convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()]
     by_key = {p.key: p for p in pending}
-    resolved: dict[str, list] = {}
-
-    def resolve(nc):  # once per node class per invocation
-        if nc.name not in resolved:
-            resolved[nc.name] = images.resolve(nc, deps)
-        return resolved[nc.name]
-
+    try:
+        world = _World.read(deps, now)
+    except Exception as exc:  # before any launch: every pod is retried
+        _fail(outcome, by_key, f"{type(exc).__name__}: {exc}")
+        log.exception("provisioning %d pods failed before any launch", len(by_key))
+        return
     while by_key and outcome.rounds < MAX_ROUNDS:
-        outcome.rounds += 1
-        usage = deps.ledger.usage([p.name for p in manifests.nodepools])
-        prepared = pools.prepare(manifests, catalog, resolve, cni, learned, unavailable, usage,
-                                 zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
-        _count_capacity_sources(prepared)
-        started = time.perf_counter()
-        specs = {p.key: convert.pod_spec(p) for p in by_key.values()}
-        result = scheduler.schedule(
-            list(specs.values()), prepared.specs,
-            daemonsets=daemonsets, in_flight=_in_flight(deps, exclude, by_key),
-        )
-        observability.seconds("SchedulingDurationSeconds", time.perf_counter() - started)
+        if not allows_a_claim(deadline):
+            _fail(outcome, by_key, DEADLINE_REASON)
+            break
+        try:
+            if outcome.rounds:  # pods a concurrent provisioner took since the last round are its now
+                by_key = {p.key: p for p in _not_nominated(list(by_key.values()), deps, now, exclude, outcome)}
+            outcome.rounds += 1
+            prepared, result, specs = _plan_round(by_key, world, deps, exclude, outcome)
+        except Exception as exc:
+            _fail(outcome, by_key, f"scheduling failed: {type(exc).__name__}: {exc}")
+            log.exception("scheduling %d pods failed", len(by_key))
+            break
         _nominate_in_flight(result, specs, deps, now, outcome)
-        retry = _launch_all(result, prepared, deps, reason, now, unavailable, outcome)
+        retry = _launch_all(result, prepared, deps, reason, now, world.unavailable, outcome, deadline, exclude)
         outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
         by_key = {k: by_key[k] for k in retry if k in by_key}
+    _fail(outcome, by_key, f"still no capacity after {MAX_ROUNDS} scheduling rounds")
+    _forget_overcome_refusals(outcome)
+
+
+def _forget_overcome_refusals(outcome: ProvisionOutcome) -> None:
+    """A pod refused in one round and placed in a later one (or found nominated) was not refused."""
+    placed = {p for c in outcome.launched for p in c.pods}
+    placed.update(outcome.already_nominated)
+    placed.update(p for keys in outcome.nominated_in_flight.values() for p in keys)
+    for key in placed:
+        outcome.refused.pop(key, None)
+
+
+@dataclass
+class _World:
+    """What one invocation reads once: config, catalog, learned capacity, unavailable offerings, the CNI
+    mode and the DaemonSets, and each node class's AMIs (resolved on first use)."""
+
+    manifests: Any
+    catalog: Any
+    learned: dict
+    unavailable: set[tuple[str, str, str]]
+    cni: dict[str, str]
+    daemonsets: list[si.PodSpec]
+    resolve: Callable[[Any], list]
+
+    @classmethod
+    def read(cls, deps: Dependencies, now: datetime) -> _World:
+        resolved: dict[str, list] = {}
+
+        def resolve(nc: Any) -> list:  # once per node class per invocation
+            if nc.name not in resolved:
+                resolved[nc.name] = images.resolve(nc, deps)
+            return resolved[nc.name]
+
+        return cls(
+            manifests=deps.config.load(), catalog=deps.catalog.get(now), learned=deps.capacity.all(now),
+            unavailable=set(deps.offerings.unavailable(now)), cni=deps.cluster.cni_env(),
+            daemonsets=[convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()],
+            resolve=resolve,
+        )
+
+
+def _plan_round(
+    by_key: dict[str, Pod], world: _World, deps: Dependencies, exclude: frozenset[str] | set[str],
+    outcome: ProvisionOutcome,
+) -> tuple[pools.Prepared, SchedulingResult, dict[str, si.PodSpec]]:
+    """Pools as they are now (usage, unavailable offerings) and a schedule of `by_key`; a pod that cannot
+    even be converted, or that makes the scheduler fail, fails alone (`_schedule_isolating`)."""
+    manifests = world.manifests
+    usage = deps.ledger.usage([p.name for p in manifests.nodepools])
+    prepared = pools.prepare(manifests, world.catalog, world.resolve, world.cni, world.learned, world.unavailable,
+                             usage, zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
+    _count_capacity_sources(prepared)
+    started = time.perf_counter()
+    specs: dict[str, si.PodSpec] = {}
+    for key, pod in by_key.items():
+        try:
+            specs[key] = convert.pod_spec(pod)
+        except Exception as exc:
+            _fail(outcome, [key], f"cannot read the pod's scheduling constraints: {type(exc).__name__}: {exc}")
+            log.warning("pod %s fails alone: %s", key, outcome.failed[key])
+    in_flight = _in_flight(deps, exclude, by_key)
+
+    def plan(chosen: Sequence[si.PodSpec]) -> SchedulingResult:
+        return scheduler.schedule(list(chosen), prepared.specs, daemonsets=world.daemonsets, in_flight=in_flight)
+
+    result, crashed = _schedule_isolating(list(specs.values()), plan)
+    for key, why in crashed.items():
+        _fail(outcome, [key], why)
+        specs.pop(key, None)
+    observability.seconds("SchedulingDurationSeconds", time.perf_counter() - started)
+    return prepared, result, specs
+
+
+def _schedule_isolating(
+    specs: list[si.PodSpec], plan: Callable[[Sequence[si.PodSpec]], SchedulingResult]
+) -> tuple[SchedulingResult, dict[str, str]]:
+    """`plan(specs)`; if it raises, find the pods that make it raise by halving (log2(n) extra plans, only
+    on that path) and plan the rest once more, so a single pathological pod fails alone."""
+    try:
+        return plan(specs), {}
+    except Exception as exc:
+        first = exc
+    culprits = _culprits(specs, plan)
+    if not culprits:  # no part fails alone: the failure needs the whole batch, fail it whole
+        raise first
+    rest = [s for s in specs if s.key not in culprits]
+    return plan(rest), culprits
+
+
+def _culprits(specs: list[si.PodSpec], plan: Callable[[Sequence[si.PodSpec]], SchedulingResult]) -> dict[str, str]:
+    try:
+        plan(specs)
+        return {}
+    except Exception as exc:
+        if len(specs) == 1:
+            log.warning("pod %s makes the scheduler fail: %s", specs[0].key, exc)
+            return {specs[0].key: f"scheduling this pod fails: {type(exc).__name__}: {exc}"}
+    half = len(specs) // 2
+    return {**_culprits(specs[:half], plan), **_culprits(specs[half:], plan)}
 
 
 def _nominate_in_flight(result: SchedulingResult, specs: dict[str, si.PodSpec], deps: Dependencies,
@@ -159,50 +344,120 @@ def _nominate_in_flight(result: SchedulingResult, specs: dict[str, si.PodSpec], 
             for key in keys:
                 outcome.refused[key] = refused.reason
             continue
+        except Exception as exc:  # only these pods are retried
+            _fail(outcome, keys, f"nominating to in-flight claim {claim_name} failed: {type(exc).__name__}: {exc}")
+            log.exception("nominating %d pods to %s failed", len(keys), claim_name)
+            continue
         outcome.nominated_in_flight.setdefault(claim_name, []).extend(keys)
         outcome.decisions.append(f"{len(keys)} pods nominated to in-flight claim {claim_name}")
 
 
 def _launch_all(
     result: SchedulingResult, prepared: pools.Prepared, deps: Dependencies, reason: str, now: datetime,
-    unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome,
+    unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome, deadline: Deadline | None = None,
+    exclude: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
-    """Launch every planned claim; returns the pods to schedule again (capacity errors)."""
+    """Launch every planned claim, each on its own; returns the pods to schedule again (capacity errors,
+    or a claim a concurrent provisioner took first)."""
     retry: list[str] = []
-    for planned in result.claims:
-        ctx = prepared.contexts[planned.pool]
-        claim = _claim(planned, ctx, now)
-        try:
-            deps.ledger.reserve(claim, ctx.nodepool.limits(), now, deps.settings.nomination_ttl_seconds)
-        except ReservationRefused as refused:
-            for pod in planned.pods:
-                outcome.refused[pod] = refused.reason
-            outcome.decisions.append(f"claim for {len(planned.pods)} pods in {planned.pool} refused: {refused.reason}")
-            continue
-        attempt = launching.launch(planned, ctx, deps, unavailable, now, claim.name)
-        if attempt.instance is not None:
-            _launched(claim, attempt, ctx, deps, reason, outcome, now)
-            continue
-        deps.ledger.release(claim)
-        if attempt.stale:
-            retry.extend(planned.pods)  # its options were used up by this round's capacity errors
-        elif attempt.capacity_errors:
-            _mark_unavailable(attempt.capacity_errors, deps, now, unavailable)
-            retry.extend(planned.pods)
-            outcome.decisions.append(
-                f"{planned.pool}: insufficient capacity for {len(attempt.capacity_errors)} offerings; retrying {len(planned.pods)} pods"
-            )
-            observability.emit("LaunchFailures", reason="InsufficientCapacity")
-        else:
-            outcome.launch_failures.append(f"{claim.name}: {attempt.error}")
-            observability.emit("LaunchFailures", reason="Error")
-            log.error("launch of %s failed: %s", claim.name, attempt.error)
+    for i, planned in enumerate(result.claims):
+        if not allows_a_claim(deadline):
+            left = [p for c in result.claims[i:] for p in c.pods]
+            _fail(outcome, left, DEADLINE_REASON)
+            outcome.decisions.append(f"{len(result.claims) - i} claims not started: the invocation's deadline is near")
+            log.warning("deadline near: %d claims (%d pods) left for redelivery", len(result.claims) - i, len(left))
+            break
+        retry.extend(_launch_one(planned, prepared.contexts[planned.pool], deps, reason, now, unavailable, outcome,
+                                 exclude))
     return retry
+
+
+def _launch_one(
+    planned: PlannedClaim, ctx: launching.PoolContext, deps: Dependencies, reason: str, now: datetime,
+    unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome, exclude: frozenset[str] | set[str],
+) -> list[str]:
+    """Reserve, launch and record one claim; returns its pods when they should be scheduled again."""
+    claim = _claim(planned, ctx, now)
+    try:
+        deps.ledger.reserve(claim, ctx.nodepool.limits(), now, deps.settings.nomination_ttl_seconds,
+                            replacing=exclude)
+    except ReservationRefused as refused:
+        for pod in planned.pods:
+            outcome.refused[pod] = refused.reason
+        outcome.decisions.append(f"claim for {len(planned.pods)} pods in {planned.pool} refused: {refused.reason}")
+        # a concurrent provisioner took some of its pods (or the same claim): the next round sees its
+        # nominations and schedules what is left, instead of leaving those pods for the next watcher run
+        return [] if "limit" in refused.reason else list(planned.pods)
+    except Exception as exc:
+        _claim_failed(claim, planned, deps, outcome, exc)
+        return []
+    try:
+        attempt = launching.launch(planned, ctx, deps, unavailable, now, claim.name)
+    except Exception as exc:
+        _claim_failed(claim, planned, deps, outcome, exc)
+        return []
+    if attempt.instance is not None:
+        try:
+            _launched(claim, attempt, ctx, deps, reason, outcome, now)
+        except Exception as exc:  # the instance runs but its claim could not be written: undo both
+            _claim_failed(claim, planned, deps, outcome, exc, instance_id=attempt.instance.instance_id)
+        return []
+    _release(claim, deps)
+    if attempt.stale:
+        return list(planned.pods)  # its options were used up by this round's capacity errors
+    if attempt.capacity_errors:
+        _mark_unavailable(attempt.capacity_errors, deps, now, unavailable)
+        outcome.decisions.append(
+            f"{planned.pool}: insufficient capacity for {len(attempt.capacity_errors)} offerings; retrying {len(planned.pods)} pods"
+        )
+        observability.emit("LaunchFailures", reason="InsufficientCapacity")
+        return list(planned.pods)
+    outcome.launch_failures.append(f"{claim.name}: {attempt.error}")
+    _fail(outcome, planned.pods, f"launch of {claim.name} failed: {attempt.error}")
+    observability.emit("LaunchFailures", reason="Error")
+    log.error("launch of %s failed: %s", claim.name, attempt.error)
+    return []
+
+
+def _claim_failed(claim: Claim, planned: PlannedClaim, deps: Dependencies, outcome: ProvisionOutcome,
+                  exc: Exception, instance_id: str | None = None) -> None:
+    """A claim's launch raised: give back what it holds now, fail only its pods, let the others go on."""
+    why = f"{type(exc).__name__}: {exc}"
+    log.error("claim %s (%d pods) failed: %s", claim.name, len(planned.pods), why, exc_info=exc)
+    if instance_id is not None:
+        try:
+            deps.compute.terminate_instances([instance_id])
+        except Exception:  # the orphan clean-up terminates it after its grace period
+            log.exception("could not terminate %s of failed claim %s", instance_id, claim.name)
+    _release(claim, deps)
+    outcome.launch_failures.append(f"{claim.name}: {why}")
+    _fail(outcome, planned.pods, f"claim {claim.name} failed: {why}")
+    observability.emit("LaunchFailures", reason=type(exc).__name__)
+
+
+def _release(claim: Claim, deps: Dependencies) -> None:
+    """Release a claim that will not launch; if even that fails, its reservation is reaped as a claim
+    that never launched (`launch_deadline_seconds`) and its nominations expire."""
+    try:
+        deps.ledger.release(claim)
+    except Exception:
+        log.exception("could not release claim %s; it is reaped as a claim that never launched", claim.name)
+
+
+def reservation(largest: Resources, limits: Resources | None) -> Resources:
+    """What a claim holds against its pool: cpu, memory, one node, and every other resource the pool
+    limits, each at the largest capacity the claim may still become (Karpenter counts a claim as its
+    largest option), so a `nvidia.com/gpu` limit holds across batches and concurrent provisioners."""
+    out = {name: largest.get(name, 0) for name in ALWAYS_RESERVED}
+    for name in limits or {}:
+        out[name] = 1 if name == NODES else largest.get(name, 0)
+    out[NODES] = 1
+    return out
 
 
 def _claim(planned: PlannedClaim, ctx: launching.PoolContext, now: datetime) -> Claim:
     largest = maximum(*(ctx.sizes[c.name].capacity for c in planned.instance_types if c.name in ctx.sizes))
-    reserved = {CPU: largest.get(CPU, 0), MEMORY: largest.get(MEMORY, 0), "nodes": 1}
+    reserved = reservation(largest, ctx.nodepool.limits())
     digest = hashlib.sha256(f"{planned.pool}|{now.isoformat()}|{'|'.join(sorted(planned.pods))}".encode()).hexdigest()
     return Claim(
         name=f"{planned.pool}-{digest[:10]}",
@@ -247,11 +502,14 @@ def _launched(claim: Claim, attempt: launching.LaunchAttempt, ctx: launching.Poo
 def _mark_unavailable(errors: list[tuple[str, str, str]], deps: Dependencies, now: datetime,
                       unavailable: set[tuple[str, str, str]]) -> None:
     until = now + timedelta(seconds=deps.settings.unavailable_seconds)
-    deps.offerings.mark_unavailable(
-        UnavailableOffering(instance_type=t, zone=z, capacity_type=ct, until=until, reason="insufficient capacity")
-        for t, z, ct in errors
-    )
-    unavailable.update(errors)
+    unavailable.update(errors)  # this invocation avoids them even if remembering them fails
+    try:
+        deps.offerings.mark_unavailable(
+            UnavailableOffering(instance_type=t, zone=z, capacity_type=ct, until=until, reason="insufficient capacity")
+            for t, z, ct in errors
+        )
+    except Exception:
+        log.exception("could not remember %d unavailable offerings", len(errors))
 
 
 def _in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: dict[str, Pod]) -> list[si.InFlightClaim]:
@@ -283,4 +541,4 @@ def _count_capacity_sources(prepared: pools.Prepared) -> None:
         observability.emit("CapacityCacheDefaults", len(sources) - learned)
 
 
-__all__ = ["ProvisionOutcome", "provision_pods", "run", "PODS"]
+__all__ = ["PODS", "ProvisionOutcome", "provision_pods", "reservation", "run"]

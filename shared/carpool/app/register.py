@@ -1,4 +1,13 @@
-"""The registrar: a node joined (or left); settle its claim and learn what it really offers.
+"""The registrar: a node joined (or changed, or left); take it through registration and initialization
+(`carpool.lifecycle`), settle its claim and learn what it really offers.
+
+Every event is handled as a reconcile of the node as the API has it now, so repeated, late or
+out-of-order events are harmless: registration writes only what the node lacks, the claim is marked once,
+the node is labelled initialized once and its capacity is learned at that moment only.
+
+The claim leaves the in-flight set (`mark_registered` releases its pods' nominations) once the node is
+Ready, not as soon as it registers: until then the kube-scheduler cannot bind those pods, and the
+provisioner must go on counting the node's room for them rather than launch another node.
 
 Learning is the fix for the capacity-cache seed bug: the observation is keyed by the instance type and
 the AMI the node actually runs, and it is stored only when that AMI is the one the strict mapping picks
@@ -10,19 +19,29 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from carpool import capacity, labels
+from carpool import capacity, labels, lifecycle
 from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
-from carpool.app import images
+from carpool.api.nodepool import NodePool
+from carpool.app import images, instances
 from carpool.app.wiring import Dependencies
-from carpool.state.models import Claim, ClaimStatus
+from carpool.ports import NodeConflict, NodeGone
+from carpool.state.models import ACTIVE_STATUSES, Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class RegisterSummary:
+    #: nodes whose registration write ran (unregistered taint lifted, labels and taints synced)
     registered: list[str] = field(default_factory=list)
+    #: nodes whose claim was marked registered (the node is Ready)
+    claimed: list[str] = field(default_factory=list)
+    initialized: list[str] = field(default_factory=list)
+    #: node -> why it is not initialized yet
+    waiting: dict[str, str] = field(default_factory=dict)
+    #: claims that never recorded their instance, repaired from the instance's tags
+    repaired: list[str] = field(default_factory=list)
     learned: list[str] = field(default_factory=list)
     not_learned: dict[str, str] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
@@ -30,34 +49,114 @@ class RegisterSummary:
 
 
 def run(batch: dict[str, NodeRegisteredEvent | NodeDeletedEvent], deps: Dependencies) -> tuple[RegisterSummary, dict[str, str]]:
+    """Handler entry. A node whose registration failed (another writer kept changing it, an API or AWS
+    error) is retried on its own: its message id is returned, the batch's other nodes go on."""
     summary = RegisterSummary()
-    for event in batch.values():
+    retry: dict[str, str] = {}
+    for message_id, event in batch.items():
         if event.detail.cluster != deps.settings.cluster_name:
             summary.ignored[event.id] = f"event for cluster {event.detail.cluster!r}"
             log.info("ignoring %s for another cluster %s", event.detail_type, event.detail.cluster)
         elif isinstance(event, NodeRegisteredEvent):
-            _registered(event.detail.node, deps, summary)
+            try:
+                reconcile(event.detail.node.name, deps, summary)
+            except NodeConflict as exc:
+                retry[message_id] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - one node's trouble must not hold back the batch's others
+                log.exception("registering node %s failed; the event will be retried", event.detail.node.name)
+                retry[message_id] = f"{type(exc).__name__}: {exc}"
         else:
             _deleted(event.detail.node_name, deps, summary)
-    return summary, {}
+    return summary, retry
 
 
-def _registered(node: Node, deps: Dependencies, summary: RegisterSummary) -> None:
-    cluster = deps.settings.cluster_name
-    if node.labels.get(labels.OWNED_BY) != cluster:
-        summary.ignored[node.name] = "node not launched by carpool"
-        log.info("node %s is not carpool's; left alone", node.name)
+def reconcile(node_name: str, deps: Dependencies, summary: RegisterSummary) -> None:
+    """Registration, then the claim, then initialization, for the node as it is now."""
+    node = deps.cluster.get_node(node_name)
+    if node is None:
+        summary.ignored[node_name] = "node no longer exists"
         return
-    known = claim_of(node, deps)
-    if known is not None and known.status == ClaimStatus.REGISTERED and known.node_name == node.name:
-        summary.ignored[node.name] = "already registered"  # a repeated event: learn once per node
+    owner = node.labels.get(labels.OWNED_BY)
+    if owner not in (None, deps.settings.cluster_name):
+        summary.ignored[node.name] = f"node launched by carpool for cluster {owner!r}"
         return
-    claim = deps.ledger.mark_registered(known.name, node.name, deps.clock()) if known else None
+    claim = claim_of(node, deps, summary)
     if claim is None:
         summary.ignored[node.name] = f"no claim for instance {node.instance_id()}"
-        log.warning("node %s (instance %s) has no claim carpool knows", node.name, node.instance_id())
+        log.info("node %s (instance %s) has no claim carpool knows; left alone", node.name, node.instance_id())
         return
+    pool = _nodepool(claim.nodepool, deps)
+    try:
+        node = _register(node, claim, pool, deps, summary)
+        claim = _claim_registered(node, claim, deps, summary)
+        _initialize(node, claim, pool, deps, summary)
+    except NodeGone:
+        summary.ignored[node.name] = "node deleted while carpool registered it"
+
+
+def claim_of(node: Node, deps: Dependencies, summary: RegisterSummary | None = None) -> Claim | None:
+    """The node's live claim. The instance in its providerID decides: a claim label is only a shortcut
+    (one read by key instead of a search) trusted when its claim names the same instance; else the
+    ledger is searched by instance; else the instance's own `karpenter.sh/nodeclaim` tag names the claim,
+    which is repaired when it never learned its instance (see `carpool.app.instances`)."""
+    instance_id = node.instance_id()
+    label = node.labels.get(labels.CLAIM)
+    labelled = deps.ledger.get(label) if label else None
+    if labelled is not None and labelled.status in ACTIVE_STATUSES and labelled.instance_id == instance_id:
+        return labelled
+    if not instance_id:
+        return None
+    found = deps.ledger.find_by_instance(instance_id)
+    if found is not None and found.status in ACTIVE_STATUSES:
+        return found
+    tagged = instances.claim_by_tag(instance_id, deps)
+    if tagged is None:
+        return None
+    claim, repaired = tagged
+    if repaired and summary is not None:
+        summary.repaired.append(claim.name)
+    return claim
+
+
+def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary) -> Node:
+    cluster = deps.settings.cluster_name
+    if (lifecycle.is_registered(node) and node.labels.get(labels.CLAIM) == claim.name
+            and node.labels.get(labels.OWNED_BY) == cluster):
+        return node
+    if labels.REGISTERED not in node.labels and not lifecycle.has_unregistered_taint(node):
+        log.warning("node %s joined without the %s taint: pods may have started before its labels and taints "
+                    "were synced", node.name, labels.UNREGISTERED_TAINT)
+    patch = lifecycle.registration_patch(node, claim, cluster, pool, _type_labels(node, claim, deps))
+    node = deps.cluster.patch_node(node.name, patch)
     summary.registered.append(node.name)
+    log.info("registered node %s for claim %s", node.name, claim.name)
+    return node
+
+
+def _claim_registered(node: Node, claim: Claim, deps: Dependencies, summary: RegisterSummary) -> Claim:
+    if not node.is_ready() or (claim.status == ClaimStatus.REGISTERED and claim.node_name == node.name):
+        return claim
+    marked = deps.ledger.mark_registered(claim.name, node.name, deps.clock())
+    if marked is None:
+        return claim
+    summary.claimed.append(node.name)
+    return marked
+
+
+def _initialize(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary) -> None:
+    if lifecycle.is_initialized(node):
+        if node.name not in summary.registered and node.name not in summary.claimed:
+            summary.ignored[node.name] = "already registered and initialized"
+        return
+    why = lifecycle.initialization_blocker(node, claim, pool.startup_taints() if pool else ())
+    if why is None and claim.status != ClaimStatus.REGISTERED:
+        why = "its claim is not registered yet"
+    if why is not None:
+        summary.waiting[node.name] = why
+        return
+    node = deps.cluster.patch_node(node.name, lifecycle.initialized_patch())
+    summary.initialized.append(node.name)
+    log.info("initialized node %s (allocatable %s)", node.name, node.status.allocatable)
     reason = learn(node, claim.nodeclass, claim.image_id, deps)
     if reason:
         summary.not_learned[node.name] = reason
@@ -66,16 +165,16 @@ def _registered(node: Node, deps: Dependencies, summary: RegisterSummary) -> Non
         summary.learned.append(node.name)
 
 
-def claim_of(node: Node, deps: Dependencies) -> Claim | None:
-    """The node's claim: the instance in its providerID decides (always there); a claim label is only a
-    shortcut (one read by key instead of a search of the claims) and is trusted when its claim names the
-    same instance or none yet."""
-    instance_id = node.instance_id()
-    labelled = deps.ledger.get(node.labels[labels.CLAIM]) if node.labels.get(labels.CLAIM) else None
-    if labelled is not None and (not instance_id or labelled.instance_id in (None, instance_id)):
-        return labelled
-    found = deps.ledger.find_by_instance(instance_id) if instance_id else None
-    return found if found is not None else labelled
+def _nodepool(name: str, deps: Dependencies) -> NodePool | None:
+    return next((p for p in deps.config.load().nodepools if p.name == name), None)
+
+
+def _type_labels(node: Node, claim: Claim, deps: Dependencies) -> dict[str, str]:
+    """The instance type's labels (`karpenter.k8s.aws/instance-*`...): launch templates are shared by
+    instance types, so the user data cannot carry them."""
+    name = node.labels.get(labels.INSTANCE_TYPE) or claim.instance_type
+    it = deps.catalog.get(deps.clock()).types.get(name) if name else None
+    return dict(it.labels) if it is not None else {}
 
 
 def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dependencies) -> str | None:

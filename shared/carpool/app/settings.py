@@ -27,6 +27,10 @@ class Settings:
     registration_timeout_seconds: int = 900
     #: an instance with carpool's tags but no claim is terminated after this grace period
     orphan_grace_seconds: int = 300
+    #: a claim reserved this long ago without an instance is released (its pods provisioned again), unless
+    #: EC2 has an instance tagged with its name; longer than the provisioner Lambda's timeout (120 s), so
+    #: no invocation that could still launch for it is running
+    launch_deadline_seconds: int = 180
     #: capacity errors make an offering unavailable for this long (Karpenter: 3 minutes)
     unavailable_seconds: int = 180
     #: at most this many instance types go to one CreateFleet call (the AWS provider sends 60)

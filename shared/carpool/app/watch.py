@@ -7,6 +7,13 @@ the nomination, so publishing them again costs events, queue traffic and invocat
 10,000-pod burst waits a minute or two for its nodes). Once the nomination expires or its claim is gone,
 the pod is published again. After the resync it follows the API's watch stream until the period is over,
 publishing changes as they happen.
+
+Nodes go to the registrar (`Node Registered`) while their life needs a step from it, at any readiness: a
+node that still waits for registration (Karpenter registers as soon as the Node exists: the unregistered
+taint must go whether or not the node is Ready), a Ready node whose claim is not marked registered yet,
+and a registered node not yet initialized (it may have become Ready, lost its startup taints or reported
+its GPUs since). A node the ledger cannot match by instance but that still carries the unregistered
+taint is published too: its claim may never have learned its instance, and the registrar asks EC2.
 """
 
 from __future__ import annotations
@@ -18,10 +25,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from carpool import labels, observability
+from carpool import labels, lifecycle, observability
 from carpool.api import events
 from carpool.api.k8s import Node, Pod
-from carpool.app import register
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim, ClaimStatus
 
@@ -46,14 +52,43 @@ def owned(node: Node, cluster: str) -> bool:
     return node.labels.get(labels.OWNED_BY) == cluster
 
 
+class _ClaimIndex:
+    """The run's live claims by instance id and name: matching nodes costs no ledger read per node."""
+
+    def __init__(self, claims: list[Claim]) -> None:
+        self.by_instance = {c.instance_id: c for c in claims if c.instance_id}
+        self.by_name = {c.name: c for c in claims}
+
+    def of(self, node: Node) -> Claim | None:
+        instance_id = node.instance_id()
+        if instance_id:
+            return self.by_instance.get(instance_id)
+        return self.by_name.get(node.labels.get(labels.CLAIM, ""))
+
+
+def needs_registrar(node: Node, cluster: str, claim: Claim | None) -> bool:
+    """Whether the registrar has a step to take for `node` (see the module docstring)."""
+    owner = node.labels.get(labels.OWNED_BY)
+    if owner not in (None, cluster):
+        return False
+    if claim is None:
+        return lifecycle.has_unregistered_taint(node)
+    if not lifecycle.is_registered(node) or node.labels.get(labels.CLAIM) != claim.name:
+        return True
+    if node.is_ready() and (claim.status != ClaimStatus.REGISTERED or claim.node_name != node.name):
+        return True
+    return not lifecycle.is_initialized(node)
+
+
 def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     """One watcher period: resync, publish, then follow changes for `watch_seconds`."""
     cluster, now = deps.settings.cluster_name, deps.clock()
     summary = WatchSummary()
     claims = deps.ledger.active()
-    entries = list(_resync(deps, summary, now, claims))
+    index = _ClaimIndex(claims)
+    entries = list(_resync(deps, summary, now, claims, index))
     if watch_seconds > 0:
-        entries.extend(_follow(deps, summary, now, watch_seconds))
+        entries.extend(_follow(deps, summary, now, watch_seconds, index))
     entries = _without_nominated(_unique(entries), deps, now, summary, any_claim=bool(claims))
     _emit_gauges(deps, now)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
@@ -64,7 +99,8 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     return summary
 
 
-def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: list[Claim]) -> Iterable[dict[str, Any]]:
+def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: list[Claim],
+            index: _ClaimIndex) -> Iterable[dict[str, Any]]:
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
     for pod in deps.cluster.list_pods():
         if pod.is_provisionable():
@@ -74,9 +110,7 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: li
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
     by_node = {c.node_name: c for c in claims if c.node_name}
     for node in nodes.values():
-        if not owned(node, cluster) or not node.is_ready():
-            continue
-        if _awaits_registration(node, deps):
+        if needs_registrar(node, cluster, index.of(node)):
             summary.registered_nodes += 1
             yield events.node_registered_entry(cluster, node, now, bus)
     for name, claim in by_node.items():
@@ -85,19 +119,20 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: li
             yield events.node_deleted_entry(cluster, name, None, now, bus)
 
 
-def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float) -> Iterable[dict[str, Any]]:
+def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float,
+            index: _ClaimIndex) -> Iterable[dict[str, Any]]:
     """Watch from the resync's list versions. A version too old to resume from ends the watch quietly:
     the next run's resync covers the gap (level-triggered)."""
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
     summary.resource_versions.update(getattr(deps.cluster, "resource_versions", {}) or {})
     try:
-        yield from _changes(deps, summary, now, seconds, bus, cluster)
+        yield from _changes(deps, summary, now, seconds, bus, cluster, index)
     except Exception as exc:  # WatchExpired (HTTP 410) or a dropped stream
         log.warning("watch ended early (%s); the next run resyncs", exc)
 
 
 def _changes(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float, bus: str,
-             cluster: str) -> Iterable[dict[str, Any]]:
+             cluster: str, index: _ClaimIndex) -> Iterable[dict[str, Any]]:
     for change in deps.cluster.watch(dict(summary.resource_versions), seconds):
         summary.watch_events += 1
         if change.resource_version:
@@ -105,16 +140,13 @@ def _changes(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: 
         obj = change.obj
         if isinstance(obj, Pod) and change.type != "DELETED" and obj.is_provisionable():
             yield events.pod_unschedulable_entry(cluster, obj, now, bus)
-        elif isinstance(obj, Node) and owned(obj, cluster):
+        elif isinstance(obj, Node):
+            claim = index.of(obj)
             if change.type == "DELETED":
-                yield events.node_deleted_entry(cluster, obj.name, obj.provider_id, now, bus)
-            elif obj.is_ready() and _awaits_registration(obj, deps):
+                if owned(obj, cluster) or claim is not None:
+                    yield events.node_deleted_entry(cluster, obj.name, obj.provider_id, now, bus)
+            elif needs_registrar(obj, cluster, claim):
                 yield events.node_registered_entry(cluster, obj, now, bus)
-
-
-def _awaits_registration(node: Node, deps: Dependencies) -> bool:
-    claim = register.claim_of(node, deps)
-    return claim is not None and claim.status != ClaimStatus.REGISTERED
 
 
 def _unique(entries: list[dict[str, Any]]) -> list[tuple[tuple[str, str], dict[str, Any]]]:

@@ -1,7 +1,9 @@
 """`carpool max-pods`: how many pods, and how much cpu/memory, a node of each instance type offers.
 
 Works offline from the shipped catalog snapshot. Compare with Karpenter, which ignores prefix
-delegation: `carpool max-pods m5.large --prefix-delegation` says 110 where Karpenter assumes 29.
+delegation: `carpool max-pods m5.large --prefix-delegation` says 110 where Karpenter assumes 29 (the
+value AWS's max-pods-calculator.sh gives). kube-reserved memory follows the max pods shown, because
+carpool's user data sets both: a small type with a high max pods keeps little memory for pods.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from carpool.catalog.instance_type import InstanceType
 from carpool.quantity import MIB
 from carpool.resources import CPU, MEMORY, PODS, Resources
 from carpool.sizing import KubeletSettings, NetworkSettings, NodeSize, size_node
+from carpool.sizing.reserved import BASE_RESERVED_MIB, MIB_PER_POD
 
 EXIT_USAGE = 2
 
@@ -30,6 +33,10 @@ class AmiFamily(enum.StrEnum):
     bottlerocket = "bottlerocket"
     al2 = "al2"
     windows = "windows"
+
+
+#: Families whose user data carpool writes (stating max pods and kube-reserved).
+RENDERED_FAMILIES = frozenset({AmiFamily.al2023.value, AmiFamily.bottlerocket.value, AmiFamily.al2.value})
 
 
 class _Model(BaseModel):
@@ -113,12 +120,22 @@ def _table(rows: list[MaxPodsOut]) -> Table:
     return table
 
 
-def _print(rows: list[MaxPodsOut]) -> None:
+#: Printed under the table: why memory shrinks as max pods grows, which surprises people on small types.
+RESERVATION_NOTE = (
+    f"kube-reserved memory is {BASE_RESERVED_MIB}Mi + {MIB_PER_POD}Mi x max pods, for the max pods carpool's user "
+    "data sets (AL2023, AL2 and Bottlerocket alike, whatever the AMI's own default), so small types lose room "
+    "to a high max pods; lower kubelet.maxPods to trade pods for memory."
+)
+
+
+def _print(rows: list[MaxPodsOut], ami_family: str) -> None:
     """The table, then each type's notes (too long for a table cell)."""
     console = Console(soft_wrap=True)
     if not console.is_terminal:  # piped: rich would assume 80 columns and truncate the numbers
         console = Console(soft_wrap=True, width=120)
     console.print(_table(rows))
+    if ami_family in RENDERED_FAMILIES:
+        console.print(RESERVATION_NOTE, highlight=False, markup=False)
     for r in rows:
         for note in r.notes:
             console.print(f"* {r.instance_type}: {note}", highlight=False, markup=False)
@@ -164,7 +181,7 @@ def max_pods(
     if as_json:
         typer.echo(_ROWS.dump_json(rows, by_alias=True, indent=2).decode())
         return
-    _print(rows)
+    _print(rows, ami_family.value)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,13 @@ Ownership is checked twice, on purpose (Cluster Autoscaler coexistence): a node 
 carries `carpool.dev/owned-by=<cluster>` **and** names a claim the ledger knows. A managed node group's node,
 another cluster's node, or a node whose claim was lost is never disrupted by carpool; it still counts as
 room other nodes' pods may move to, because the kube-scheduler would use it too.
+
+Initialization gates voluntary disruption as it does in Karpenter (`StateNode.ValidateNodeDisruptable`):
+a node carpool launched is a candidate for emptiness, drift, expiry and consolidation only once it is
+labelled `karpenter.sh/initialized=true` (Ready, startup taints gone, extended resources reported; see
+`carpool.lifecycle`). Until then its pods may still be arriving and its room is not what it will be, and
+neither is it room to move other pods to (Karpenter refuses a consolidation whose pods would land on an
+uninitialized node). Repair still sees it: a node that never becomes Ready is unhealthy either way.
 """
 
 from __future__ import annotations
@@ -70,8 +77,8 @@ class Candidate:
 
     @property
     def initialized(self) -> bool:
-        """Registered and Ready: what Karpenter counts toward budgets and may consolidate."""
-        return self.registered and self.ready
+        """Registered, Ready and labelled initialized: what Karpenter may disrupt voluntarily."""
+        return self.registered and self.ready and node_initialized(self.labels)
 
     def utilization(self) -> float:
         """The larger of its cpu and memory request ratios (0..1), for logs and ordering."""
@@ -118,6 +125,10 @@ def eviction_cost(pod: Pod) -> float:
     return max(-10.0, min(10.0, cost))
 
 
+def node_initialized(node_labels: Mapping[str, str]) -> bool:
+    return node_labels.get(labels.NODE_INITIALIZED) == "true"
+
+
 def owner_of(node: Node, cluster: str, claims: Mapping[str, Claim]) -> tuple[Claim | None, str | None]:
     """The node's claim when carpool owns it, else why it is not carpool's to disrupt."""
     owner = node.labels.get(labels.OWNED_BY)
@@ -161,7 +172,7 @@ def build(
         claim, why_not = owner_of(node, cluster, by_name)
         allocatable = node.allocatable() or (dict(claim.allocatable) if claim else {})
         requested = resources.sum_all(p.requests() for p in on_node)
-        if _schedulable(node):
+        if _schedulable(node) and (claim is None or node_initialized(node.labels)):
             view.existing.append(si.ExistingNode(
                 node.name, dict(node.labels), resources.subtract(allocatable, requested), tuple(node.taints()),
                 tuple(specs[p.key] for p in on_node if p.key in specs), node.labels.get(labels.NODEPOOL)))

@@ -5,6 +5,11 @@ type x zone) with the allocation strategy: spot `price-capacity-optimized` (chea
 fewer interruptions), on-demand `lowest-price`. The overrides are capped at the 60 cheapest instance
 types (Karpenter's limit; larger requests are slow and rejected past the API's override cap), and each
 zone gets exactly one subnet (EC2 rejects the same type+zone in two subnets of one request).
+
+Tags: the request tags the fleet, the instance and its volumes (`FLEET_TAGGED_RESOURCES`, what an instant
+fleet's own tag specifications accept); the launch template tags the network interface and the spot
+request (`carpool.launch.templates.instance_tag_specifications`). Together they put the ownership tags on
+every resource the launch creates, which the IAM policy requires one resource at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from carpool.launch.templates import ownership_tags, tag_list
 MAX_INSTANCE_TYPES: Final = 60
 SPOT_STRATEGY: Final = "price-capacity-optimized"
 ON_DEMAND_STRATEGY: Final = "lowest-price"
+#: Resource types the CreateFleet request itself tags (Karpenter's CreateFleet input tags the same three).
+FLEET_TAGGED_RESOURCES: Final = ("instance", "volume", "fleet")
 
 #: Errors that mean "no capacity for this offering right now" (reference.md section 6): the offering is
 #: marked unavailable for a few minutes and the claim retried elsewhere, instead of failing the claim.
@@ -135,9 +142,7 @@ def build_fleet_request(
         "Type": "instant",
         "LaunchTemplateConfigs": _launch_template_configs(chosen),
         "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
-        "TagSpecifications": [
-            {"ResourceType": rt, "Tags": tag_list(tags)} for rt in ("instance", "volume", "fleet")
-        ],
+        "TagSpecifications": [{"ResourceType": rt, "Tags": tag_list(tags)} for rt in FLEET_TAGGED_RESOURCES],
         "ClientToken": client_token(claim_name, capacity_type, chosen),
     }
     if capacity_type == wk.CAPACITY_SPOT:

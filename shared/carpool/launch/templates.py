@@ -6,6 +6,15 @@ value need different templates. Names are a hash of everything in the template, 
 - equal inputs reuse the same template across claims and Lambda invocations (no create storms);
 - any change (new AMI, new CA, new kubelet setting) yields a new name instead of mutating a template
   that in-flight fleets still reference; the old one is garbage-collected after a grace period.
+
+Tags: the template itself carries the ownership tags (so a launch may use only carpool's own templates and
+garbage collection may delete only them), and its data tags what CreateFleet cannot tag itself: the
+network interface, and for spot launches the spot instance request. The IAM policy requires the ownership
+tags on every resource a launch creates, and EC2 authorizes a launch once per created resource, so a
+missing tag specification refuses the whole launch. EC2 rejects spot-request tags in a launch that
+creates no spot request ("You cannot specify tags for Spot instances requests if there are no Spot
+instances requests being created by the request"), so spot and on-demand launches use different
+templates, as in Karpenter.
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ class LaunchTemplateSpec:
     security_group_ids: tuple[str, ...]
     instance_profile: str
     tags: Mapping[str, str]
+    #: `spot` or `on-demand`: only spot templates tag the spot instance request
+    capacity_type: str | None = None
 
 
 # -- grouping ---------------------------------------------------------------------------------------
@@ -69,40 +80,52 @@ def plan_launch_templates(
     bootstraps: Mapping[str, NodeBootstrap] | Callable[[str], NodeBootstrap],
     settings: LaunchSettings,
     instance_types: Iterable[str] | None = None,
+    capacity_type: str | None = None,
 ) -> list[LaunchTemplateSpec]:
     """Group instance types into launch templates, sorted by name.
 
     `amis` is `carpool.amis.map_instance_types` output; a type absent from it has no AMI and is skipped
     (it is not offered). `bootstraps` gives each type's NodeBootstrap (its max pods and reserved
-    resources differ by size). `instance_types` defaults to every type in `amis`.
+    resources differ by size). `instance_types` defaults to every type in `amis`. `capacity_type` is the
+    launch's (spot or on-demand); by default the `karpenter.sh/capacity-type` label the node will carry.
     """
     bootstrap_of = bootstraps if callable(bootstraps) else bootstraps.__getitem__
-    groups: dict[tuple[str, int | None, str], list[str]] = {}
-    boots: dict[tuple[str, int | None, str], NodeBootstrap] = {}
+    groups: dict[tuple[str, int | None, str, str | None], list[str]] = {}
+    boots: dict[tuple[str, int | None, str, str | None], NodeBootstrap] = {}
     for name in sorted(set(instance_types if instance_types is not None else amis)):
         ami = amis.get(name)
         if ami is None:
             continue
         boot = bootstrap_of(name)
-        key = (ami.id, boot.max_pods, boot.fingerprint())
+        ct = capacity_type or boot.labels.get(wk.CAPACITY_TYPE)
+        key = (ami.id, boot.max_pods, boot.fingerprint(), ct)
         groups.setdefault(key, []).append(name)
         boots[key] = boot
-    specs = [_spec(cluster_name, ami_family, key[0], boots[key], names, settings) for key, names in groups.items()]
+    specs = [
+        _spec(cluster_name, ami_family, key[0], boots[key], names, settings, key[3]) for key, names in groups.items()
+    ]
     return sorted(specs, key=lambda s: s.name)
 
 
 def _spec(
-    cluster: str, family: str, ami_id: str, boot: NodeBootstrap, names: list[str], settings: LaunchSettings
+    cluster: str,
+    family: str,
+    ami_id: str,
+    boot: NodeBootstrap,
+    names: list[str],
+    settings: LaunchSettings,
+    capacity_type: str | None,
 ) -> LaunchTemplateSpec:
     user_data = encode(render(family, boot))
     tags = {**settings.tags, **ownership_tags(cluster)}
     bdm = tuple(settings.block_device_mappings)
     meta = dict(settings.metadata_options)
     sgs = tuple(sorted(settings.security_group_ids))
-    name = template_name(cluster, [ami_id, user_data, bdm, meta, sgs, settings.instance_profile, tags])
+    inputs = [ami_id, user_data, bdm, meta, sgs, settings.instance_profile, tags, capacity_type]
     return LaunchTemplateSpec(
-        name, ami_id, user_data, boot.max_pods, tuple(names), bdm, meta, sgs, settings.instance_profile, tags
-    )
+        template_name(cluster, inputs), ami_id, user_data, boot.max_pods, tuple(names), bdm, meta, sgs,
+        settings.instance_profile, tags, capacity_type,
+    )  # fmt: skip
 
 
 def template_name(cluster: str, inputs: Any) -> str:
@@ -221,6 +244,15 @@ def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
 
 
+def instance_tag_specifications(spec: LaunchTemplateSpec) -> list[dict[str, Any]]:
+    """The template data's tag specifications: what a launch creates that CreateFleet's own tag
+    specifications do not cover (see the module docstring)."""
+    types = ["network-interface"]
+    if spec.capacity_type == wk.CAPACITY_SPOT:
+        types.append("spot-instances-request")
+    return [{"ResourceType": rt, "Tags": tag_list(spec.tags)} for rt in types]
+
+
 def create_launch_template_request(spec: LaunchTemplateSpec) -> dict[str, Any]:
     """boto3 `ec2.create_launch_template(**request)` kwargs."""
     return {
@@ -232,6 +264,7 @@ def create_launch_template_request(spec: LaunchTemplateSpec) -> dict[str, Any]:
             "SecurityGroupIds": list(spec.security_group_ids),
             "MetadataOptions": dict(spec.metadata_options),
             "BlockDeviceMappings": [dict(m) for m in spec.block_device_mappings],
+            "TagSpecifications": instance_tag_specifications(spec),
         },
         "TagSpecifications": [{"ResourceType": "launch-template", "Tags": tag_list(spec.tags)}],
     }

@@ -22,7 +22,7 @@ from typing import Any
 
 from carpool import resources as res
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
-from carpool.ports import EvictionBlocked, WatchEvent
+from carpool.ports import EvictionBlocked, NodeChange, NodeConflict, NodeGone, NodePatch, WatchEvent
 from carpool.requirements import Requirements
 from carpool.sim.scenario import Cni
 from carpool.taints import Taint, Toleration, untolerated
@@ -134,6 +134,13 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return True
 
 
+def _describe(change: NodeChange) -> str:
+    parts = [f"{k}={v}" for k, v in sorted(change.labels.items())]
+    if change.taints is not None:
+        parts.append("taints=[" + ",".join(f"{t['key']}:{t.get('effect', '')}" for t in change.taints) + "]")
+    return " ".join(parts)
+
+
 def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
     if isinstance(value, str) and value.endswith("%"):
         pct = int(value[:-1]) * total
@@ -164,6 +171,8 @@ class SimulatedCluster:
         #: every action carpool took through this port: (elapsed, verb, target)
         self.actions: list[tuple[float, str, str]] = []
         self._fit_cache: dict[tuple[str, str, int], bool] = {}
+        #: node -> writes another client will make to it between carpool's next reads and writes
+        self._competing_writes: dict[str, int] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -195,8 +204,17 @@ class SimulatedCluster:
     def pod_keys(self) -> set[str]:
         return set(self.pods)
 
+    def pending_pods(self) -> list[Pod]:
+        """What the API server's field selector `spec.nodeName=,status.phase=Pending` answers."""
+        return [self._model("Pod", r) for r in self.pods.values()
+                if not (r.raw.get("spec") or {}).get("nodeName") and (r.raw.get("status") or {}).get("phase") == "Pending"]
+
     def list_nodes(self) -> list[Node]:
         return [self._model("Node", r) for r in self.nodes.values()]
+
+    def get_node(self, name: str) -> Node | None:
+        rec = self.nodes.get(name)
+        return self._model("Node", rec) if rec is not None else None
 
     def list_daemonsets(self) -> list[DaemonSet]:
         return [self._model("DaemonSet", r) for r in self.daemonsets.values()]
@@ -231,17 +249,86 @@ class SimulatedCluster:
         taints.append(entry)
         self._record_change("MODIFIED", "Node", rec)
 
+    def patch_node(self, name: str, patch: NodePatch, *, attempts: int = 5) -> Node:
+        """Like a merge patch under the resourceVersion read: a write that another client's write overtook
+        (see `compete_for`) is refused with a conflict and the patch starts again from a fresh read."""
+        for _ in range(attempts):
+            rec = self.nodes.get(name)
+            if rec is None:
+                raise NodeGone(name)
+            read_rv = rec.rv
+            meta, spec = rec.raw.setdefault("metadata", {}), rec.raw.setdefault("spec", {})
+            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [])
+            if not change:
+                return self._model("Node", rec)
+            self._competing_write(name)
+            if name not in self.nodes:
+                raise NodeGone(name)
+            if rec.rv != read_rv:
+                self.actions.append((self._elapsed(), "patch-conflict", name))
+                continue
+            self._apply(rec, change)
+            self.actions.append((self._elapsed(), "patch-node", f"{name} {_describe(change)}"))
+            return self._model("Node", rec)
+        raise NodeConflict(name, attempts)
+
+    def _apply(self, rec: _Record, change: NodeChange) -> None:
+        meta, spec = rec.raw["metadata"], rec.raw["spec"]
+        if change.labels:
+            meta["labels"] = {**(meta.get("labels") or {}), **change.labels}
+        if change.annotations:
+            meta["annotations"] = {**(meta.get("annotations") or {}), **change.annotations}
+        if change.taints is not None:
+            spec["taints"] = [dict(t) for t in change.taints]
+        self._record_change("MODIFIED", "Node", rec)
+
+    def compete_for(self, name: str, writes: int = 1) -> None:
+        """Make another client (a kubelet status update, a CNI agent) write to the node `writes` times, each
+        between one of carpool's reads of it and carpool's write: the way a real 409 Conflict happens."""
+        self._competing_writes[name] = self._competing_writes.get(name, 0) + writes
+
+    def _competing_write(self, name: str) -> None:
+        if self._competing_writes.get(name, 0) > 0:
+            self._competing_writes[name] -= 1
+            rec = self.nodes[name]
+            for cond in (rec.raw.get("status") or {}).get("conditions") or []:
+                cond["lastHeartbeatTime"] = _iso(self._clock())  # what the kubelet's status update writes
+            self._record_change("MODIFIED", "Node", rec)
+
     def evict(self, pod_key: str) -> None:
-        """Evict like the Eviction API: refuse when a PDB covering the pod has no disruption left."""
-        rec = self.pods.get(pod_key)
+        """The port's eviction: the Eviction subresource's answer (`eviction`) as the lightkube adapter
+        reads it. 404 is done; 429 (a budget has no disruption left) and 500 (several budgets cover the
+        pod) are `EvictionBlocked`, carrying the API server's message and causes."""
+        answer = self.eviction(pod_key)
+        if answer.code < 300 or answer.code == 404:
+            return
+        if answer.code in (429, 500):
+            raise EvictionBlocked(f"{pod_key}: {answer.text}")
+        raise RuntimeError(f"evicting {pod_key}: HTTP {answer.code}: {answer.text}")
+
+    def eviction(self, pod_key: str) -> ApiAnswer:
+        """What `POST .../pods/<name>/eviction` answers, after `pkg/registry/core/pod/storage/eviction.go`:
+        a pod that is gone is 404; a Pending, finished or terminating pod is deleted without looking at
+        budgets; every budget whose selector matches the pod is collected, and more than one is
+        `500 This pod has more than one PodDisruptionBudget...` (nothing is evicted); one budget without a
+        disruption left is `429 TooManyRequests` with a `DisruptionBudget` cause; else the pod goes."""
+        ns, name = pod_key.split("/", 1) if "/" in pod_key else ("default", pod_key)
+        rec = self.pods.get(f"{ns}/{name}")
         if rec is None:
-            return  # already gone: the API answers 404, which callers treat as done
-        blocking = self._blocking_pdb(rec)
-        if blocking is not None:
-            self.actions.append((self._elapsed(), "eviction-blocked", f"{pod_key} by {blocking}"))
-            raise EvictionBlocked(f"evicting {pod_key} would violate PodDisruptionBudget {blocking}")
+            return not_found("pods", name)
+        if not _can_ignore_pdb(rec.raw):
+            covering = self._covering_pdbs(rec)
+            if len(covering) > 1:
+                self.actions.append((self._elapsed(), "eviction-blocked", f"{pod_key} by {','.join(covering)}"))
+                return api_status(500, MULTIPLE_PDBS)
+            if covering:
+                refused = self._budget_refusal(rec, covering[0])
+                if refused is not None:
+                    self.actions.append((self._elapsed(), "eviction-blocked", f"{pod_key} by {covering[0]}"))
+                    return refused
         self.actions.append((self._elapsed(), "evict", pod_key))
-        self._remove_pod(pod_key, recreate=True)
+        self._remove_pod(pod_key if pod_key in self.pods else f"{ns}/{name}", recreate=True)
+        return ApiAnswer(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 
     def delete_node(self, node_name: str) -> None:
         """Delete the Node object; pod garbage collection removes its pods (controllers recreate them)."""
@@ -394,36 +481,55 @@ class SimulatedCluster:
             self.add_pod(template)
 
     # -- PDBs ------------------------------------------------------------------------------------------
-    def _blocking_pdb(self, rec: _Record) -> str | None:
+    def _covering_pdbs(self, rec: _Record) -> list[str]:
+        """Every budget of the pod's namespace whose selector matches the pod (the eviction handler's
+        `getPodDisruptionBudgets`: a nil or empty selector matches nothing there)."""
         meta = rec.raw.get("metadata") or {}
         ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
+        out = []
         for pdb_key, pdb in self.pdbs.items():
-            pmeta, pspec = pdb.raw.get("metadata") or {}, pdb.raw.get("spec") or {}
-            if (pmeta.get("namespace") or "default") != ns or not selector_matches(pspec.get("selector"), labels):
+            pmeta, selector = pdb.raw.get("metadata") or {}, (pdb.raw.get("spec") or {}).get("selector")
+            if (pmeta.get("namespace") or "default") != ns or not _selects_something(selector):
                 continue
-            if self._disruptions_allowed(ns, pspec) <= 0 and self._healthy(rec.raw):
-                return pdb_key
-        return None
+            if selector_matches(selector, labels):
+                out.append(pdb_key)
+        return out
 
-    def _disruptions_allowed(self, ns: str, pspec: Mapping[str, Any]) -> int:
+    def _budget_refusal(self, rec: _Record, pdb_key: str) -> ApiAnswer | None:
+        """The one covering budget's verdict (`checkAndDecrement`): None when the eviction may go on. An
+        unhealthy pod of a budget that is met anyway may always go."""
+        ns, pdb_name = pdb_key.split("/", 1)
+        pspec = self.pdbs[pdb_key].raw.get("spec") or {}
+        current, desired = self._budget(ns, pspec)
+        if not self._healthy(rec.raw) and current >= desired > 0:
+            return None
+        if current - desired > 0:
+            return None
+        return api_status(429, PDB_VIOLATION, "TooManyRequests", details={"causes": [{
+            "reason": "DisruptionBudget",
+            "message": f"The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"}]})
+
+    def _budget(self, ns: str, pspec: Mapping[str, Any]) -> tuple[int, int]:
+        """(currentHealthy, desiredHealthy) of a budget, as the disruption controller computes them."""
         covered = [p.raw for p in self.pods.values()
                    if (p.raw["metadata"].get("namespace") or "default") == ns
                    and selector_matches(pspec.get("selector"), p.raw["metadata"].get("labels") or {})]
         expected, healthy = len(covered), sum(1 for p in covered if self._healthy(p))
         if "minAvailable" in pspec and pspec["minAvailable"] is not None:
-            return healthy - _int_or_percent(pspec["minAvailable"], expected, round_up=True)
+            return healthy, _int_or_percent(pspec["minAvailable"], expected, round_up=True)
         if pspec.get("maxUnavailable") is not None:
-            return _int_or_percent(pspec["maxUnavailable"], expected, round_up=True) - (expected - healthy)
-        return healthy - expected  # no bound given: nothing may be unavailable beyond what already is
+            return healthy, expected - _int_or_percent(pspec["maxUnavailable"], expected, round_up=True)
+        return healthy, expected  # no bound given: nothing may be unavailable beyond what already is
 
     @staticmethod
     def _healthy(raw: Mapping[str, Any]) -> bool:
         return bool((raw.get("spec") or {}).get("nodeName")) and (raw.get("status") or {}).get("phase") == "Running"
 
     def _node(self, name: str) -> _Record:
+        """The node to write to; the API server answers 404 for one that is gone (`NodeGone`)."""
         rec = self.nodes.get(name)
         if rec is None:
-            raise KeyError(f"node {name} not found")
+            raise NodeGone(name)
         return rec
 
     # -- the binder (scheduler-lite) ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Capacity-error injection for local EC2.
+"""Fault injection for local EC2: capacity errors, and Lambda invocations killed around CreateFleet.
 
 moto launches whatever it is asked for, so on its own it can never show carpool falling back from an
 offering without capacity. These botocore event hooks, registered on the provisioner's EC2 client, play
@@ -11,6 +11,12 @@ Three hooks share the request's `context` dict:
 - `before-parameter-build` decides which overrides fail and strips them from the parameters;
 - `before-call` answers in EC2's place when nothing is left to launch;
 - `after-call` adds the errors to a real response when some overrides were launched.
+
+`CrashFaults` plays the scenario's `crashes` section: a Lambda that dies (timeout, out of memory) just
+before CreateFleet is sent, or just after it returned and before anything was written about it. The hook
+raises `InvocationKilled`, a `BaseException` so that no `except Exception` in carpool can catch it and
+carry on (a dead process runs nothing more); `CrashFaults.guard` turns it into the failed invocation the
+Lambda service sees, so the SQS batch is redelivered after its visibility timeout.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from carpool.sim.scenario import CapacityFailure
+from carpool.sim.scenario import CapacityFailure, Crash
 
 _KEY = "carpool_sim_capacity_errors"
 _ALL_FAILED = "carpool_sim_all_failed"
@@ -146,3 +152,68 @@ def _error(config: Mapping[str, Any], override: Mapping[str, Any], itype: str, z
         "ErrorCode": code,
         "ErrorMessage": template.format(type=itype, zone=zone or "?"),
     }
+
+
+class InvocationKilled(BaseException):
+    """The Lambda's process died at this point (raised from inside a boto3 call by `CrashFaults`)."""
+
+
+class InvocationFailed(Exception):
+    """What the Lambda service reports for an invocation whose process died: the whole batch failed."""
+
+
+@dataclass
+class CrashFaults:
+    """Kills the invocation of `crash.function` the next `crash.times` times it reaches `crash.point`,
+    once the run is `crash.at` seconds in. `running` names the function being invoked right now."""
+
+    crashes: list[Crash]
+    elapsed: Callable[[], float]
+    running: Callable[[], str]
+    #: every crash played so far: {"at", "point", "function"}
+    fired: list[dict[str, Any]] = field(default_factory=list)
+    _left: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._left = {i: c.times for i, c in enumerate(self.crashes)}
+
+    # -- botocore hooks ---------------------------------------------------------------------------
+    def register(self, client: Any) -> None:
+        """Attach to a boto3 EC2 client. The before-call hook goes first: a process that died before the
+        call never reaches the capacity faults' simulated answer either."""
+        events = client.meta.events
+        events.register_first("before-call.ec2.CreateFleet", self.before_call)
+        events.register("after-call.ec2.CreateFleet", self.after_call)
+
+    def unregister(self, client: Any) -> None:
+        events = client.meta.events
+        events.unregister("before-call.ec2.CreateFleet", self.before_call)
+        events.unregister("after-call.ec2.CreateFleet", self.after_call)
+
+    def before_call(self, **_: Any) -> None:
+        self._maybe_die("before-create-fleet", "before CreateFleet was sent")
+
+    def after_call(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
+        launched = [i for group in (parsed or {}).get("Instances") or [] for i in group.get("InstanceIds") or []]
+        self._maybe_die("after-create-fleet", f"after CreateFleet launched {', '.join(launched) or 'nothing'}")
+
+    def _maybe_die(self, point: str, where: str) -> None:
+        function, at = self.running(), self.elapsed()
+        for i, crash in enumerate(self.crashes):
+            if crash.point != point or crash.function != function or at < crash.at or self._left[i] <= 0:
+                continue
+            self._left[i] -= 1
+            self.fired.append({"at": at, "point": point, "function": function})
+            raise InvocationKilled(f"{function} invocation killed {where} (simulated crash)")
+
+    # -- the Lambda service's view ------------------------------------------------------------------
+    def guard(self, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """`handler` as the Lambda service runs it: a killed invocation is a failed one, nothing more."""
+
+        def invoke(event: Any, context: Any) -> Any:
+            try:
+                return handler(event, context)
+            except InvocationKilled as killed:
+                raise InvocationFailed(str(killed)) from None
+
+        return invoke

@@ -1,40 +1,74 @@
 """Simulated kubelets: instances carpool launched in local EC2 become Nodes in the simulated cluster.
 
-The real sequence is played with the scenario's timings: an instance is running, after `bootSeconds` its
-kubelet registers the Node (NotReady, with the taints from the user data), after `registrationSeconds`
-the Node is Ready and startup taints are lifted (in real clusters a DaemonSet such as a CNI agent does
-that). What the Node reports is the scenario's hidden *truth*, not carpool's estimate: memory capacity
-after the AMI family's real overhead, max pods from the user data. That is what lets the simulation show
-carpool learning capacity and catching wrong user data.
+Each instance plays a real node's start-up with the scenario's timings:
+
+1. *Boot* (`truth.bootSeconds`, plus a kubelet fault's `extraJoinSeconds`): the bootstrap reads the
+   user data EC2 gave the instance (its launch template's), and the AMI's bootstrap turns it into a
+   kubelet configuration (`carpool.sim.nodeboot`: nodeadm, Bottlerocket or bootstrap.sh defaults for
+   whatever the user data leaves out). A kubelet fault may make it never join.
+2. *Registration*: the kubelet creates the Node with exactly what a kubelet sets itself
+   (pkg/kubelet/kubelet_node_status.go `initialNode`: hostname, os, arch and their deprecated beta
+   twins), the user data's labels and taints, and, with the external cloud provider EKS uses,
+   `node.cloudprovider.kubernetes.io/uninitialized`. The cloud node controller (AWS cloud-controller-
+   manager) then initializes it: instance type, zone, region (stable and deprecated labels),
+   `topology.k8s.aws/zone-id`, addresses, and it removes its own taint. Nothing else: the
+   `karpenter.k8s.aws/*` labels, the NodePool's labels and `karpenter.sh/unregistered` are the
+   autoscaler's business at registration.
+3. *Ready* (`truth.registrationSeconds` later): the node lifecycle controller removes
+   `node.kubernetes.io/not-ready`. Startup taints stay until a scenario's DaemonSet agent removes them
+   (`carpool.sim.agents`). No `karpenter.sh/*` taint is ever removed here.
+
+What the Node reports is the scenario's hidden *truth*, not carpool's estimate: memory capacity after
+the AMI family's real overhead (and any `memoryShortMiB`), allocatable as the kubelet computes it:
+capacity - kubeReserved - systemReserved - hard eviction thresholds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from carpool import labels as L
-from carpool.sim import userdata
+from carpool import quantity
+from carpool.sim import nodeboot, userdata
+from carpool.sim.agents import Agents, NodeFacts
 from carpool.sim.cluster import SimulatedCluster
-from carpool.sim.scenario import Truth
+from carpool.sim.nodeboot import NodeKubelet
+from carpool.sim.scenario import KubeletFault, Truth
 from carpool.taints import Taint
 
 _MIB = 1024 * 1024
+_GIB = 1024 * _MIB
 _ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "NoSchedule")
-_TAG_LABELS = (L.NODEPOOL, L.CLAIM, L.EC2NODECLASS, L.OWNED_BY)
+#: The taint the kubelet registers with under an external cloud provider, until the cloud node
+#: controller has initialized the node.
+UNINITIALIZED_TAINT = Taint("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true")
+#: Labels the kubelet sets itself (beside the hostname).
+LEGACY_OS, LEGACY_ARCH = "beta.kubernetes.io/os", "beta.kubernetes.io/arch"
+#: Labels the cloud node controller sets: instance type, zone and region, each also under its deprecated name.
+LEGACY_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
+LEGACY_ZONE = "failure-domain.beta.kubernetes.io/zone"
+LEGACY_REGION = "failure-domain.beta.kubernetes.io/region"
+ZONE_ID = "topology.k8s.aws/zone-id"
+#: Share of a volume's size the filesystem offers (xfs metadata and log take the rest).
+FILESYSTEM_SHARE = 0.999
+#: The root (or, on Bottlerocket, data) volume size when the launch template names none.
+DEFAULT_VOLUME_GIB = 20
+_LT_ID, _LT_VERSION = "aws:ec2launchtemplate:id", "aws:ec2launchtemplate:version"
 
 
 @dataclass(frozen=True)
 class InstanceFacts:
-    """The parts of DescribeInstanceTypes a node's capacity and labels depend on."""
+    """The parts of DescribeInstanceTypes a node's capacity and bootstrap depend on."""
 
     name: str
     vcpus: int
     memory_mib: int
     arch: str
+    #: ENIs of the default network card (what eni-max-pods and nodeadm count)
     max_enis: int
     ipv4_per_eni: int
     gpu_count: int = 0
@@ -52,7 +86,7 @@ class InstanceFacts:
             vcpus=int((it.get("VCpuInfo") or {}).get("DefaultVCpus", 2)),
             memory_mib=int((it.get("MemoryInfo") or {}).get("SizeInMiB", 4096)),
             arch=_ARCH.get(arches[0], arches[0]),
-            max_enis=int(net.get("MaximumNetworkInterfaces", 3)),
+            max_enis=_default_card_enis(net),
             ipv4_per_eni=int(net.get("Ipv4AddressesPerInterface", 10)),
             gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
             gpu_name=(gpus[0].get("Name", "") if gpus else "").lower(),
@@ -62,74 +96,100 @@ class InstanceFacts:
 
     @property
     def eni_limited_pods(self) -> int:
-        return self.max_enis * (self.ipv4_per_eni - 1) + 2
-
-    def labels(self) -> dict[str, str]:
-        """The `karpenter.k8s.aws/instance-*` labels a node of this type carries."""
-        family, _, size = self.name.partition(".")
-        match = [i for i, ch in enumerate(family) if ch.isdigit()]
-        category = family[: match[0]] if match else family
-        generation = family[match[0]] if match else ""
-        out = {
-            L.INSTANCE_FAMILY: family,
-            L.INSTANCE_CATEGORY: category,
-            L.INSTANCE_SIZE: size,
-            L.INSTANCE_CPU: str(self.vcpus),
-            L.INSTANCE_MEMORY: str(self.memory_mib),
-            L.INSTANCE_HYPERVISOR: self.hypervisor,
-        }
-        if generation:
-            out[L.INSTANCE_GENERATION] = generation
-        if "-flex" in family:
-            out[L.CAPABILITY_FLEX] = "true"
-        if self.gpu_count:
-            out.update({L.INSTANCE_GPU_COUNT: str(self.gpu_count), L.INSTANCE_GPU_NAME: self.gpu_name,
-                        L.INSTANCE_GPU_MANUFACTURER: self.gpu_manufacturer})
-        return out
+        return nodeboot.eni_max_pods(self.max_enis, self.ipv4_per_eni)
 
 
-def kube_reserved_cpu_millis(vcpus: int) -> int:
-    """6 % of the first core, 1 % of the second, 0.5 % of cores 3-4, 0.25 % of the rest (EKS AMIs)."""
-    millis = 0.0
-    for core in range(1, vcpus + 1):
-        millis += 1000 * (0.06 if core == 1 else 0.01 if core == 2 else 0.005 if core <= 4 else 0.0025)
-    return int(round(millis))
+def _default_card_enis(net: Mapping[str, Any]) -> int:
+    """nodeadm's InstanceInfo.DefaultMaxENIs: the default network card's ENIs, not the instance's total."""
+    index = int(net.get("DefaultNetworkCardIndex", 0) or 0)
+    for card in net.get("NetworkCards") or []:
+        if int(card.get("NetworkCardIndex", 0)) == index and card.get("MaximumNetworkInterfaces"):
+            return int(card["MaximumNetworkInterfaces"])
+    return int(net.get("MaximumNetworkInterfaces", 3))
+
+
+# -- what the node reports --------------------------------------------------------------------------------
+def memory_capacity_mib(facts: InstanceFacts, family: str, truth: Truth, short_mib: int = 0) -> int:
+    """Memory the kernel leaves the kubelet: SizeInMiB, less 64 MiB CMA on arm64, less the family's real
+    overhead, less any shortfall a kubelet fault adds."""
+    mib = facts.memory_mib - (64 if facts.arch == "arm64" else 0)
+    return mib - math.ceil(mib * truth.overhead_percent(family) / 100) - short_mib
+
+
+def node_resources(facts: InstanceFacts, kubelet: NodeKubelet, memory_mib: int,
+                   volume_gib: int = DEFAULT_VOLUME_GIB) -> tuple[dict[str, str], dict[str, str]]:
+    """(capacity, allocatable) as the kubelet reports them (pkg/kubelet/cm GetNodeAllocatableReservation:
+    capacity - kubeReserved - systemReserved - hard eviction thresholds, never below zero)."""
+    pods = kubelet.max_pods
+    if kubelet.pods_per_core:
+        pods = min(pods, kubelet.pods_per_core * facts.vcpus)
+    capacity = {"cpu": facts.vcpus * 1000, "memory": memory_mib * _MIB, "pods": pods,
+                "ephemeral-storage": int(volume_gib * _GIB * FILESYSTEM_SHARE) // 1024 * 1024}
+    reserved = reservation(kubelet, capacity)
+    allocatable = {name: max(0, value - reserved.get(name, 0)) for name, value in capacity.items()}
+    cap_json, alloc_json = _as_json(capacity), _as_json(allocatable)
+    if facts.gpu_count and facts.gpu_manufacturer == "nvidia":
+        cap_json["nvidia.com/gpu"] = alloc_json["nvidia.com/gpu"] = str(facts.gpu_count)
+    return cap_json, alloc_json
+
+
+def reservation(kubelet: NodeKubelet, capacity: Mapping[str, int]) -> dict[str, int]:
+    """What the kubelet holds back per resource (cpu in millicores, bytes otherwise)."""
+    out: dict[str, int] = {}
+    for reserved in (kubelet.kube_reserved, kubelet.system_reserved):
+        for name, raw in reserved.items():
+            if name in ("cpu", "memory", "ephemeral-storage"):
+                out[name] = out.get(name, 0) + quantity.resource_value(name, raw)
+    for signal, resource in (("memory.available", "memory"), ("nodefs.available", "ephemeral-storage")):
+        threshold = kubelet.eviction_hard.get(signal)
+        if threshold is not None:
+            out[resource] = out.get(resource, 0) + _threshold(str(threshold), capacity.get(resource, 0))
+    return out
+
+
+def _threshold(raw: str, capacity: int) -> int:
+    text = raw.strip().lstrip("<").strip()
+    if text.endswith("%"):
+        return math.ceil(capacity * float(text[:-1]) / 100)
+    return quantity.resource_value("memory", text)
+
+
+def _as_json(rl: Mapping[str, int]) -> dict[str, str]:
+    """Exact quantities, as the kubelet reports them (Ki when whole, else plain bytes)."""
+    return {"cpu": f"{rl['cpu']}m", "memory": _bytes(rl["memory"]), "pods": str(rl["pods"]),
+            "ephemeral-storage": _bytes(rl["ephemeral-storage"])}
+
+
+def _bytes(value: int) -> str:
+    return f"{value // 1024}Ki" if value % 1024 == 0 else str(value)
 
 
 def truth_resources(facts: InstanceFacts, family: str, max_pods: int, truth: Truth,
                     kube_reserved: Mapping[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
-    """(capacity, allocatable) as the node would really report them."""
-    from carpool import quantity
-
-    mib = facts.memory_mib - (64 if facts.arch == "arm64" else 0)
-    memory_mib = mib - math.ceil(mib * truth.overhead_percent(family) / 100)
-    reserved_pods = max_pods if family == "bottlerocket" else min(max_pods, facts.eni_limited_pods)
-    reserved_mem = 11 * reserved_pods + 255
-    reserved_cpu = kube_reserved_cpu_millis(facts.vcpus)
-    if kube_reserved:
-        if "memory" in kube_reserved:
-            reserved_mem = quantity.resource_value("memory", kube_reserved["memory"]) // _MIB
-        if "cpu" in kube_reserved:
-            reserved_cpu = quantity.cpu_millis(kube_reserved["cpu"])
-    capacity = {"cpu": str(facts.vcpus), "memory": f"{memory_mib * 1024}Ki", "pods": str(max_pods),
-                "ephemeral-storage": "20Gi"}
-    allocatable = {"cpu": f"{facts.vcpus * 1000 - reserved_cpu}m",
-                   "memory": f"{(memory_mib - reserved_mem - 100) * 1024}Ki",
-                   "pods": str(max_pods), "ephemeral-storage": f"{int(20 * 1024 * 0.9) - 1024}Mi"}
-    if facts.gpu_count and facts.gpu_manufacturer == "nvidia":
-        capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(facts.gpu_count)
-    return capacity, allocatable
+    """(capacity, allocatable) of a node of `facts` whose bootstrap set `max_pods` (and `kube_reserved`)
+    and left the rest to the AMI family's defaults."""
+    boot = userdata.BootConfig(family=family, max_pods=max_pods,
+                               kube_reserved=dict(kube_reserved) if kube_reserved else None)
+    kubelet = nodeboot.resolve(boot, family, facts.vcpus, facts.max_enis, facts.ipv4_per_eni)
+    return node_resources(facts, kubelet, memory_capacity_mib(facts, family, truth))
 
 
+# -- one instance's life ---------------------------------------------------------------------------------
 @dataclass
-class _Boot:
-    """An instance's progress from running to a Ready node."""
+class Boot:
+    """An instance from first seen running to Ready: what its bootstrap configured and what it reports."""
 
     instance: dict[str, Any]
     seen_at: float
+    kubelet: NodeKubelet | None = None
+    capacity: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    join_at: float = 0.0
+    #: why the node will never join (a kubelet fault, user data its bootstrap cannot read), or ""
+    no_join: str = ""
     node_name: str | None = None
     registered_at: float | None = None
-    ready: bool = False
+    ready_at: float | None = None
 
 
 @dataclass
@@ -142,54 +202,64 @@ class Kubelets:
     region: str
     truth: Truth
     elapsed: Callable[[], float]
-    #: NodePool name -> taint keys lifted once the node is Ready (the pool's startupTaints)
-    startup_taints: Callable[[str], Iterable[str]] = lambda _pool: ()
-    _boots: dict[str, _Boot] = field(default_factory=dict)
+    faults: Sequence[KubeletFault] = ()
+    agents: Agents | None = None
+    #: instance id -> its boot (every instance ever seen, joined or not)
+    boots: dict[str, Boot] = field(default_factory=dict)
     _facts: dict[str, InstanceFacts] = field(default_factory=dict)
     _image_names: dict[str, str] = field(default_factory=dict)
+    _zone_ids: dict[str, str] = field(default_factory=dict)
+    _fault_hits: dict[int, int] = field(default_factory=dict)
     #: instance id -> node name, for every node ever registered (a deleted node does not come back)
     registered: dict[str, str] = field(default_factory=dict)
-    #: instance id -> (simulated time first seen running, DescribeInstances entry)
+    #: instance id -> (simulated time first seen, DescribeInstances entry), for every instance EC2 launched
     launched: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     #: instance id -> simulated time it was first seen gone
     terminated: dict[str, float] = field(default_factory=dict)
     fresh: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
+    #: (node, agent, taint) removed by DaemonSet agents this tick
+    lifted: list[tuple[str, str, str]] = field(default_factory=list)
 
     def tick(self) -> list[str]:
         """Poll EC2 and move every instance along; returns the names of nodes registered this tick.
 
-        Newly seen instances land in `launched` (with the time they were first seen), instances no
-        longer running in `terminated`; `fresh`/`gone` list this tick's ones."""
-        running = self._running()
+        Newly seen instances land in `launched` (with the time they were first seen; an instance
+        already gone when first seen is recorded too), instances no longer running in `terminated`;
+        `fresh`/`gone` list this tick's ones."""
+        instances = self._instances()
         now = self.elapsed()
         self.fresh, self.gone = [], []
-        for iid, inst in running.items():
+        for iid, inst in instances.items():
             if iid not in self.launched:
                 self.launched[iid] = (now, inst)
-                self._boots[iid] = _Boot(inst, now)
                 self.fresh.append(iid)
-        for iid in [i for i in self.launched if i not in running and i not in self.terminated]:
-            self.terminated[iid] = now
-            self.gone.append(iid)
-            self._gone(iid)
+                self.boots[iid] = self._boot(inst, now)
+        for iid in [i for i in self.launched if i not in self.terminated]:
+            state = ((instances.get(iid) or {}).get("State") or {}).get("Name", "terminated")
+            if state not in ("pending", "running"):
+                self.terminated[iid] = now
+                self.gone.append(iid)
+                self._gone(iid)
         new = []
-        for iid, boot in list(self._boots.items()):
-            if boot.node_name is None and now - boot.seen_at >= self.truth.boot_seconds:
-                boot.node_name, boot.registered_at = self._register(boot.instance), now
+        for iid, boot in self.boots.items():
+            if iid in self.terminated or boot.no_join:
+                continue
+            if boot.node_name is None and now >= boot.join_at:
+                boot.node_name, boot.registered_at = self._register(boot), now
                 self.registered[iid] = boot.node_name
                 new.append(boot.node_name)
-            if boot.registered_at is not None and not boot.ready and now - boot.registered_at >= self.truth.registration_seconds:
-                self._make_ready(boot)
-                del self._boots[iid]
+            if (boot.registered_at is not None and boot.ready_at is None
+                    and now - boot.registered_at >= self.truth.registration_seconds):
+                self._make_ready(boot, now)
+        self.lifted = self.agents.tick() if self.agents else []
         return new
 
-    def _running(self) -> dict[str, dict[str, Any]]:
+    def _instances(self) -> dict[str, dict[str, Any]]:
+        """Every instance carpool's cluster tag marks, whatever its state (moto keeps terminated ones)."""
         out: dict[str, dict[str, Any]] = {}
         pages = self.ec2.get_paginator("describe_instances").paginate(Filters=[
-            {"Name": f"tag:{L.TAG_MANAGED_BY}", "Values": [self.cluster_name]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]},
-        ])
+            {"Name": f"tag:{L.TAG_MANAGED_BY}", "Values": [self.cluster_name]}])
         for page in pages:
             for reservation in page.get("Reservations", []):
                 for inst in reservation.get("Instances", []):
@@ -198,11 +268,13 @@ class Kubelets:
 
     def _gone(self, iid: str) -> None:
         """The instance is terminated: the cloud node lifecycle controller deletes its Node."""
-        self._boots.pop(iid, None)
         name = self.registered.get(iid)
         if name is not None:
             self.cluster.remove_node(name)
+            if self.agents:
+                self.agents.forget(name)
 
+    # -- reference data ---------------------------------------------------------------------------------
     def facts(self, instance_type: str) -> InstanceFacts:
         if instance_type not in self._facts:
             it = self.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
@@ -215,63 +287,160 @@ class Kubelets:
             self._image_names[image_id] = images[0].get("Name") or ""
         return self._image_names[image_id]
 
+    def _zone_id(self, zone: str) -> str:
+        if not self._zone_ids:
+            zones = self.ec2.describe_availability_zones().get("AvailabilityZones") or []
+            self._zone_ids = {z["ZoneName"]: z.get("ZoneId", "") for z in zones}
+        return self._zone_ids.get(zone, "")
+
+    # -- boot ---------------------------------------------------------------------------------------------
+    def _boot(self, inst: dict[str, Any], now: float) -> Boot:
+        """Read the user data and work out the kubelet configuration and what the node will report."""
+        boot = Boot(inst, now)
+        text, volumes = self._launch_data(inst)
+        config = userdata.parse(text)
+        facts = self.facts(inst["InstanceType"])
+        fault = self._fault(inst)
+        boot.join_at = now + self.truth.boot_seconds + (fault.extra_join_seconds if fault else 0.0)
+        family = config.family
+        if family == "custom":
+            boot.no_join = "the user data is not a format the image's bootstrap reads (no NodeConfig, " \
+                           "Bottlerocket settings or bootstrap.sh call): the kubelet never gets a cluster to join"
+            family = self._image_family(inst["ImageId"])
+        if fault is not None and fault.fail_to_join:
+            boot.no_join = "kubelet fault: fails to join"
+        kubelet = nodeboot.resolve(config, family, facts.vcpus, facts.max_enis, facts.ipv4_per_eni)
+        memory = memory_capacity_mib(facts, family, self.truth, fault.memory_short_mib if fault else 0)
+        boot.kubelet = kubelet
+        boot.capacity, boot.allocatable = node_resources(facts, kubelet, memory, _volume_gib(volumes, family))
+        return boot
+
+    def _fault(self, inst: Mapping[str, Any]) -> KubeletFault | None:
+        """The first kubelet fault selecting this instance that still has hits left."""
+        tags = _tags(inst)
+        for i, fault in enumerate(self.faults):
+            if not fault.matches(tags.get(L.NODEPOOL, ""), inst["InstanceType"],
+                                 inst["Placement"]["AvailabilityZone"], _capacity_type(inst)):
+                continue
+            if fault.count is not None and self._fault_hits.get(i, 0) >= fault.count:
+                continue
+            self._fault_hits[i] = self._fault_hits.get(i, 0) + 1
+            return fault
+        return None
+
+    def _launch_data(self, inst: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        """The user data EC2 gave the instance and its launch template's block devices.
+
+        An instance launched by CreateFleet from a template gets that template version's user data; the
+        instance attribute is what IMDS serves, and when it disagrees with the template the template wins
+        (that is what EC2 would have served)."""
+        attr = self.ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
+        text = userdata.decode((attr.get("UserData") or {}).get("Value"))
+        tags = _tags(inst)
+        if not tags.get(_LT_ID):
+            return text, []
+        try:
+            versions = self.ec2.describe_launch_template_versions(
+                LaunchTemplateId=tags[_LT_ID], Versions=[tags.get(_LT_VERSION) or "$Default"])
+        except Exception:  # the template is gone: the instance keeps the user data it was given
+            return text, []
+        data = (versions.get("LaunchTemplateVersions") or [{}])[0].get("LaunchTemplateData") or {}
+        template_text = userdata.decode(data.get("UserData"))
+        return (template_text or text), list(data.get("BlockDeviceMappings") or [])
+
     def _image_family(self, image_id: str) -> str:
         name = self.image_name(image_id).lower()
         return ("bottlerocket" if "bottlerocket" in name else "al2023" if "al2023" in name
                 else "al2" if "amazon-eks" in name else "custom")
 
-    def _register(self, inst: Mapping[str, Any]) -> str:
-        iid = inst["InstanceId"]
-        raw = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData").get("UserData") or {}
-        boot = userdata.parse(userdata.decode(raw.get("Value")))
-        family = boot.family if boot.family != "custom" else self._image_family(inst["ImageId"])
+    # -- registration -----------------------------------------------------------------------------------
+    def _register(self, boot: Boot) -> str:
+        inst, kubelet = boot.instance, boot.kubelet
+        assert kubelet is not None
         facts = self.facts(inst["InstanceType"])
-        name = inst.get("PrivateDnsName") or iid
-        max_pods = boot.max_pods or min(facts.eni_limited_pods, 110)
-        capacity, allocatable = truth_resources(facts, family, max_pods, self.truth, boot.kube_reserved)
+        name = inst.get("PrivateDnsName") or inst["InstanceId"]
+        zone = inst["Placement"]["AvailabilityZone"]
+        labels = {L.HOSTNAME: name, L.OS: "linux", L.ARCH: facts.arch, LEGACY_OS: "linux", LEGACY_ARCH: facts.arch,
+                  **kubelet.labels}
+        taints = list(dict.fromkeys([*kubelet.taints, UNINITIALIZED_TAINT, NOT_READY_TAINT]))
         node = {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": self._labels(inst, facts, name, boot),
-                         "annotations": {"alpha.kubernetes.io/provided-node-ip": inst.get("PrivateIpAddress", "")}},
-            "spec": {"providerID": f"aws:///{inst['Placement']['AvailabilityZone']}/{iid}",
-                     "taints": [_taint_json(t) for t in [*boot.taints, NOT_READY_TAINT]]},
-            "status": {"capacity": capacity, "allocatable": allocatable,
+            "metadata": {"name": name, "labels": labels,
+                         "annotations": {"alpha.kubernetes.io/provided-node-ip": inst.get("PrivateIpAddress", ""),
+                                         "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+            "spec": {"providerID": f"aws:///{zone}/{inst['InstanceId']}",
+                     "taints": [_taint_json(t) for t in taints]},
+            "status": {"capacity": dict(boot.capacity), "allocatable": dict(boot.allocatable),
                        "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}],
-                       "nodeInfo": {"kubeletVersion": "v1.32.0", "osImage": family, "architecture": facts.arch}},
+                       "nodeInfo": {"kubeletVersion": "v1.32.0", "osImage": kubelet.family,
+                                    "operatingSystem": "linux", "architecture": facts.arch}},
         }
-        return self.cluster.add_node(node)
+        created = self.cluster.add_node(node)
+        self._initialize(created, inst, facts)
+        if self.agents:
+            self.agents.node_registered(self._node_facts(created, inst))
+        return created
 
-    def _labels(self, inst: Mapping[str, Any], facts: InstanceFacts, name: str, boot: userdata.BootConfig) -> dict[str, str]:
-        tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
-        labels = {
-            L.HOSTNAME: name, L.ARCH: facts.arch, L.OS: "linux", L.INSTANCE_TYPE: facts.name,
-            L.ZONE: inst["Placement"]["AvailabilityZone"], L.REGION: self.region,
-            L.CAPACITY_TYPE: L.CAPACITY_SPOT if inst.get("InstanceLifecycle") == "spot" else L.CAPACITY_ON_DEMAND,
-            L.IMAGE_ID: inst["ImageId"],
-            **facts.labels(),
-        }
-        labels.update({k: tags[k] for k in _TAG_LABELS if k in tags})
-        if L.TAG_NODECLAIM in tags:
-            labels.setdefault(L.CLAIM, tags[L.TAG_NODECLAIM])
-        labels.update(boot.labels)
-        return labels
+    def _initialize(self, name: str, inst: Mapping[str, Any], facts: InstanceFacts) -> None:
+        """The cloud node controller's part (k8s.io/cloud-provider node controller with the AWS provider)."""
+        zone = inst["Placement"]["AvailabilityZone"]
+        cloud_labels = {L.INSTANCE_TYPE: facts.name, LEGACY_INSTANCE_TYPE: facts.name, L.ZONE: zone,
+                        LEGACY_ZONE: zone, L.REGION: self.region, LEGACY_REGION: self.region}
+        zone_id = self._zone_id(zone)
+        if zone_id:
+            cloud_labels[ZONE_ID] = zone_id
+        addresses = [{"type": "InternalIP", "address": inst.get("PrivateIpAddress", "")},
+                     {"type": "InternalDNS", "address": inst.get("PrivateDnsName", "")},
+                     {"type": "Hostname", "address": inst.get("PrivateDnsName", "")}]
 
-    def _make_ready(self, boot: _Boot) -> None:
+        def initialize(node: dict[str, Any]) -> bool:
+            node["metadata"].setdefault("labels", {}).update(cloud_labels)
+            node["spec"]["taints"] = [t for t in node["spec"].get("taints") or []
+                                      if t.get("key") != UNINITIALIZED_TAINT.key]
+            node["status"]["addresses"] = addresses
+            return True
+
+        self.cluster.update_node(name, initialize)
+
+    def _make_ready(self, boot: Boot, now: float) -> None:
+        """The kubelet reports Ready; the node lifecycle controller removes its not-ready taint."""
         assert boot.node_name is not None
-        raw = self.cluster.node_raw(boot.node_name)
-        if raw is None:
-            boot.ready = True
+        boot.ready_at = now
+        if self.cluster.node_raw(boot.node_name) is None:
             return
-        pool = (raw["metadata"].get("labels") or {}).get(L.NODEPOOL, "")
-        lifted = {NOT_READY_TAINT.key, L.UNREGISTERED_TAINT, *self.startup_taints(pool)}
 
         def ready(node: dict[str, Any]) -> bool:
-            node["spec"]["taints"] = [t for t in node["spec"].get("taints") or [] if t["key"] not in lifted]
+            node["spec"]["taints"] = [t for t in node["spec"].get("taints") or []
+                                      if t.get("key") != NOT_READY_TAINT.key]
             node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
             return True
 
         self.cluster.update_node(boot.node_name, ready)
-        boot.ready = True
+        if self.agents:
+            self.agents.node_ready(self._node_facts(boot.node_name, boot.instance))
+
+    def _node_facts(self, name: str, inst: Mapping[str, Any]) -> NodeFacts:
+        raw = self.cluster.node_raw(name) or {}
+        labels = (raw.get("metadata") or {}).get("labels") or {}
+        pool = labels.get(L.NODEPOOL) or _tags(inst).get(L.NODEPOOL, "")
+        return NodeFacts(name, pool, inst["InstanceType"], inst["Placement"]["AvailabilityZone"], _capacity_type(inst))
+
+
+def _tags(inst: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+
+
+def _capacity_type(inst: Mapping[str, Any]) -> str:
+    return L.CAPACITY_SPOT if inst.get("InstanceLifecycle") == "spot" else L.CAPACITY_ON_DEMAND
+
+
+def _volume_gib(volumes: Iterable[Mapping[str, Any]], family: str) -> int:
+    """The size of the volume that holds pod storage: Bottlerocket's data volume, others' root volume."""
+    device = "/dev/xvdb" if family == "bottlerocket" else "/dev/xvda"
+    for v in volumes:
+        if v.get("DeviceName") == device and (v.get("Ebs") or {}).get("VolumeSize"):
+            return int(v["Ebs"]["VolumeSize"])
+    return DEFAULT_VOLUME_GIB
 
 
 def _taint_json(t: Taint) -> dict[str, str]:
@@ -284,12 +453,15 @@ def _taint_json(t: Taint) -> dict[str, str]:
 def static_node(name: str, facts: InstanceFacts, zone: str, region: str, capacity_type: str, family: str,
                 extra_labels: Mapping[str, str], taints: Iterable[Mapping[str, str]], truth: Truth,
                 instance_id: str) -> dict[str, Any]:
-    """A Ready node that exists before carpool starts (a managed node group's), in Node JSON."""
-    max_pods = min(facts.eni_limited_pods, 110)
-    capacity, allocatable = truth_resources(facts, family, max_pods, truth)
-    labels = {L.HOSTNAME: name, L.ARCH: facts.arch, L.OS: "linux", L.INSTANCE_TYPE: facts.name, L.ZONE: zone,
-              L.REGION: region, "eks.amazonaws.com/capacityType": capacity_type.upper().replace("-", "_"),
-              **dict(extra_labels)}
+    """A Ready node that exists before carpool starts (a managed node group's), in Node JSON: the AMI's
+    bootstrap defaults, initialized by the cloud node controller."""
+    kubelet = nodeboot.resolve(userdata.BootConfig(family=family), family, facts.vcpus, facts.max_enis,
+                               facts.ipv4_per_eni)
+    capacity, allocatable = node_resources(facts, kubelet, memory_capacity_mib(facts, family, truth))
+    labels = {L.HOSTNAME: name, L.ARCH: facts.arch, L.OS: "linux", LEGACY_OS: "linux", LEGACY_ARCH: facts.arch,
+              L.INSTANCE_TYPE: facts.name, LEGACY_INSTANCE_TYPE: facts.name, L.ZONE: zone, LEGACY_ZONE: zone,
+              L.REGION: region, LEGACY_REGION: region,
+              "eks.amazonaws.com/capacityType": capacity_type.upper().replace("-", "_"), **dict(extra_labels)}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels},

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from carpool import delivery
 from carpool.sim.result import Decision
 
 HANDLERS = ("watcher", "provisioner", "registrar", "interruption", "disruption")
@@ -65,6 +67,13 @@ class LambdaContext:
     memory_limit_in_mb: int = 512
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     region: str = "us-east-1"
+    timeout_seconds: float = 60.0
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def deployed(cls, function_name: str, region: str = "us-east-1") -> LambdaContext:
+        """The context of an invocation starting now, with the function's deployed timeout."""
+        return cls(function_name, region=region, timeout_seconds=delivery.TIMEOUT_SECONDS.get(function_name, 60))
 
     @property
     def invoked_function_arn(self) -> str:
@@ -83,7 +92,9 @@ class LambdaContext:
         return "$LATEST"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+        """Counts down from the deployed timeout in wall time, as Lambda does: the handler's own work (the
+        part a deadline protects) takes real time even while the simulation's clock stands still."""
+        return max(0, int((self.timeout_seconds - (time.monotonic() - self.started)) * 1000))
 
 
 def scheduled_event(rule: str, at: datetime, region: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ stack creates (state and idempotency tables, the event bus, rules, queues and de
 same names, so the production adapters and handlers run unchanged against it. `stop()` (or leaving the
 `with` block) shuts the server down and restores every environment variable it changed.
 
-Two things moto does not do are done here:
+What moto does not do like AWS is done here:
 - Writes under `/aws/service/...` are refused by SSM's API, so AMI alias parameters are written through
   moto's backend (the server runs in this process, so it shares the backends).
 - moto's DynamoDB is not safe under concurrent requests (a transaction snapshots and restores whole
@@ -14,6 +14,9 @@ Two things moto does not do are done here:
   at a time; other services (SQS long polls) stay concurrent. That also allows undoing a failed transaction from a
   journal of the items it names instead of copying whole tables (`_JournaledTransactions`), which keeps
   100-item transactions fast on large tables.
+- EC2 answers spot prices from a documented model (`carpool.sim.spot_prices`) instead of moto's 0.00001
+  for everything, and CreateFleet launches the override its allocation strategy picks (the cheapest)
+  instead of the first one, tagging instances with their launch template as EC2 does.
 """
 
 from __future__ import annotations
@@ -172,6 +175,114 @@ class _PagedLaunchTemplates(_MotoPatch):
         return [(LaunchTemplates, "describe_launch_templates", original)]
 
 
+class _ModelledSpotPrices(_MotoPatch):
+    """Makes moto's DescribeSpotPriceHistory answer the prices of `carpool.sim.spot_prices`.
+
+    moto answers 0.00001 for every offering. EC2 answers, per type and zone, the price in effect at
+    `StartTime` for each requested product description (`Linux/UNIX` in a VPC-only account); offerings
+    that do not exist in a zone have no price there.
+    """
+
+    @classmethod
+    def _apply(cls) -> _Replaced:
+        from moto.core.responses import ActionResult
+        from moto.ec2.responses.spot_instances import SpotInstances
+
+        from carpool.sim import spot_prices
+
+        original = SpotInstances.__dict__.get("describe_spot_price_history")
+        if original is None:
+            return []
+
+        def describe_spot_price_history(self: Any) -> Any:
+            types = self._get_param("InstanceTypes", [])
+            wanted = self._get_param("ProductDescriptions", []) or ["Linux/UNIX"]
+            products = [p for p in wanted if p.startswith("Linux/UNIX")]
+            filters = {k: v for k, v in self._filters_from_querystring().items()
+                       if k in ("availability-zone", "instance-type")}
+            offerings = self.ec2_backend.describe_spot_price_history(types, filters)
+            stamp = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
+            history = []
+            for o in offerings:
+                price = spot_prices.spot_price(self.region, o["InstanceType"], o["Location"])
+                if price is None:
+                    continue
+                history += [{"InstanceType": o["InstanceType"], "ProductDescription": product,
+                             "SpotPrice": f"{price:.{spot_prices.DIGITS}f}", "AvailabilityZone": o["Location"],
+                             "Timestamp": stamp} for product in products[:1]]
+            return ActionResult({"SpotPriceHistory": history})
+
+        SpotInstances.describe_spot_price_history = describe_spot_price_history  # type: ignore[method-assign]
+        return [(SpotInstances, "describe_spot_price_history", original)]
+
+
+class _FleetAllocation(_MotoPatch):
+    """Makes moto's CreateFleet launch what EC2's allocation strategy would, and tag it as EC2 does.
+
+    moto launches the first override of the first launch template config, whatever the strategy; EC2
+    launches the cheapest override (`lowest-price` on-demand; for spot `price-capacity-optimized` weighs
+    pool depth too, which local EC2 does not model, so the cheapest spot pool). The overrides are put in
+    price order before moto picks (stable, so equal prices keep the request's order); spot prices are
+    those DescribeSpotPriceHistory answers. Instances launched from a launch template carry EC2's
+    `aws:ec2launchtemplate:id`/`version` and `aws:ec2:fleet-id` tags, which is how a node's bootstrap
+    can be traced back to the template version it booted from.
+    """
+
+    @classmethod
+    def _apply(cls) -> _Replaced:
+        from moto.ec2.models.fleets import Fleet
+
+        spot, on_demand = Fleet.__dict__.get("create_spot_requests"), Fleet.__dict__.get("create_on_demand_requests")
+        if spot is None or on_demand is None:
+            return []
+
+        def create_spot_requests(self: Any, weight: float) -> Any:
+            _prepare(self, spot=True)
+            return spot(self, weight)
+
+        def create_on_demand_requests(self: Any, weight: float) -> Any:
+            _prepare(self, spot=False)
+            return on_demand(self, weight)
+
+        Fleet.create_spot_requests = create_spot_requests  # type: ignore[method-assign,assignment]
+        Fleet.create_on_demand_requests = create_on_demand_requests  # type: ignore[method-assign,assignment]
+        return [(Fleet, "create_spot_requests", spot), (Fleet, "create_on_demand_requests", on_demand)]
+
+
+def _prepare(fleet: Any, spot: bool) -> None:
+    """Tag the fleet's launch specs' instances and order the specs by the strategy's price."""
+    from carpool.sim import spot_prices
+
+    region = fleet.ec2_backend.region_name
+    for spec in fleet.launch_specs:
+        lt = spec.launch_template_spec or {}
+        tags = spec.tag_specifications.setdefault("instance", {})
+        if lt.get("LaunchTemplateId"):
+            tags["aws:ec2launchtemplate:id"] = lt["LaunchTemplateId"]
+            tags["aws:ec2launchtemplate:version"] = str(lt.get("Version", ""))
+        tags["aws:ec2:fleet-id"] = fleet.id
+    options = (fleet.spot_options if spot else fleet.on_demand_options) or {}
+    if str(options.get("AllocationStrategy", "")).lower() in ("diversified", "prioritized"):
+        return
+
+    def price(spec: Any) -> float:
+        zone = (spec.overrides or {}).get("AvailabilityZone") or _subnet_zone(fleet.ec2_backend, spec.subnet_id)
+        value = (spot_prices.spot_price(region, spec.instance_type, zone or "") if spot
+                 else spot_prices.ondemand_price(region, spec.instance_type))
+        return float("inf") if value is None else value
+
+    fleet.launch_specs = sorted(fleet.launch_specs, key=price)
+
+
+def _subnet_zone(backend: Any, subnet_id: str | None) -> str | None:
+    if not subnet_id:
+        return None
+    try:
+        return str(backend.get_subnet(subnet_id).availability_zone)
+    except Exception:  # an unknown subnet: moto fails the launch itself
+        return None
+
+
 class _TablesKeptInPlace:
     """The `copy` module as moto's DynamoDB backend sees it: tables are not copied (the journal undoes
     a failed transaction), everything else is."""
@@ -294,6 +405,8 @@ class LocalAws:
         server.start()
         _JournaledTransactions.install()
         _PagedLaunchTemplates.install()
+        _ModelledSpotPrices.install()
+        _FleetAllocation.install()
         self._server = server
         host, port = server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
@@ -312,6 +425,8 @@ class LocalAws:
             self._server = None
             _JournaledTransactions.uninstall()
             _PagedLaunchTemplates.uninstall()
+            _ModelledSpotPrices.uninstall()
+            _FleetAllocation.uninstall()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)

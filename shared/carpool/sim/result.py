@@ -30,7 +30,8 @@ class PodCounts(_Model):
 
 
 class Instance(_Model):
-    """One instance carpool launched (still running or already gone)."""
+    """One instance EC2 launched for carpool (still running or already gone, joined or not), with the
+    kubelet configuration its user data gave it and what its node reports (or would have reported)."""
 
     instance_id: str
     instance_type: str
@@ -46,6 +47,18 @@ class Instance(_Model):
     launched_at: float = 0.0
     terminated_at: float | None = None
     hourly_price: float = 0.0
+    #: whether a node ever joined the cluster from this instance
+    joined: bool = False
+    #: why it never will (a kubelet fault, user data the image cannot read), "" otherwise
+    join_failure: str = ""
+    ami_family: str = ""
+    #: the kubelet's configuration after the AMI's bootstrap (quantities as the kubelet reads them)
+    kube_reserved: dict[str, str] = Field(default_factory=dict)
+    system_reserved: dict[str, str] = Field(default_factory=dict)
+    eviction_hard: dict[str, str] = Field(default_factory=dict)
+    #: what the node reports (Node JSON quantities)
+    capacity: dict[str, str] = Field(default_factory=dict)
+    allocatable: dict[str, str] = Field(default_factory=dict)
 
     @property
     def running(self) -> bool:

@@ -35,11 +35,13 @@ import yaml
 
 from carpool import delivery
 from carpool import labels as L
-from carpool.sim import lambdas, motofast
+from carpool.sim import lambdas, motofast, spot_prices
+from carpool.sim.agents import Agents
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
-from carpool.sim.faults import CapacityFaults
+from carpool.sim.faults import CapacityFaults, CrashFaults
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
+from carpool.sim.requests import RequestRecorder
 from carpool.sim.result import (
     CapacityEntry,
     Decision,
@@ -96,6 +98,8 @@ class SimRunner:
         self._terminations: list[tuple[float, str]] = []
         self._next_disruption = 0.0
         self._prices: dict[str, float] = {}
+        #: carpool's AWS requests per function (what `tests/infra/test_iam_requests.py` checks IAM against)
+        self.requests = RequestRecorder()
 
     # -- the whole run -----------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -109,6 +113,7 @@ class SimRunner:
                 self._setup(aws)
                 self._loop()
             result = self._result()
+            self.requests.finish(self.scenario.name, self.scenario.cluster.name, self.scenario.cluster.region)
         finally:
             self._teardown(aws, env_before)
         result.wall_seconds = round(time.monotonic() - started, 2)
@@ -133,16 +138,24 @@ class SimRunner:
         settings = self._settings()
         if not self.driver.config_docs:
             raise ValueError(f"scenario {sc.name}: no NodePool/EC2NodeClass in manifests")
+        self.agents = Agents(self.cluster, sc.agents, lambda: self.clock.elapsed)
         self.kubelets = Kubelets(self.ec2, self.cluster, sc.cluster.name, self.region, sc.truth,
-                                 lambda: self.clock.elapsed, startup_taints=self._startup_taints)
+                                 lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents)
         self._seed_node_groups()
+        self.requests.install()
         deps = wiring.build_from_env(settings, cluster=self.cluster)
         deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
         wiring.use(deps)
         self.deps = deps
+        # Each function is its own Lambda process with its own caches.
+        self.requests.isolate(lambda: dataclasses.replace(
+            wiring.build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock))
         self.faults = CapacityFaults(sc.capacity, lambda: self.clock.elapsed, self._zone_of_subnet)
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambdas.load_handler(name) for name in lambdas.HANDLERS}
+        self.crashes = CrashFaults(sc.crashes, lambda: self.clock.elapsed, lambda: self.log.source)
+        self.crashes.register(deps.compute.client)  # type: ignore[attr-defined]
+        self.handlers = {name: self.crashes.guard(h) for name, h in self.handlers.items()}
 
     def _settings(self) -> Any:
         """carpool's settings as the stack's environment would give them (LocalAws set the table, bus
@@ -176,6 +189,8 @@ class SimRunner:
 
         if getattr(self, "deps", None) is not None:
             self.faults.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
+            if getattr(self, "crashes", None) is not None:
+                self.crashes.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
         wiring.use(None)
         try:
             aws.stop()
@@ -188,13 +203,6 @@ class SimRunner:
         """carpool reads NodePools/EC2NodeClasses from this SSM parameter (what `carpool apply` writes)."""
         self._config_docs = docs
         self.aws.put_config(yaml.safe_dump_all(docs, sort_keys=False), self.scenario.cluster.name)
-
-    def _startup_taints(self, pool: str) -> list[str]:
-        for doc in getattr(self, "_config_docs", []):
-            if doc.get("kind") == "NodePool" and (doc.get("metadata") or {}).get("name") == pool:
-                spec = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
-                return [t["key"] for t in spec.get("startupTaints") or []]
-        return []
 
     def _seed_node_groups(self) -> None:
         """Nodes of managed node groups exist before carpool starts; carpool must leave them alone."""
@@ -245,6 +253,11 @@ class SimRunner:
             self.log.add("kubelet", f"node {name} registered")
         for iid in self.kubelets.fresh:
             self.log.add("ec2", f"instance {iid} running", data={"instanceId": iid})
+            reason = self.kubelets.boots[iid].no_join
+            if reason:
+                self.log.add("kubelet", f"instance {iid} will not join: {reason}", "WARNING", {"instanceId": iid})
+        for node, agent, taint in self.kubelets.lifted:
+            self.log.add("daemonset", f"{agent} removed {taint} from node {node}")
         for iid in self.kubelets.gone:
             self.log.add("ec2", f"instance {iid} terminated", data={"instanceId": iid})
             self._put_aws_event("aws.ec2", "EC2 Instance State-change Notification",
@@ -325,9 +338,10 @@ class SimRunner:
     def _invoke(self, name: str, event: Mapping[str, Any]) -> Any:
         self.invocations[name] += 1
         self.log.source = name
-        context = lambdas.LambdaContext(name, region=self.region)
+        context = lambdas.LambdaContext.deployed(name, region=self.region)
         try:
-            answer = self.handlers[name](dict(event), context)
+            with self.requests.invocation(name):
+                answer = self.handlers[name](dict(event), context)
         except Exception as exc:  # a crashing handler is a finding, not the end of the run
             where = traceback.extract_tb(exc.__traceback__)[-3:]
             self.log.add(name, f"handler raised {type(exc).__name__}: {exc}", "ERROR",
@@ -392,15 +406,13 @@ class SimRunner:
 
     # -- observation -----------------------------------------------------------------------------------
     def _price(self, inst: Mapping[str, Any]) -> float:
-        """Hourly price: the on-demand list price, spot at the catalog's estimate factor (moto's spot
-        prices are placeholders, so the simulation prices spot the way carpool does offline)."""
-        from carpool.catalog import prices
-
+        """Hourly price: the on-demand list price, or the spot price local EC2 answers for the instance's
+        type and zone (`carpool.sim.spot_prices`), the one it was launched at."""
         iid = inst["InstanceId"]
         if iid not in self._prices:
-            od = prices.static_ondemand(self.region).get(inst["InstanceType"], 0.0)
-            spot = inst.get("InstanceLifecycle") == "spot"
-            self._prices[iid] = round(od * (prices.SPOT_ESTIMATE_FACTOR if spot else 1.0), 5)
+            self._prices[iid] = spot_prices.hourly_price(self.region, inst["InstanceType"],
+                                                         inst["Placement"]["AvailabilityZone"],
+                                                         inst.get("InstanceLifecycle") == "spot")
         return self._prices[iid]
 
     def _record(self, now: float) -> None:
@@ -466,8 +478,8 @@ class SimRunner:
     def _instance(self, iid: str, seen: float, inst: Mapping[str, Any]) -> Instance:
         tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
         node = self.kubelets.registered.get(iid)
-        raw = self.cluster.node_raw(node) if node else None
-        max_pods = int(raw["status"]["capacity"]["pods"]) if raw else None
+        boot = self.kubelets.boots[iid]
+        kubelet = boot.kubelet
         facts = self.kubelets.facts(inst["InstanceType"])
         return Instance(
             arch=facts.arch, gpus=facts.gpu_count,
@@ -475,8 +487,14 @@ class SimRunner:
             image_name=self.kubelets.image_name(inst["ImageId"]),
             node_pool=tags.get(L.NODEPOOL, ""),
             capacity_type=L.CAPACITY_SPOT if inst.get("InstanceLifecycle") == "spot" else L.CAPACITY_ON_DEMAND,
-            zone=inst["Placement"]["AvailabilityZone"], max_pods=max_pods, node_name=node, launched_at=seen,
-            terminated_at=self.kubelets.terminated.get(iid), hourly_price=self._price(inst))
+            zone=inst["Placement"]["AvailabilityZone"], node_name=node, launched_at=seen,
+            terminated_at=self.kubelets.terminated.get(iid), hourly_price=self._price(inst),
+            joined=node is not None, join_failure=boot.no_join,
+            ami_family=kubelet.family if kubelet else "", max_pods=int(boot.capacity["pods"]) if boot.capacity else None,
+            kube_reserved=dict(kubelet.kube_reserved) if kubelet else {},
+            system_reserved=dict(kubelet.system_reserved) if kubelet else {},
+            eviction_hard=dict(kubelet.eviction_hard) if kubelet else {},
+            capacity=dict(boot.capacity), allocatable=dict(boot.allocatable))
 
     def _capacity_cache(self) -> list[CapacityEntry]:
         records = self.deps.capacity.all(self.clock.now())

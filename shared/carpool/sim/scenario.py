@@ -92,7 +92,7 @@ class Truth(_Model):
     )
     #: from instance running to the kubelet registering the Node (NotReady)
     boot_seconds: float = Field(default=40.0, ge=0)
-    #: from Node registration to Ready (startup taints are removed then)
+    #: from Node registration to Ready
     registration_seconds: float = Field(default=15.0, ge=0)
 
     def overhead_percent(self, family: str) -> float:
@@ -124,6 +124,22 @@ class CapacityFailure(_Model):
         if self.zone is not None and zone is not None and self.zone != zone:
             return False
         return not (self.capacity_type is not None and capacity_type is not None and self.capacity_type != capacity_type)
+
+
+#: Where a Lambda invocation can die around a CreateFleet call (see `carpool.sim.faults.CrashFaults`).
+CrashPoint = Literal["before-create-fleet", "after-create-fleet"]
+
+
+class Crash(_Model):
+    """A Lambda invocation killed at a point of its work (timeout, out of memory): nothing after that point
+    runs, the invocation fails and its SQS batch comes back after the visibility timeout."""
+
+    #: from this simulated time on, the next `times` invocations reaching `point` die there
+    at: float = Field(default=0.0, ge=0)
+    point: CrashPoint
+    times: int = Field(default=1, ge=1)
+    #: the function whose invocation dies (the provisioner is the one that launches)
+    function: Literal["provisioner", "interruption", "disruption"] = "provisioner"
 
 
 class NodeGroup(_Model):
@@ -198,6 +214,56 @@ class WorkloadStep(_Model):
         raise AssertionError("validated to have one action")
 
 
+class NodeSelector(_Model):
+    """Which nodes or instances something applies to (all set fields must match; none set: all)."""
+
+    node_pool: str | None = None
+    instance_type: str | None = Field(default=None, description="name or glob")
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] | None = None
+
+    def matches(self, node_pool: str, instance_type: str, zone: str, capacity_type: str) -> bool:
+        return not ((self.node_pool is not None and self.node_pool != node_pool)
+                    or (self.instance_type is not None and not fnmatch.fnmatchcase(instance_type, self.instance_type))
+                    or (self.zone is not None and self.zone != zone)
+                    or (self.capacity_type is not None and self.capacity_type != capacity_type))
+
+
+class Agent(_Model):
+    """A DaemonSet agent that removes one startup taint from each node it runs on (a CNI or CSI node agent
+    such as Cilium's, which removes `node.cilium.io/agent-not-ready`).
+
+    Such agents tolerate every taint, so their pod starts as soon as the node registers; `after: ready`
+    models one that waits for the node to be Ready. `delaySeconds` is the pod's start-up time (image pull,
+    agent initialisation) before it removes the taint.
+    """
+
+    name: str
+    removes_taint: str
+    delay_seconds: float = Field(default=20.0, ge=0)
+    after: Literal["registered", "ready"] = "registered"
+    #: the DaemonSet's node selection (by the node's pool, type, zone, capacity type)
+    nodes: NodeSelector = Field(default_factory=NodeSelector)
+
+    @field_validator("removes_taint")
+    @classmethod
+    def _not_karpenters(cls, v: str) -> str:
+        if v.startswith("karpenter.sh/"):
+            raise ValueError(f"{v}: karpenter.sh/ taints belong to the autoscaler, not to a DaemonSet agent")
+        return v
+
+
+class KubeletFault(NodeSelector):
+    """Instances whose kubelet misbehaves: never joins, joins late, or reports less memory than the type
+    should (a kernel or hypervisor reserving more). `count` limits how many instances are hit (the first
+    ones launched that match); unset, every matching instance is."""
+
+    count: int | None = Field(default=None, ge=1)
+    fail_to_join: bool = False
+    extra_join_seconds: float = Field(default=0.0, ge=0)
+    memory_short_mib: int = Field(default=0, ge=0, alias="memoryShortMiB")
+
+
 class Expect(_Model):
     """Optional outcome the scenario author expects; `carpool simulate` reports whether it held."""
 
@@ -213,8 +279,14 @@ class Scenario(_Model):
     amis: list[AmiSpec] = Field(default_factory=list)
     truth: Truth = Field(default_factory=Truth)
     capacity: list[CapacityFailure] = Field(default_factory=list)
+    #: Lambda invocations killed at a point of their work (a crash between CreateFleet and the claim write)
+    crashes: list[Crash] = Field(default_factory=list)
     node_groups: list[NodeGroup] = Field(default_factory=list)
     workload: list[WorkloadStep] = Field(default_factory=list)
+    #: DaemonSet agents that remove startup taints (nothing else lifts them)
+    agents: list[Agent] = Field(default_factory=list)
+    #: kubelets that fail to join, join late or report less memory
+    kubelets: list[KubeletFault] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
     tick_seconds: float = Field(default=10.0, gt=0)
     #: how often the disruption function's schedule fires

@@ -32,6 +32,10 @@ def render(result: SimResult) -> Group:
         types = sorted({f.instance_type for f in result.launch_failures})
         parts.append(f"[yellow]{len(result.launch_failures)} capacity errors[/] from EC2 "
                      f"({', '.join(types[:6])}{'...' if len(types) > 6 else ''}); carpool fell back.")
+    never = [i for i in result.launches if not i.joined]
+    if never:
+        parts.append(f"[yellow]{len(never)} launched instance(s) never joined[/] "
+                     f"({', '.join(sorted({i.instance_type for i in never})[:6])}).")
     if any(result.dead_letters.values()):
         parts.append(f"[red]dead-letter queues not empty:[/] {result.dead_letters}")
     for name, passed in result.expectations.items():

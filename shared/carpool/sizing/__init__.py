@@ -3,19 +3,20 @@ resources and allocatable, for an instance type before any node of it exists.
 
 Split in three: `max_pods` (how many pods), `reserved` (capacity estimate, kube/system reserved,
 eviction) and `allocatable` (`size_node`, which ties them together). `settings` holds the inputs.
+kube-reserved follows the max pods carpool sets, and the user data states both, so a node's
+allocatable is the one computed here whatever the AMI's own defaults would have been.
 """
 
 from carpool.sizing.allocatable import NodeSize, size_node
 from carpool.sizing.max_pods import (
-    POD_OVERHEAD_SHARE,
     eni_limited_pods,
-    memory_guard_limit,
     prefix_delegation_cap,
     prefix_delegation_ips,
     prefix_delegation_pods,
 )
 from carpool.sizing.reserved import (
     VM_MEMORY_OVERHEAD,
+    kube_reserved,
     kube_reserved_cpu_millis,
     kube_reserved_memory_mib,
     memory_capacity_mib,
@@ -30,7 +31,6 @@ from carpool.sizing.settings import (
 )
 
 __all__ = [
-    "POD_OVERHEAD_SHARE",
     "VM_MEMORY_OVERHEAD",
     "AmiProfile",
     "KubeletSettings",
@@ -39,10 +39,10 @@ __all__ = [
     "NodeSize",
     "ami_profile",
     "eni_limited_pods",
+    "kube_reserved",
     "kube_reserved_cpu_millis",
     "kube_reserved_memory_mib",
     "memory_capacity_mib",
-    "memory_guard_limit",
     "network_settings",
     "prefix_delegation_cap",
     "prefix_delegation_ips",

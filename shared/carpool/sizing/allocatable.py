@@ -1,6 +1,7 @@
 """`size_node`: what a node of a given instance type will offer pods, before it exists.
 
-The scheduler packs pods against `NodeSize.allocatable`; launch puts `max_pods` into user data. Getting
+The scheduler packs pods against `NodeSize.allocatable`; launch puts `max_pods` and the reservations
+(`kube_reserved`, `system_reserved`) into user data, so a node reserves what the scheduler assumed. Getting
 these right is the whole game: too high and pods land on a node that cannot hold them, too low and we
 launch more (or bigger) nodes than needed.
 """
@@ -48,25 +49,28 @@ def size_node(
     learned: LearnedCapacity | None = None,
     *,
     ephemeral_storage_bytes: int | None = None,
-    pod_overhead_share: float = mp.POD_OVERHEAD_SHARE,
 ) -> NodeSize:
     """Size a node of type `it` launched with `ami_family`, the cluster's network mode and `kubelet` settings.
 
     `learned` (capacity a registered node of this type reported) replaces the estimates it carries.
     `ephemeral_storage_bytes` is the root/data volume size (default: the AMI family's default volume).
+    `kube_reserved` is computed from the returned `max_pods` for every AMI family; launch writes both into
+    the user data, so the node's allocatable is this `allocatable`.
     Raises ValueError naming the field for unknown AMI families and invalid quantities.
     """
     profile = ami_profile(ami_family)
     notes: list[str] = []
     memory_bytes = _memory_capacity(it, vm_memory_overhead, learned, notes)
-    pods = mp.resolve(it, profile, network, kubelet, memory_bytes // rs.MIB, pod_overhead_share)
+    pods = mp.resolve(it, profile, network, kubelet)
     notes.extend(pods.notes)
     max_pods = _learned_pods(pods.value, learned, notes)
     capacity = _capacity(it, profile, memory_bytes, max_pods, learned, ephemeral_storage_bytes)
-    kube_reserved = _kube_reserved(it, profile, kubelet, max_pods, pods.eni_limited, notes)
+    kube_reserved = rs.kube_reserved(it.vcpus, max_pods, kubelet.kube_reserved, notes)
     system_reserved = rs.apply_overrides({}, kubelet.system_reserved, "kubelet.systemReserved", notes)
     eviction = rs.eviction_threshold(capacity, kubelet.eviction_hard, notes)
     allocatable = _allocatable(capacity, kube_reserved, system_reserved, eviction, notes)
+    if profile.carpool_user_data and max_pods > pods.eni_limited and MEMORY not in kubelet.kube_reserved:
+        notes.append(_pod_memory_note(max_pods, capacity[MEMORY], kube_reserved[MEMORY], allocatable[MEMORY]))
     if profile.windows and it.arch != AMD64:
         notes.append(f"Windows AMIs are amd64-only: {it.name} ({it.arch}) cannot run them")
     return NodeSize(max_pods, pods.eni_limited, capacity, kube_reserved, system_reserved, eviction, allocatable, tuple(notes))
@@ -118,25 +122,15 @@ def _devices(it: InstanceType) -> Resources:
     return {}
 
 
-def _kube_reserved(
-    it: InstanceType, profile: AmiProfile, kubelet: KubeletSettings, max_pods: int, eni_limited: int, notes: list[str]
-) -> Resources:
-    """Defaults from the pod count the AMI's bootstrap uses, then the user's `kubeReserved` per resource.
-
-    AL2/AL2023 read the eni-max-pods table on the node, i.e. the whole default card in secondary-IP mode,
-    whatever max pods, prefix delegation, custom networking or reserved ENIs say. Others use max pods.
-    """
-    if profile.eni_limited_memory_overhead:
-        memory_pods = mp.eni_limited_pods(it)
-        if memory_pods != max_pods and MEMORY not in kubelet.kube_reserved:
-            notes.append(
-                f"kube-reserved memory uses {memory_pods} pods (the {profile.name} eni-max-pods value), "
-                f"not max pods {max_pods}"
-            )
-    else:
-        memory_pods = max_pods
-    defaults = rs.default_kube_reserved(it.vcpus, memory_pods)
-    return rs.apply_overrides(defaults, kubelet.kube_reserved, "kubelet.kubeReserved", notes)
+def _pod_memory_note(max_pods: int, capacity: int, reserved: int, allocatable: int) -> str:
+    """Why memory shrinks as max pods grows: the reservation follows the max pods the user data sets."""
+    note = (
+        f"kube-reserved memory {reserved // rs.MIB}Mi = {rs.BASE_RESERVED_MIB}Mi + {rs.MIB_PER_POD}Mi x {max_pods} "
+        f"max pods, as the user data states; {allocatable // rs.MIB}Mi of {capacity // rs.MIB}Mi left for pods"
+    )
+    if 2 * reserved >= capacity:
+        note += " (a small type loses most of its memory to a high max pods; a lower kubelet.maxPods leaves more)"
+    return note
 
 
 def _allocatable(

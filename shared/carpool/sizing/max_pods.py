@@ -2,9 +2,13 @@
 
 This is where carpool beats Karpenter on node sizing: Karpenter derives max pods from ENIs alone
 (aws/karpenter-provider-aws#8210), so with prefix delegation on it thinks an m5.large holds 29 pods when the
-node will accept 110, and launches ~4x the nodes for small pods. We model prefix delegation, custom
-networking and reserved ENIs, and guard small instances where prefix delegation would admit more pods
-than their memory can carry.
+node will accept 110, and launches ~4x the nodes for small pods. We model prefix delegation exactly as
+AWS's `max-pods-calculator.sh --cni-prefix-delegation-enabled` computes it, plus custom networking and
+reserved ENIs.
+
+There is no memory-based limit here: a high max pods costs memory through kube-reserved
+(11 MiB x max pods + 255 MiB, see `carpool.sizing.reserved`), which the user data states explicitly, so
+the node's allocatable shrinks and the scheduler, which packs by allocatable, sees the cost.
 """
 
 from __future__ import annotations
@@ -18,22 +22,13 @@ from carpool.sizing.settings import AmiProfile, KubeletSettings, NetworkSettings
 HOST_NETWORK_PODS = 2
 #: IPs in the /28 prefix that prefix delegation puts in each secondary-IP slot.
 IPS_PER_PREFIX = 16
-#: EKS recommended max pods under prefix delegation (max-pods-calculator.sh): 110 up to 30 vCPUs, else 250.
+#: EKS recommended max pods (max-pods-calculator.sh): 110 up to 30 vCPUs, else 250. The calculator applies
+#: it to whatever IP count it computed, so an instance with fewer pod IPs keeps its lower count.
 PREFIX_CAP_SMALL = 110
 PREFIX_CAP_LARGE = 250
 PREFIX_CAP_VCPU_THRESHOLD = 30
 #: kubelet's default max pods, used where the IP limit does not apply (Windows).
 KUBELET_DEFAULT_MAX_PODS = 110
-#: kube-reserved memory formula (EKS AMIs, Bottlerocket, Karpenter): 11 MiB per pod + 255 MiB.
-MIB_PER_POD = 11
-BASE_RESERVED_MIB = 255
-#: The small-instance guard: under prefix delegation, max pods is lowered until the per-pod overhead the
-#: formula above models (11 MiB x pods + 255 MiB) fits in this share of the node's memory capacity.
-#: Without it a c6g.medium (2 GiB) would take 98 pods whose kubelet/runtime overhead alone is ~1.3 GiB,
-#: and AL2023 would not even reserve it (it reserves for the 8 ENI-limited pods). nodeadm has a similar,
-#: opt-in, banded limit (feature gate MemoryLimitMaxPods); 25% is a flat, easy-to-explain bound that
-#: never binds from 8 GiB up (110 pods need 5,860 MiB of capacity; an 8 GiB node has ~7,577 MiB).
-POD_OVERHEAD_SHARE = 0.25
 
 
 SECONDARY_IP_MODE = NetworkSettings()
@@ -69,6 +64,7 @@ def eni_limited_pods(it: InstanceType, network: NetworkSettings = SECONDARY_IP_M
 
 
 def prefix_delegation_cap(vcpus: int) -> int:
+    """The EKS recommended ceiling: 110 pods up to 30 vCPUs, 250 above."""
     return PREFIX_CAP_SMALL if vcpus <= PREFIX_CAP_VCPU_THRESHOLD else PREFIX_CAP_LARGE
 
 
@@ -81,28 +77,22 @@ def prefix_delegation_ips(it: InstanceType, network: NetworkSettings = PREFIX_MO
 
 
 def prefix_delegation_pods(it: InstanceType, network: NetworkSettings = PREFIX_MODE) -> int:
-    """Max pods under prefix delegation before the small-instance guard: IPs capped at the EKS 110/250."""
-    return min(prefix_delegation_ips(it, network), prefix_delegation_cap(it.vcpus))
+    """What `max-pods-calculator.sh --cni-prefix-delegation-enabled` prints for `it`.
+
+    The calculator counts prefix-delegated IPs on Nitro instances and secondary IPs elsewhere (the CNI
+    cannot delegate prefixes there), then takes the lower of that and the EKS cap for the vCPU count:
+    t3.nano 34, c6g.medium 98, t3.medium 110, m5.24xlarge 250, a Xen i3.16xlarge 250 (737 secondary IPs).
+    """
+    ips = prefix_delegation_ips(it, network) if it.nitro else eni_limited_pods(it, network)
+    return min(ips, prefix_delegation_cap(it.vcpus))
 
 
-def memory_guard_limit(memory_capacity_mib: int, share: float = POD_OVERHEAD_SHARE) -> int:
-    """The most pods whose modelled overhead (11 MiB each + 255 MiB) fits in `share` of the memory."""
-    return max(int((memory_capacity_mib * share - BASE_RESERVED_MIB) // MIB_PER_POD), 0)
-
-
-def resolve(
-    it: InstanceType,
-    profile: AmiProfile,
-    network: NetworkSettings,
-    kubelet: KubeletSettings,
-    memory_capacity_mib: int,
-    share: float = POD_OVERHEAD_SHARE,
-) -> MaxPods:
-    """Max pods for `it`: override, else Windows default, else network limit (+guard); then podsPerCore."""
+def resolve(it: InstanceType, profile: AmiProfile, network: NetworkSettings, kubelet: KubeletSettings) -> MaxPods:
+    """Max pods for `it`: override, else Windows default, else the network limit; then podsPerCore."""
     eni_limited = eni_limited_pods(it, network)
     notes: list[str] = _network_notes(it, network, profile)
     computed_notes: list[str] = []
-    computed = _computed(it, profile, network, eni_limited, memory_capacity_mib, share, computed_notes)
+    computed = _computed(it, profile, network, eni_limited, computed_notes)
     if kubelet.max_pods is not None:
         value = kubelet.max_pods
         notes.append(f"kubelet.maxPods={value} overrides the computed {computed}")
@@ -115,21 +105,16 @@ def resolve(
 
 
 def _computed(
-    it: InstanceType,
-    profile: AmiProfile,
-    network: NetworkSettings,
-    eni_limited: int,
-    memory_mib: int,
-    share: float,
-    notes: list[str],
+    it: InstanceType, profile: AmiProfile, network: NetworkSettings, eni_limited: int, notes: list[str]
 ) -> int:
-    """Max pods without a kubelet override: the AMI default, prefix-delegated IPs, or ENI-limited IPs."""
+    """Max pods without a kubelet override: the AMI default, the calculator's prefix-delegation value, or
+    the ENI-limited count (the eni-max-pods.txt value the AMIs use by default)."""
     if not profile.eni_pod_density:
         if network.prefix_delegation or network.custom_networking:
             notes.append(f"{profile.name}: max pods is the kubelet default {KUBELET_DEFAULT_MAX_PODS}; VPC CNI settings not modelled")
         return KUBELET_DEFAULT_MAX_PODS
-    if network.prefix_delegation and it.nitro:
-        return _prefix_delegated(it, network, eni_limited, memory_mib, share, notes)
+    if network.prefix_delegation:
+        return _prefix_delegated(it, network, eni_limited, notes)
     return eni_limited
 
 
@@ -137,10 +122,6 @@ def _network_notes(it: InstanceType, network: NetworkSettings, profile: AmiProfi
     if not profile.eni_pod_density:
         return []
     notes = []
-    if network.prefix_delegation and not it.nitro:
-        notes.append(
-            f"non-Nitro ({it.hypervisor or 'unknown'} hypervisor): prefix delegation ignored, ENI-limited max pods used"
-        )
     if network.custom_networking:
         notes.append(f"custom networking: the primary ENI carries no pods ({pod_enis(it, network)} of {it.max_enis} ENIs used)")
     if network.reserved_enis:
@@ -150,28 +131,19 @@ def _network_notes(it: InstanceType, network: NetworkSettings, profile: AmiProfi
     return notes
 
 
-def _prefix_delegated(
-    it: InstanceType, network: NetworkSettings, eni_limited: int, memory_mib: int, share: float, notes: list[str]
-) -> int:
-    ips = prefix_delegation_ips(it, network)
+def _prefix_delegated(it: InstanceType, network: NetworkSettings, eni_limited: int, notes: list[str]) -> int:
     value = prefix_delegation_pods(it, network)
+    cap = f"the EKS recommended {value} for {'<=' if it.vcpus <= PREFIX_CAP_VCPU_THRESHOLD else '>'} {PREFIX_CAP_VCPU_THRESHOLD} vCPUs"
+    if not it.nitro:
+        used = f"the {eni_limited} ENI-limited pods capped at {cap}" if value < eni_limited else "ENI-limited max pods used"
+        notes.append(f"non-Nitro ({it.hypervisor or 'unknown'} hypervisor): prefix delegation ignored, {used}")
+        return value
+    ips = prefix_delegation_ips(it, network)
     if value < ips:
         below = f" (below the {eni_limited} ENI-limited pods; set kubelet.maxPods to keep them)" if value < eni_limited else ""
-        notes.append(
-            f"prefix delegation: {ips} pod IPs, capped at the EKS recommended {value} "
-            f"for {'<=' if it.vcpus <= PREFIX_CAP_VCPU_THRESHOLD else '>'} {PREFIX_CAP_VCPU_THRESHOLD} vCPUs{below}"
-        )
+        notes.append(f"prefix delegation: {ips} pod IPs, capped at {cap}{below}")
     else:
         notes.append(f"prefix delegation: {value} pods (ENI-limited would be {eni_limited})")
-    limit = max(memory_guard_limit(memory_mib, share), eni_limited)
-    if value > limit:
-        notes.append(
-            f"small-instance guard: max pods capped at {limit} (prefix delegation allows {value}): "
-            f"{MIB_PER_POD} MiB x {value} pods + {BASE_RESERVED_MIB} MiB of kubelet/runtime overhead would take "
-            f"{MIB_PER_POD * value + BASE_RESERVED_MIB}Mi, more than {share:.0%} of the {memory_mib}Mi memory"
-            + (" (never below the ENI-limited count)" if limit == eni_limited else "")
-        )
-        value = limit
     return value
 
 

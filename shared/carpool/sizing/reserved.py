@@ -1,8 +1,11 @@
 """Capacity estimates and what the kubelet holds back from it: kube-reserved, system-reserved, eviction.
 
-The defaults are the ones EKS AMIs (nodeadm, bootstrap.sh), Bottlerocket and Karpenter compute, so our
-allocatable matches what a registered node will report; user values from `spec.kubelet` replace them
-resource by resource, as Karpenter does.
+The formulas are the ones EKS AMIs (nodeadm, bootstrap.sh), Bottlerocket and Karpenter use, but the
+AMIs feed them different pod counts (nodeadm and bootstrap.sh the ENI-limited count whatever max pods is
+set to, Bottlerocket its max-pods setting). carpool therefore computes kube-reserved here, once, from the
+max pods it configures, and writes the result into every node's user data: the node reserves exactly
+what the scheduler subtracted. User values from `spec.kubelet` replace the defaults resource by resource,
+as Karpenter does.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from decimal import Decimal
 from carpool import quantity
 from carpool.catalog.instance_type import ARM64, InstanceType
 from carpool.resources import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
-from carpool.sizing.max_pods import BASE_RESERVED_MIB, MIB_PER_POD
 
 MIB = quantity.MIB
 GIB = 2**30
 #: Share of memory the hypervisor and firmware take that DescribeInstanceTypes does not subtract
 #: (Karpenter's VM_MEMORY_OVERHEAD_PERCENT default).
 VM_MEMORY_OVERHEAD = 0.075
+#: kube-reserved memory (nodeadm, bootstrap.sh, Bottlerocket, Karpenter): 11 MiB per pod + 255 MiB.
+MIB_PER_POD = 11
+BASE_RESERVED_MIB = 255
 #: Graviton kernels reserve 64 MiB of CMA memory the kubelet never sees.
 ARM64_CMA_MIB = 64
 #: kube-reserved cpu: (start, end) millicores and the share reserved in that band, as parts per 10,000
@@ -60,17 +65,26 @@ def kube_reserved_cpu_millis(vcpus: int) -> int:
     return total
 
 
-def kube_reserved_memory_mib(pods: int) -> int:
-    """`11 MiB x pods + 255 MiB` (m5.large with 29 pods: 574Mi)."""
-    return MIB_PER_POD * pods + BASE_RESERVED_MIB
+def kube_reserved_memory_mib(max_pods: int) -> int:
+    """`11 MiB x max pods + 255 MiB` (m5.large with 29 pods: 574Mi; c6g.medium with 98: 1333Mi)."""
+    return MIB_PER_POD * max_pods + BASE_RESERVED_MIB
 
 
-def default_kube_reserved(vcpus: int, memory_pods: int) -> Resources:
+def default_kube_reserved(vcpus: int, max_pods: int) -> Resources:
+    """The kube-reserved a node with `vcpus` and `max_pods` gets from carpool's user data (before the
+    user's `kubeReserved`): banded cpu, memory for the max pods the user data sets, 1Gi of disk."""
     return {
         CPU: kube_reserved_cpu_millis(vcpus),
-        MEMORY: kube_reserved_memory_mib(memory_pods) * MIB,
+        MEMORY: kube_reserved_memory_mib(max_pods) * MIB,
         EPHEMERAL_STORAGE: KUBE_RESERVED_EPHEMERAL,
     }
+
+
+def kube_reserved(vcpus: int, max_pods: int, overrides: Mapping[str, str], notes: list[str]) -> Resources:
+    """The kube-reserved a node gets: the defaults for `vcpus` and `max_pods`, then the user's
+    `spec.kubelet.kubeReserved` per resource. The one place carpool computes it: sizing subtracts it and
+    launch writes it into the user data."""
+    return apply_overrides(default_kube_reserved(vcpus, max_pods), overrides, "kubelet.kubeReserved", notes)
 
 
 def apply_overrides(defaults: Resources, overrides: Mapping[str, str], field: str, notes: list[str]) -> Resources:

@@ -88,14 +88,14 @@ class LearnedCapacity:
 class AmiProfile:
     """How an AMI family's bootstrap sizes the kubelet (mirrors Karpenter's per-family feature flags).
 
-    - `eni_limited_memory_overhead`: kube-reserved memory is computed from the ENI-limited pod count
-      (AL2/AL2023 read the eni-max-pods table), not from the max pods actually configured.
+    - `carpool_user_data`: carpool renders this family's user data, stating max pods and kube-reserved
+      (custom AMIs get the user's user data verbatim; Windows is not rendered).
     - `pods_per_core`: `kubelet.podsPerCore` is honoured (Bottlerocket has no such setting).
     - `eni_pod_density`: max pods follows the ENI/IP limits; otherwise it is the kubelet default 110.
     """
 
     name: str
-    eni_limited_memory_overhead: bool
+    carpool_user_data: bool
     pods_per_core: bool
     eni_pod_density: bool
     default_ephemeral_gib: int = 20
@@ -105,12 +105,12 @@ class AmiProfile:
         return self.name.startswith("windows")
 
 
-AL2023 = AmiProfile("al2023", eni_limited_memory_overhead=True, pods_per_core=True, eni_pod_density=True)
-AL2 = AmiProfile("al2", eni_limited_memory_overhead=True, pods_per_core=True, eni_pod_density=True)
-BOTTLEROCKET = AmiProfile("bottlerocket", eni_limited_memory_overhead=False, pods_per_core=False, eni_pod_density=True)
-CUSTOM = AmiProfile("custom", eni_limited_memory_overhead=False, pods_per_core=True, eni_pod_density=True)
+AL2023 = AmiProfile("al2023", carpool_user_data=True, pods_per_core=True, eni_pod_density=True)
+AL2 = AmiProfile("al2", carpool_user_data=True, pods_per_core=True, eni_pod_density=True)
+BOTTLEROCKET = AmiProfile("bottlerocket", carpool_user_data=True, pods_per_core=False, eni_pod_density=True)
+CUSTOM = AmiProfile("custom", carpool_user_data=False, pods_per_core=True, eni_pod_density=True)
 WINDOWS = AmiProfile(
-    "windows", eni_limited_memory_overhead=False, pods_per_core=True, eni_pod_density=False, default_ephemeral_gib=50
+    "windows", carpool_user_data=False, pods_per_core=True, eni_pod_density=False, default_ephemeral_gib=50
 )
 
 _PROFILES = {p.name: p for p in (AL2023, AL2, BOTTLEROCKET, CUSTOM, WINDOWS)}

@@ -7,11 +7,18 @@ mirroring DynamoDB's TransactWriteItems.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from carpool import capacity as capacity_rules
-from carpool.state.models import ACTIVE_STATUSES, CapacityRecord, Claim, ClaimStatus, UnavailableOffering
+from carpool.state.models import (
+    ACTIVE_STATUSES,
+    NOMINATION_HOLD_AFTER_REGISTRATION,
+    CapacityRecord,
+    Claim,
+    ClaimStatus,
+    UnavailableOffering,
+)
 from carpool.state.ports import ReservationRefused
 
 
@@ -22,13 +29,14 @@ class MemoryLedger:
         self.nominations: dict[str, tuple[str, datetime]] = {}
         self.pool_usage: dict[str, dict[str, int]] = {}
 
-    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int) -> None:
+    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
+                replacing: Collection[str] = ()) -> None:
         with self._lock:
             if claim.name in self.claims:
                 raise ReservationRefused(f"claim {claim.name} already exists")
             for pod in claim.pods:
                 held = self.nominations.get(pod)
-                if held and held[1] > now and held[0] in self.claims:
+                if held and held[1] > now and held[0] in self.claims and held[0] not in replacing:
                     raise ReservationRefused(f"pod {pod} already nominated to {held[0]}")
             usage = dict(self.pool_usage.get(claim.nodepool, {}))
             for k, v in claim.reserved.items():
@@ -70,9 +78,11 @@ class MemoryLedger:
             claim.status = ClaimStatus.REGISTERED
             claim.node_name = node_name
             claim.registered_at = now
+            hold = now + NOMINATION_HOLD_AFTER_REGISTRATION
             for pod in claim.pods:
-                if self.nominations.get(pod, ("",))[0] == claim_name:
-                    del self.nominations[pod]
+                held = self.nominations.get(pod)
+                if held is not None and held[0] == claim_name and held[1] > hold:
+                    self.nominations[pod] = (claim_name, hold)
             return claim.model_copy(deep=True)
 
     def release(self, claim: Claim) -> None:

@@ -8,7 +8,7 @@ first use (`defer_build`), not while a Lambda handler imports them.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +26,16 @@ class ClaimStatus(StrEnum):
 
 ACTIVE_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED})
 IN_FLIGHT_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED})
+
+#: How long a registered claim's nominations keep holding its pods. A late duplicate of a `Pod
+#: Unschedulable` event (or a watcher resync) that arrives after the node registered but before the
+#: kube-scheduler bound the pods still finds them nominated and launches nothing. Why bounded, not until
+#: the nomination's own TTL: a node is registered once it is Ready, and the kube-scheduler retries
+#: unschedulable pods on the node's add/update events, so its pods bind within seconds (startup taints
+#: removed by an agent take longer, hence minutes); a pod still pending after that did not fit the node
+#: (another pod took the room) and must be provisioned again now, not when the nomination expires.
+#: Bound pods need no nomination: the provisioner confirms every event against the cluster first.
+NOMINATION_HOLD_AFTER_REGISTRATION = timedelta(minutes=2)
 
 
 class Claim(BaseModel):

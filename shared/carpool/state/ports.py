@@ -8,7 +8,7 @@ race on the same pods therefore cannot both launch for them, and cannot together
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -24,9 +24,12 @@ class ReservationRefused(Exception):
 
 
 class ClaimLedger(Protocol):
-    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int) -> None:
+    def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
+                replacing: Collection[str] = ()) -> None:
         """Atomically write `claim`, nominate `claim.pods` to it until now+ttl, add `claim.reserved` to
-        the pool's usage within `limits`. Raises ReservationRefused."""
+        the pool's usage within `limits` (every resource the limits name, each its own condition).
+        Nominations held by the claims in `replacing` (nodes being replaced: interruption, consolidation)
+        may be taken over. Raises ReservationRefused."""
         ...
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
@@ -40,7 +43,9 @@ class ClaimLedger(Protocol):
         ...
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
-        """Claim registered; its nominations are released (the pods now see a real node)."""
+        """Claim registered. Its nominations are kept, shortened to expire at most
+        `NOMINATION_HOLD_AFTER_REGISTRATION` from `now`, so a late duplicate event still finds its pods
+        nominated while the kube-scheduler binds them; `release` (node gone) deletes them at once."""
         ...
 
     def release(self, claim: Claim) -> None:
@@ -60,7 +65,8 @@ class ClaimLedger(Protocol):
         ...
 
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
-        """NodePool name -> usage (cpu millis, memory bytes, nodes); only `pools` when given."""
+        """NodePool name -> usage (cpu millis, memory bytes, nodes, and every other resource a limit of the
+        pool names, e.g. `nvidia.com/gpu`); only `pools` when given."""
         ...
 
 

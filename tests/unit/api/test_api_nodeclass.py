@@ -277,6 +277,16 @@ def test_pinned_alias() -> None:
             "valid keys for evictionHard",
         ),
         (
+            {"kubelet": {"evictionHard": {"memory.available": "1,x --max-pods=9%"}}},
+            "spec.kubelet.evictionHard",
+            "is not a percentage between 0% and 100%",
+        ),
+        (
+            {"kubelet": {"evictionHard": {"nodefs.available": "101%"}}},
+            "spec.kubelet.evictionHard",
+            "is not a percentage",
+        ),
+        (
             {"kubelet": {"evictionSoft": {"memory.available": "1Gi"}}},
             "spec.kubelet.evictionSoftGracePeriod",
             "no matching evictionSoftGracePeriod",

@@ -116,3 +116,74 @@ def test_nothing_pending_publishes_nothing() -> None:
     cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
     summary = watch.run(_deps(cluster, pub))
     assert summary.published == 0 and pub.calls == []
+
+
+# -- nodes for the registrar ----------------------------------------------------------------------------------
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+
+
+def _launched(deps: Dependencies, name: str, iid: str, status: str = "launched", node: str | None = None) -> None:
+    from carpool.state.models import Claim, ClaimStatus
+
+    claim = Claim(name=name, nodepool="default", nodeclass="default", created_at=NOW, instance_types=["m5.large"],
+                  pods=[], reserved={"nodes": 1}, requested={})
+    deps.ledger.reserve(claim, None, NOW, 600)
+    deps.ledger.mark_launched(claim.model_copy(update={"status": ClaimStatus.LAUNCHED, "instance_id": iid}))
+    if status == "registered":
+        deps.ledger.mark_registered(name, node or f"ip-{iid}", NOW)
+
+
+def _join(cluster: SimulatedCluster, iid: str, *, ready: bool, node_labels: dict[str, str] | None = None,
+          taints: list[dict[str, str]] | None = None) -> None:
+    cluster.add_node({"metadata": {"name": f"ip-{iid}", "labels": node_labels or {}},
+                      "spec": {"providerID": f"aws:///us-east-1a/{iid}", "taints": taints or []},
+                      "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
+
+
+def _published_nodes(pub: Publisher) -> list[str]:
+    return sorted(json.loads(e["Detail"])["node"]["metadata"]["name"] for call in pub.calls for e in call
+                  if e["DetailType"] == "Node Registered")
+
+
+def test_nodes_are_published_while_the_registrar_has_a_step_to_take() -> None:
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    deps = _deps(cluster, pub)
+    done = {"carpool.dev/owned-by": "demo", "karpenter.sh/registered": "true", "carpool.dev/nodeclaim": "c-done",
+            "karpenter.sh/initialized": "true"}
+    _launched(deps, "c-new", "i-new")
+    _join(cluster, "i-new", ready=False, node_labels={"carpool.dev/owned-by": "demo"}, taints=[UNREGISTERED])
+    _launched(deps, "c-ready", "i-ready")  # registered on the node, but its claim not yet (it was NotReady)
+    _join(cluster, "i-ready", ready=True, node_labels={**done, "carpool.dev/nodeclaim": "c-ready",
+                                                       "karpenter.sh/initialized": "false"})
+    _launched(deps, "c-init", "i-init", status="registered")  # waits for its startup taints to go
+    _join(cluster, "i-init", ready=True, node_labels={**done, "carpool.dev/nodeclaim": "c-init",
+                                                      "karpenter.sh/initialized": "false"})
+    _launched(deps, "c-done", "i-done", status="registered")
+    _join(cluster, "i-done", ready=True, node_labels=done)
+    _join(cluster, "i-lost", ready=False, taints=[UNREGISTERED])  # no claim knows it: the registrar asks EC2
+    _join(cluster, "i-group", ready=True, node_labels={"eks.amazonaws.com/nodegroup": "ng"})
+    _join(cluster, "i-other", ready=False, node_labels={"carpool.dev/owned-by": "other"}, taints=[UNREGISTERED])
+
+    summary = watch.run(deps)
+
+    assert _published_nodes(pub) == ["ip-i-init", "ip-i-lost", "ip-i-new", "ip-i-ready"]
+    assert summary.registered_nodes == 4
+
+
+def test_a_node_change_seen_by_the_watch_is_published() -> None:
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    deps = _deps(cluster, pub)
+    _launched(deps, "c1", "i-1")
+
+    stream = cluster.watch
+    joined: list[bool] = []
+
+    def watch_then_join(versions: Any, timeout: float = 0.0) -> Any:
+        if not joined:  # the node appears after the resync listed the nodes
+            joined.append(True)
+            _join(cluster, "i-1", ready=False, taints=[UNREGISTERED])
+        return stream(versions, timeout)
+
+    cluster.watch = watch_then_join  # type: ignore[method-assign]
+    summary = watch.run(deps, watch_seconds=1.0)
+    assert summary.registered_nodes == 0 and _published_nodes(pub) == ["ip-i-1"]

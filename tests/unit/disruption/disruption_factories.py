@@ -92,13 +92,15 @@ class World:
              annotations: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None,
              quiet_for: timedelta | None = timedelta(hours=1), claim_labels: dict[str, str] | None = None,
              status: ClaimStatus = ClaimStatus.REGISTERED, not_ready_for: timedelta | None = None,
-             price: float | None = -1.0) -> Node:
+             price: float | None = -1.0, initialized: bool = True) -> Node:
         cpu, mem, od = TYPES[itype]
         lab = {L.INSTANCE_TYPE: itype, L.ZONE: ZONE, L.ARCH: "amd64", L.OS: "linux", L.HOSTNAME: name,
                **(extra_labels or {})}
         if owned:
             lab.update({L.NODEPOOL: pool, L.CAPACITY_TYPE: capacity_type, L.OWNED_BY: CLUSTER, L.CLAIM: f"claim-{name}",
-                        L.IMAGE_ID: image, L.INSTANCE_FAMILY: "m5"})
+                        L.IMAGE_ID: image, L.INSTANCE_FAMILY: "m5", L.REGISTERED: "true"})
+            if initialized:
+                lab[L.NODE_INITIALIZED] = "true"
         cond: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
         if not ready and not_ready_for is not None:
             cond["lastTransitionTime"] = (self.now - not_ready_for).isoformat()

@@ -14,7 +14,7 @@ from lightkube import AsyncClient, Client
 
 from carpool.adapters.k8s import convert
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster, WatchExpired, kube_config
-from carpool.ports import EvictionBlocked
+from carpool.ports import EvictionBlocked, NodeConflict, NodeGone, NodePatch
 from carpool.taints import Taint
 
 SERVER = "https://k8s.test"
@@ -228,6 +228,119 @@ def test_delete_node_tolerates_a_missing_node() -> None:
     cluster.delete_node("n1")
     cluster.delete_node("n2")
     assert [r.url.path for r in api.requests] == ["/api/v1/nodes/n1", "/api/v1/nodes/n2"]
+
+
+def conflict(name: str) -> httpx2.Response:
+    """The API server's answer to a write whose resourceVersion precondition no longer holds."""
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
+                       "please apply your changes to the latest version and try again",
+            "reason": "Conflict", "details": {"name": name, "kind": "nodes"}, "code": 409}
+    return httpx2.Response(409, json=body)
+
+
+def not_found(name: str) -> httpx2.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f'nodes "{name}" not found', "reason": "NotFound",
+            "details": {"name": name, "kind": "nodes"}, "code": 404}
+    return httpx2.Response(404, json=body)
+
+
+REGISTER = NodePatch(labels={"karpenter.sh/registered": "true"}, labels_if_absent={"team": "a"},
+                     remove_taint_keys=frozenset({"karpenter.sh/unregistered"}),
+                     add_taints=(Taint("dedicated", "NoSchedule", "web"),))
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+
+
+def test_get_node_reads_one_node_and_answers_none_when_it_is_gone() -> None:
+    api = FakeApi()
+    api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=node("n1")))
+    api.on("GET", "/api/v1/nodes/n2", lambda r: not_found("n2"))
+    cluster = cluster_on(api)
+    found = cluster.get_node("n1")
+    assert found is not None and found.metadata.resource_version == "7"
+    assert cluster.get_node("n2") is None
+
+
+def test_patch_node_sends_a_merge_patch_of_what_changes_under_the_version_read() -> None:
+    api = FakeApi()
+    bodies: list[tuple[str, dict[str, Any]]] = []
+
+    def patch(request: httpx2.Request) -> httpx2.Response:
+        bodies.append((request.headers["content-type"], json.loads(request.content)))
+        return httpx2.Response(200, json=node("n1", rv="8", taints=[{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]))
+
+    api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=node("n1", taints=[UNREGISTERED])))
+    api.on("PATCH", "/api/v1/nodes/n1", patch)
+
+    written = cluster_on(api).patch_node("n1", REGISTER)
+
+    assert bodies == [("application/merge-patch+json", {
+        "metadata": {"resourceVersion": "7", "labels": {"karpenter.sh/registered": "true", "team": "a"}},
+        "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule", "value": "web"}]},
+    })]
+    assert written.metadata.resource_version == "8"
+
+
+def test_patch_node_writes_nothing_when_nothing_changes() -> None:
+    api = FakeApi()
+    done = node("n1", taints=[{"key": "dedicated", "value": "web", "effect": "NoSchedule"}])
+    done["metadata"]["labels"].update({"karpenter.sh/registered": "true", "team": "b"})
+    api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=done))
+    cluster_on(api).patch_node("n1", REGISTER)
+    assert [r.method for r in api.requests] == ["GET"]
+
+
+def test_patch_node_reads_again_and_reapplies_after_a_conflict() -> None:
+    api = FakeApi()
+    versions = iter(["7", "9"])  # another writer added a taint between the first read and write
+    reads = {"7": node("n1", rv="7", taints=[UNREGISTERED]),
+             "9": node("n1", rv="9", taints=[UNREGISTERED, {"key": "cilium", "effect": "NoSchedule"}])}
+    bodies: list[dict[str, Any]] = []
+
+    def patch(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        if body["metadata"]["resourceVersion"] != "9":
+            return conflict("n1")
+        return httpx2.Response(200, json=node("n1", rv="10"))
+
+    api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=reads[next(versions)]))
+    api.on("PATCH", "/api/v1/nodes/n1", patch)
+
+    cluster_on(api).patch_node("n1", REGISTER)
+
+    assert [b["metadata"]["resourceVersion"] for b in bodies] == ["7", "9"]
+    assert [t["key"] for t in bodies[1]["spec"]["taints"]] == ["cilium", "dedicated"]  # the other write is kept
+
+
+def test_patch_node_gives_up_after_its_attempts() -> None:
+    api = FakeApi()
+    api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=node("n1", taints=[UNREGISTERED])))
+    api.on("PATCH", "/api/v1/nodes/n1", lambda r: conflict("n1"))
+    with pytest.raises(NodeConflict, match="3 attempts"):
+        cluster_on(api).patch_node("n1", REGISTER, attempts=3)
+    assert [r.method for r in api.requests] == ["GET", "PATCH"] * 3
+
+
+@pytest.mark.parametrize("gone_at", ["GET", "PATCH"])
+def test_patch_node_of_a_deleted_node_raises_node_gone(gone_at: str) -> None:
+    api = FakeApi()
+    if gone_at == "PATCH":
+        api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=node("n1", taints=[UNREGISTERED])))
+    api.on("PATCH", "/api/v1/nodes/n1", lambda r: not_found("n1"))
+    with pytest.raises(NodeGone, match="n1"):
+        cluster_on(api).patch_node("n1", REGISTER)
+
+
+def test_patch_node_lets_other_errors_through() -> None:
+    from lightkube import ApiError
+
+    api = FakeApi()
+    api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=node("n1", taints=[UNREGISTERED])))
+    api.on("PATCH", "/api/v1/nodes/n1", lambda r: status(403, "Forbidden", "nodes \"n1\" is forbidden"))
+    with pytest.raises(ApiError):
+        cluster_on(api).patch_node("n1", REGISTER)
 
 
 # -- watch ----------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from carpool import labels
+from carpool.launch import templates
 from carpool.launch.fleet import (
     CAPACITY_ERROR_CODES,
     MAX_INSTANCE_TYPES,
@@ -155,3 +156,25 @@ def test_parse_fleet_response_classifies_errors() -> None:
 
 def test_empty_response() -> None:
     assert parse_fleet_response({}) == ([], [], [])
+
+
+#: What an instant fleet creates; a spot request only for spot capacity (EC2 authorizes each one).
+CREATED = {"spot": {"fleet", "instance", "volume", "network-interface", "spot-instances-request"},
+           "on-demand": {"fleet", "instance", "volume", "network-interface"}}
+
+
+@pytest.mark.parametrize("capacity_type", ["spot", "on-demand"])
+def test_every_created_resource_is_tagged_by_the_request_or_its_template(capacity_type: str) -> None:
+    settings = templates.LaunchSettings(security_group_ids=("sg-1",), instance_profile="demo-node", tags={"team": "a"})
+    spec = templates.LaunchTemplateSpec("carpool/demo/aaaa", "ami-1", "", 29, ("t000.large",), (), {}, ("sg-1",),
+                                        "demo-node", {**settings.tags, **templates.ownership_tags("demo")},
+                                        capacity_type)
+    req = build_fleet_request("c1", capacity_type, overrides(1), TAGS)
+    template = templates.create_launch_template_request(spec)["LaunchTemplateData"]
+    tagged: dict[str, dict[str, str]] = {}
+    for ts in [*req["TagSpecifications"], *template["TagSpecifications"]]:
+        assert ts["ResourceType"] not in tagged, f"{ts['ResourceType']} tagged twice"
+        tagged[ts["ResourceType"]] = {t["Key"]: t["Value"] for t in ts["Tags"]}
+    assert set(tagged) == CREATED[capacity_type]
+    for rtype, tags in tagged.items():
+        assert tags["kubernetes.io/cluster/demo"] == "owned" and tags[labels.TAG_MANAGED_BY] == "demo", rtype

@@ -102,6 +102,35 @@ def test_create_launch_template_request_shape() -> None:
     assert tags == {"team": "a", "kubernetes.io/cluster/demo": "owned", labels.TAG_MANAGED_BY: "demo"}
 
 
+OWNED = {"kubernetes.io/cluster/demo": "owned", labels.TAG_MANAGED_BY: "demo"}
+
+
+def with_capacity_type(ct: str):  # type: ignore[no-untyped-def]
+    return lambda name: replace(boot(name), labels={**BASE.labels, labels.CAPACITY_TYPE: ct})
+
+
+def data_tags(spec) -> dict[str, dict[str, str]]:  # type: ignore[no-untyped-def]
+    specs = create_launch_template_request(spec)["LaunchTemplateData"]["TagSpecifications"]
+    return {s["ResourceType"]: {t["Key"]: t["Value"] for t in s["Tags"]} for s in specs}
+
+
+def test_template_data_tags_the_network_interface_and_the_spot_request() -> None:
+    (spot,) = plan(instance_types=["m5.large"], bootstraps=with_capacity_type("spot"))
+    (on_demand,) = plan(instance_types=["m5.large"], bootstraps=with_capacity_type("on-demand"))
+    assert (spot.capacity_type, on_demand.capacity_type) == ("spot", "on-demand")
+    assert data_tags(spot) == {"network-interface": {"team": "a", **OWNED}, "spot-instances-request": {"team": "a", **OWNED}}
+    # EC2 refuses spot-request tags in a launch that creates no spot request
+    assert data_tags(on_demand) == {"network-interface": {"team": "a", **OWNED}}
+    assert spot.name != on_demand.name
+
+
+def test_capacity_type_argument_wins_over_the_node_label() -> None:
+    (spec,) = plan(instance_types=["m5.large"], bootstraps=with_capacity_type("on-demand"), capacity_type="spot")
+    assert spec.capacity_type == "spot" and "spot-instances-request" in data_tags(spec)
+    (unknown,) = plan(instance_types=["m5.large"])
+    assert unknown.capacity_type is None and set(data_tags(unknown)) == {"network-interface"}
+
+
 def _nodeclass(**spec):  # type: ignore[no-untyped-def]
     return SimpleNamespace(metadata=SimpleNamespace(name="gpu"), spec=SimpleNamespace(**spec))
 

@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from carpool import labels
+from carpool.catalog import Catalog
 from carpool.launch.userdata import NodeBootstrap, UserDataError, encode, render, toml_writer
 from carpool.launch.userdata.mime import NODE_CONFIG, SHELL_SCRIPT, parse_archive
+from carpool.sizing import size_node
 from carpool.taints import Taint
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -79,6 +81,12 @@ dedicated = ["experimental:PreferNoSchedule"]
 [settings.host-containers.admin]
 enabled = true
 """
+
+
+def test_base_is_what_sizing_gives_an_m5_large() -> None:
+    """The golden files show a real node's settings: max pods and kube-reserved as `size_node` computes them."""
+    sized = size_node(Catalog.snapshot()["m5.large"])
+    assert (BASE.max_pods, dict(BASE.kube_reserved)) == (sized.max_pods, sized.kube_reserved)
 
 
 def golden(name: str, text: str) -> None:

@@ -99,3 +99,32 @@ def test_inline_manifests_become_text():
 def test_every_example_scenario_parses(path: Path):
     sc = load_scenario(path)
     assert sc.manifest_texts()  # every manifest file it names exists
+
+
+def test_agents_and_kubelet_faults_parse():
+    sc = parse_scenario({
+        "agents": [{"name": "cilium", "removesTaint": "node.cilium.io/agent-not-ready", "delaySeconds": 15,
+                    "nodes": {"nodePool": "web"}}],
+        "kubelets": [{"nodePool": "batch", "failToJoin": True, "count": 1},
+                     {"instanceType": "c6a.*", "extraJoinSeconds": 90, "memoryShortMiB": 256}],
+    })
+    [agent] = sc.agents
+    assert agent.after == "registered" and agent.delay_seconds == 15
+    assert agent.nodes.matches("web", "m5.large", "us-east-1a", "spot")
+    assert not agent.nodes.matches("batch", "m5.large", "us-east-1a", "spot")
+    lost, slow = sc.kubelets
+    assert lost.fail_to_join and lost.count == 1
+    assert slow.memory_short_mib == 256 and slow.matches("any", "c6a.large", "us-east-1b", "on-demand")
+    assert not slow.matches("any", "c7a.large", "us-east-1b", "on-demand")
+
+
+def test_an_agent_may_not_remove_karpenters_taints():
+    with pytest.raises(ScenarioError, match=r"agents\[0\]\.removesTaint"):
+        parse_scenario({"agents": [{"name": "x", "removesTaint": "karpenter.sh/unregistered"}]})
+
+
+def test_kubelet_fault_fields_are_checked():
+    with pytest.raises(ScenarioError, match=r"kubelets\[0\]\.memoryShortMiB"):
+        parse_scenario({"kubelets": [{"memoryShortMiB": -1}]})
+    with pytest.raises(ScenarioError, match=r"kubelets\[0\]\.failTojoin"):
+        parse_scenario({"kubelets": [{"failTojoin": True}]})

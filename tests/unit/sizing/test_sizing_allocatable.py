@@ -14,14 +14,14 @@ from carpool.sizing import (
     LearnedCapacity,
     NetworkSettings,
     NodeSize,
-    eni_limited_pods,
+    kube_reserved,
     kube_reserved_cpu_millis,
     kube_reserved_memory_mib,
     memory_capacity_mib,
     prefix_delegation_cap,
     size_node,
 )
-from carpool.sizing.max_pods import BASE_RESERVED_MIB, MIB_PER_POD, POD_OVERHEAD_SHARE
+from carpool.sizing.reserved import BASE_RESERVED_MIB, MIB_PER_POD
 
 GIB = 2**30
 CATALOG = Catalog.snapshot()
@@ -73,34 +73,69 @@ def test_kube_reserved_memory_formula() -> None:
     assert kube_reserved_memory_mib(110) == 1465
 
 
-def test_al2023_reserves_memory_for_eni_limited_pods_even_with_prefix_delegation() -> None:
-    sized = size_node(CATALOG["m5.large"], "al2023", PD)
+@pytest.mark.parametrize("family", ["al2023", "al2", "bottlerocket"])
+def test_kube_reserved_memory_follows_the_max_pods_the_user_data_sets(family: str) -> None:
+    """Not the AMI's own count: nodeadm and bootstrap.sh would reserve for the 29 ENI-limited pods, but the
+    user data states the reservation for the 110 it configures."""
+    sized = size_node(CATALOG["m5.large"], family, PD)
     assert sized.max_pods == 110
-    assert mib(sized.kube_reserved[MEMORY]) == 574
-    assert any("kube-reserved memory uses 29 pods" in n for n in sized.notes)
-
-
-def test_al2_behaves_like_al2023() -> None:
-    assert size_node(CATALOG["m5.large"], "al2", PD).kube_reserved == size_node(CATALOG["m5.large"], "al2023", PD).kube_reserved
-
-
-def test_al2023_custom_networking_keeps_table_reservation() -> None:
-    sized = size_node(CATALOG["m5.large"], "al2023", NetworkSettings(custom_networking=True))
-    assert sized.max_pods == 20
-    assert mib(sized.kube_reserved[MEMORY]) == 574
-
-
-def test_bottlerocket_reserves_memory_for_max_pods() -> None:
-    sized = size_node(CATALOG["m5.large"], "bottlerocket", PD)
-    assert sized.max_pods == 110
-    assert mib(sized.kube_reserved[MEMORY]) == 1465
+    assert sized.kube_reserved == {CPU: 70, MEMORY: 1465 * MIB, EPHEMERAL_STORAGE: GIB}
     assert mib(sized.allocatable[MEMORY]) == 7577 - 1465 - 100
+    assert any("kube-reserved memory 1465Mi = 255Mi + 11Mi x 110 max pods, as the user data states" in n
+               for n in sized.notes)
 
 
-def test_bottlerocket_with_custom_networking() -> None:
-    sized = size_node(CATALOG["m5.large"], "bottlerocket", NetworkSettings(custom_networking=True))
+def test_families_agree_on_reservations() -> None:
+    sizes = [size_node(CATALOG["c6g.medium"], family, PD) for family in ("al2023", "al2", "bottlerocket")]
+    assert sizes[0].kube_reserved == sizes[1].kube_reserved == sizes[2].kube_reserved
+    assert sizes[0].allocatable == sizes[1].allocatable == sizes[2].allocatable
+
+
+def test_no_note_when_max_pods_is_the_eni_limited_count() -> None:
+    assert size_node(CATALOG["m5.large"], "al2023").notes == ()
+
+
+@pytest.mark.parametrize("family", ["al2023", "bottlerocket"])
+def test_custom_networking_reserves_for_its_max_pods(family: str) -> None:
+    sized = size_node(CATALOG["m5.large"], family, NetworkSettings(custom_networking=True))
     assert sized.max_pods == 20
     assert mib(sized.kube_reserved[MEMORY]) == 11 * 20 + 255
+
+
+def test_max_pods_override_sets_the_reservation() -> None:
+    sized = size_node(CATALOG["m5.large"], "al2023", PD, KubeletSettings(max_pods=58))
+    assert sized.max_pods == 58
+    assert mib(sized.kube_reserved[MEMORY]) == 11 * 58 + 255
+
+
+def test_pods_per_core_sets_the_reservation() -> None:
+    sized = size_node(CATALOG["m5.large"], "al2023", PD, KubeletSettings(pods_per_core=10))
+    assert sized.max_pods == 20
+    assert mib(sized.kube_reserved[MEMORY]) == 11 * 20 + 255
+
+
+def test_user_kube_reserved_wins_over_the_max_pods_formula() -> None:
+    kubelet = KubeletSettings(kube_reserved={"memory": "600Mi"})
+    sized = size_node(CATALOG["c6g.medium"], "al2023", PD, kubelet)
+    assert sized.max_pods == 98
+    assert sized.kube_reserved == {CPU: 60, MEMORY: 600 * MIB, EPHEMERAL_STORAGE: GIB}
+    assert mib(sized.allocatable[MEMORY]) == 1835 - 600 - 100
+    assert any("kubeReserved.memory=600Mi replaces the default 1333Mi" in n for n in sized.notes)
+    assert not any(n.startswith("kube-reserved memory") for n in sized.notes)
+
+
+def test_learned_pods_set_the_reservation() -> None:
+    sized = size_node(CATALOG["m5.large"], learned=LearnedCapacity(memory_bytes=7450 * MIB, pods=35))
+    assert sized.max_pods == 35
+    assert mib(sized.kube_reserved[MEMORY]) == 11 * 35 + 255
+
+
+def test_kube_reserved_is_one_function() -> None:
+    notes: list[str] = []
+    sized = size_node(CATALOG["m5.xlarge"], "al2023", PD, KubeletSettings(kube_reserved={"cpu": "1"}))
+    assert kube_reserved(4, 110, {"cpu": "1"}, notes) == sized.kube_reserved == {
+        CPU: 1000, MEMORY: 1465 * MIB, EPHEMERAL_STORAGE: GIB,
+    }
 
 
 def test_windows_sizing() -> None:
@@ -215,11 +250,24 @@ def test_allocatable_within_capacity(name: str, family: str, prefix: bool, custo
 
 @settings(max_examples=300, deadline=None)
 @given(name=st.sampled_from(TYPES), custom=st.booleans())
-def test_prefix_delegation_only_loses_pods_to_the_eks_cap_and_guard_holds(name: str, custom: bool) -> None:
+def test_prefix_delegation_only_loses_pods_to_the_eks_cap(name: str, custom: bool) -> None:
     it = CATALOG[name]
     eni = size_node(it, "al2023", NetworkSettings(custom_networking=custom))
     pd = size_node(it, "al2023", NetworkSettings(prefix_delegation=True, custom_networking=custom))
     assert pd.max_pods >= min(eni.max_pods, prefix_delegation_cap(it.vcpus))
-    if it.nitro and pd.max_pods > eni_limited_pods(it, NetworkSettings(custom_networking=custom)):
-        overhead = MIB_PER_POD * pd.max_pods + BASE_RESERVED_MIB
-        assert overhead <= POD_OVERHEAD_SHARE * mib(pd.capacity[MEMORY])
+    assert pd.max_pods <= max(prefix_delegation_cap(it.vcpus), 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from(TYPES),
+    family=st.sampled_from(["al2023", "al2", "bottlerocket", "custom", "windows"]),
+    prefix=st.booleans(),
+    max_pods=st.none() | st.integers(0, 300),
+)
+def test_kube_reserved_memory_is_always_the_max_pods_formula(
+    name: str, family: str, prefix: bool, max_pods: int | None
+) -> None:
+    sized = size_node(CATALOG[name], family, NetworkSettings(prefix_delegation=prefix), KubeletSettings(max_pods=max_pods))
+    assert sized.kube_reserved[MEMORY] == (MIB_PER_POD * sized.max_pods + BASE_RESERVED_MIB) * MIB
+    assert sized.kube_reserved[CPU] == kube_reserved_cpu_millis(CATALOG[name].vcpus)

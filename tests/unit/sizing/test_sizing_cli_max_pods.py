@@ -33,11 +33,25 @@ def test_several_types_keep_their_order() -> None:
     assert [(r["instanceType"], r["maxPods"]) for r in rows] == [("t3.micro", 4), ("m5.24xlarge", 737), ("c6g.medium", 8)]
 
 
-def test_prefix_delegation_and_guard_note() -> None:
+def test_prefix_delegation_and_reservation_notes() -> None:
     m5, c6g = run_json("m5.large", "c6g.medium", "--prefix-delegation")
     assert m5["maxPods"] == 110 and m5["allocatable"]["pods"] == 110
-    assert c6g["maxPods"] == 18
-    assert any("small-instance guard" in n for n in c6g["notes"])
+    assert m5["kubeReserved"] == {"cpuMillis": 70, "memoryMiB": 1465}
+    assert c6g["maxPods"] == 98  # max-pods-calculator.sh --cni-prefix-delegation-enabled
+    assert c6g["kubeReserved"] == {"cpuMillis": 60, "memoryMiB": 1333}
+    assert c6g["allocatable"] == {"cpuMillis": 940, "memoryMiB": 402, "pods": 98}
+    [note] = [n for n in c6g["notes"] if n.startswith("kube-reserved memory")]
+    assert "as the user data states" in note and "small type loses" in note
+
+
+def test_table_explains_that_reservations_follow_max_pods() -> None:
+    result = runner.invoke(app, ["max-pods", "c6g.medium", "--prefix-delegation"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "kube-reserved memory is 255Mi + 11Mi x max pods, for the max pods carpool's user data sets" in text
+    assert "small types lose room" in text
+    windows = runner.invoke(app, ["max-pods", "m5.large", "--ami-family", "windows"])
+    assert "user data sets" not in windows.stdout  # carpool does not write Windows user data
 
 
 def test_network_and_kubelet_options() -> None:

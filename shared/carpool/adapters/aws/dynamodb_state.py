@@ -23,7 +23,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -37,6 +37,7 @@ from carpool import capacity as capacity_rules
 from carpool.adapters.aws import session
 from carpool.state.models import (
     ACTIVE_STATUSES,
+    NOMINATION_HOLD_AFTER_REGISTRATION,
     CapacityRecord,
     Claim,
     ClaimStatus,
@@ -57,6 +58,8 @@ FIRST_CHUNK_PODS = MAX_TRANSACTION_ITEMS - 2
 CONFLICT_ATTEMPTS = 5
 #: attempts for an optimistic capacity update (registrars of one type and AMI rarely overlap)
 OBSERVE_ATTEMPTS = 8
+#: rounds of resending the items a BatchGetItem/BatchWriteItem left unprocessed (throttling) before failing
+UNPROCESSED_ATTEMPTS = 5
 #: keep nomination items this long past their expiry before DynamoDB's TTL may delete them
 NOMINATION_TTL_GRACE = timedelta(hours=1)
 
@@ -228,17 +231,26 @@ class _Table:
     def get(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
         return self.client.get_item(TableName=self.name, Key=dict(key), ConsistentRead=True).get("Item")
 
-    def batch_get(self, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """BatchGetItem in groups of 100 (consistent reads), resending unprocessed keys."""
+    def batch_get(
+        self, keys: Iterable[Mapping[str, Any]], sleep: Callable[[float], None] = time.sleep
+    ) -> list[dict[str, Any]]:
+        """BatchGetItem in groups of 100 (consistent reads), resending unprocessed keys with backoff a
+        bounded number of times (unprocessed keys are how BatchGetItem reports throttling)."""
         pending = [dict(k) for k in keys]
         out: list[dict[str, Any]] = []
         while pending:
             chunk, pending = pending[:100], pending[100:]
-            request = {self.name: {"Keys": chunk, "ConsistentRead": True}}
-            while request:
+            request: dict[str, Any] = {self.name: {"Keys": chunk, "ConsistentRead": True}}
+            for attempt in range(UNPROCESSED_ATTEMPTS):
                 answer = self.client.batch_get_item(RequestItems=request)
                 out.extend(answer.get("Responses", {}).get(self.name, []))
                 request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                sleep(random.random() * min(2.0, 0.05 * 2**attempt))
+            else:
+                left = len(request.get(self.name, {}).get("Keys", []))
+                raise RuntimeError(f"{left} keys left unprocessed in {self.name} (throttled)")
         return out
 
     def batch_put(self, items: Iterable[Mapping[str, Any]], sleep: Callable[[float], None]) -> None:
@@ -246,7 +258,7 @@ class _Table:
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
         for start in range(0, len(requests), 25):
             pending = requests[start : start + 25]
-            for attempt in range(8):
+            for attempt in range(UNPROCESSED_ATTEMPTS):
                 out = self.client.batch_write_item(RequestItems={self.name: pending})
                 pending = out.get("UnprocessedItems", {}).get(self.name, [])
                 if not pending:
@@ -329,14 +341,15 @@ class DynamoLedger:
 
     # -- reserve --------------------------------------------------------------------------------------
     def reserve(
-        self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int
+        self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
+        replacing: Collection[str] = (),
     ) -> None:
         _refuse_impossible(claim, limits)
         pods = list(dict.fromkeys(claim.pods))
         until = now + timedelta(seconds=ttl_seconds)
         first, rest = pods[:FIRST_CHUNK_PODS], pods[FIRST_CHUNK_PODS:]
         ops = [self._claim_put(claim), self._usage_reserve(claim, limits)]
-        ops += [self._nominate(pod, claim.name, now, until) for pod in first]
+        ops += [self._nominate(pod, claim.name, now, until, replacing) for pod in first]
         try:
             _transact(self._table, ops, self._sleep)
         except _Cancelled as c:
@@ -345,7 +358,7 @@ class DynamoLedger:
             chunk = rest[start : start + MAX_TRANSACTION_ITEMS]
             try:
                 _transact(
-                    self._table, [self._nominate(p, claim.name, now, until) for p in chunk], self._sleep
+                    self._table, [self._nominate(p, claim.name, now, until, replacing) for p in chunk], self._sleep
                 )
             except _Cancelled as c:
                 self.release(claim)
@@ -404,7 +417,8 @@ class DynamoLedger:
         }
         return _Op(request, "claim", claim.name)
 
-    def _nominate(self, pod: str, claim_name: str, now: datetime, until: datetime) -> _Op:
+    def _nominate(self, pod: str, claim_name: str, now: datetime, until: datetime,
+                  replacing: Collection[str] = ()) -> _Op:
         item = {
             "pk": f"POD#{pod}",
             "sk": "NOMINATION",
@@ -415,14 +429,21 @@ class DynamoLedger:
             "until": epoch(until),
             TTL_ATTR: ttl_epoch(until + NOMINATION_TTL_GRACE),
         }
+        names = {"#until": "until"}
+        replaced = {f"r{i}": name for i, name in enumerate(sorted(replacing))}
+        taken_over = ""
+        if replaced:
+            names["#claim"] = "claim"
+            taken_over = f" OR #claim IN ({', '.join(':' + k for k in replaced)})"
         request = {
             "Put": {
                 "TableName": self._table.name,
                 "Item": serialize(item),
-                # free, or the previous nomination has expired (the same rule as MemoryLedger: until <= now)
-                "ConditionExpression": "attribute_not_exists(pk) OR #until <= :now",
-                "ExpressionAttributeNames": {"#until": "until"},
-                "ExpressionAttributeValues": values(now=epoch(now)),
+                # free, or the previous nomination has expired (the same rule as MemoryLedger: until <= now),
+                # or it is held by a claim being replaced
+                "ConditionExpression": "attribute_not_exists(pk) OR #until <= :now" + taken_over,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values(now=epoch(now), **replaced),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
@@ -486,7 +507,8 @@ class DynamoLedger:
                 return None
             raise
         claim = claim_from_item(out["Attributes"])
-        self._release_nominations(claim.name, claim.pods)
+        hold = now + NOMINATION_HOLD_AFTER_REGISTRATION
+        self._for_held_nominations(claim.name, claim.pods, lambda pod: self._shorten(pod, claim.name, hold))
         return claim
 
     def release(self, claim: Claim) -> None:
@@ -538,15 +560,20 @@ class DynamoLedger:
         return _Op(request, "usage", claim.nodepool)
 
     def _release_nominations(self, claim_name: str, pods: Iterable[str]) -> None:
-        """Delete the nominations of `pods` that `claim_name` still holds, 100 per transaction. A pod whose
-        nomination expired and went to another claim fails its condition; it is dropped and the rest of
-        the chunk retried, so another claim's nomination is never deleted."""
+        """Delete the nominations of `pods` that `claim_name` still holds."""
+        self._for_held_nominations(claim_name, pods, lambda pod: self._unnominate(pod, claim_name))
+
+    def _for_held_nominations(self, claim_name: str, pods: Iterable[str], op: Callable[[str], _Op]) -> None:
+        """Apply `op` to the nominations of `pods` that `claim_name` still holds, 100 per transaction. A
+        pod whose nomination expired and went to another claim (or, for `_shorten`, already expires soon
+        enough) fails its condition; it is dropped and the rest of the chunk retried, so another claim's
+        nomination is never touched."""
         pending = list(dict.fromkeys(pods))
         while pending:
             chunk, pending = pending[:MAX_TRANSACTION_ITEMS], pending[MAX_TRANSACTION_ITEMS:]
             while chunk:
                 try:
-                    _transact(self._table, [self._unnominate(p, claim_name) for p in chunk], self._sleep)
+                    _transact(self._table, [op(p) for p in chunk], self._sleep)
                     break
                 except _Cancelled as c:
                     failed = {op.subject for op, code, _ in c.failures if code == "ConditionalCheckFailed"}
@@ -562,6 +589,22 @@ class DynamoLedger:
                 "ConditionExpression": "#claim = :claim",
                 "ExpressionAttributeNames": {"#claim": "claim"},
                 "ExpressionAttributeValues": values(claim=claim_name),
+            }
+        }
+        return _Op(request, "pod", pod)
+
+    def _shorten(self, pod: str, claim_name: str, until: datetime) -> _Op:
+        """The pod's nomination to `claim_name` expires at `until` at the latest (registration)."""
+        request = {
+            "Update": {
+                "TableName": self._table.name,
+                "Key": nomination_key(pod),
+                "UpdateExpression": "SET #until = :until, #ttl = :ttl",
+                "ConditionExpression": "#claim = :claim AND #until > :until",
+                "ExpressionAttributeNames": {"#claim": "claim", "#until": "until", "#ttl": TTL_ATTR},
+                "ExpressionAttributeValues": values(
+                    claim=claim_name, until=epoch(until), ttl=ttl_epoch(until + NOMINATION_TTL_GRACE)
+                ),
             }
         }
         return _Op(request, "pod", pod)

@@ -6,8 +6,14 @@ Why a module of its own:
 - `AWS_ENDPOINT_URL` points every client at the local moto server in tests and in the simulation. boto3
   honours the variable by itself, but reading it here makes the switch explicit, and keying the cache on it
   means a process that changes endpoint (a test session starting its server) never gets a stale client.
-- Adaptive retries add client-side rate limiting on top of standard retries, which is what a bursty
-  controller wants when many concurrent invocations share one account's API rate limits.
+- One retry layer, botocore's own "standard" mode, with few attempts: throttling and transient errors
+  (RequestLimitExceeded, ProvisionedThroughputExceeded, 5xx, timeouts) are retried with jittered
+  exponential backoff, at most 1 s + 2 s of sleep per call with 3 attempts. carpool's adapters do not
+  wrap these calls in retry loops of their own (which would multiply: 5 of carpool's around 5 of
+  botocore's took 100 s for one throttled CreateFleet), so a provisioner can bound what one claim costs
+  and answer before its Lambda timeout; what still fails is retried by SQS redelivery and the watcher's
+  next resync. "adaptive" mode is not used: its client-side rate limiter sleeps before sending, for
+  as long as it decides, which no deadline can account for.
 
 boto3 clients are thread-safe once built; building them is not, hence the lock.
 """
@@ -22,8 +28,10 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-#: Retries per call (the first attempt included) for every client unless a caller asks otherwise.
-DEFAULT_MAX_ATTEMPTS = 5
+#: Attempts per call (the first included) for every client unless a caller asks otherwise.
+DEFAULT_MAX_ATTEMPTS = 3
+#: botocore's retry mode (see the module docstring for why not "adaptive")
+RETRY_MODE = "standard"
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 30
 
@@ -47,9 +55,10 @@ def config(
     connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
     read_timeout: float = READ_TIMEOUT_SECONDS,
 ) -> Config:
-    """The botocore configuration shared by all clients (adaptive retries, bounded timeouts)."""
+    """The botocore configuration shared by all clients (bounded standard retries and timeouts)."""
     return Config(
-        retries={"mode": "adaptive", "max_attempts": max_attempts},
+        # `total_max_attempts` counts the first attempt; botocore's `max_attempts` would count retries only
+        retries={"mode": RETRY_MODE, "total_max_attempts": max_attempts},
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
         user_agent_extra="carpool",

@@ -42,7 +42,7 @@ def build(
     return Dependencies(
         settings=settings,
         cluster=cluster,
-        compute=Ec2Compute(),
+        compute=Ec2Compute(fleet_attempts=1),  # botocore's retries are the only layer (see session.py)
         ledger=DynamoLedger(settings.table),
         offerings=DynamoOfferings(settings.table),
         capacity=DynamoCapacityCache(settings.table),

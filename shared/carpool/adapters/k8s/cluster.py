@@ -37,7 +37,7 @@ from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 from carpool.adapters.k8s import convert
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
-from carpool.ports import EvictionBlocked, WatchEvent
+from carpool.ports import EvictionBlocked, NodeConflict, NodeGone, NodePatch, WatchEvent
 from carpool.taints import Taint
 
 log = logging.getLogger(__name__)
@@ -205,8 +205,22 @@ class LightkubeCluster:
         pods = self._client().list(PodResource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
         return {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods if p.metadata is not None}
 
+    def pending_pods(self) -> list[api.Pod]:
+        """Unbound Pending pods, filtered by the API server (`spec.nodeName` and `status.phase` are
+        selectable pod fields). No kind is passed to `_list`: this filtered list must not move the
+        resource version the watcher resumes from."""
+        return self._list(PodResource, api.Pod, namespace=ALL_NS, fields={"spec.nodeName": "", "status.phase": "Pending"})
+
     def list_nodes(self) -> list[api.Node]:
         return self._list(NodeResource, api.Node, "Node")
+
+    def get_node(self, name: str) -> api.Node | None:
+        try:
+            return convert.to_model(self._client().get(NodeResource, name), api.Node)
+        except ApiError as e:
+            if status_code(e) == 404:
+                return None
+            raise
 
     def list_daemonsets(self) -> list[api.DaemonSet]:
         return self._list(DaemonSetResource, api.DaemonSet, namespace=ALL_NS)
@@ -248,6 +262,39 @@ class LightkubeCluster:
             except ApiError as e:
                 if status_code(e) != 409 or attempt == 2:
                     raise
+
+    def patch_node(self, name: str, patch: NodePatch, *, attempts: int = 5) -> api.Node:
+        """A JSON merge patch of what changes, carrying the resourceVersion that was read: the API server
+        answers 409 Conflict when the node changed since (Karpenter's `MergeFromWithOptimisticLock`), and
+        the patch is computed again from a fresh read. 404 at either step raises NodeGone."""
+        for _ in range(attempts):
+            raw = self._read_node(name)
+            meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [])
+            if not change:
+                return convert.to_model(raw, api.Node)
+            body = convert.node_merge_patch(meta.get("resourceVersion"), change)
+            try:
+                written = self._client().patch(NodeResource, name, body, patch_type=PatchType.MERGE)
+            except ApiError as e:
+                code = status_code(e)
+                if code == 404:
+                    raise NodeGone(name) from e
+                if code == 409:
+                    log.info("node %s changed while carpool patched it; reading it again", name)
+                    continue
+                raise
+            return convert.to_model(written, api.Node)
+        raise NodeConflict(name, attempts)
+
+    def _read_node(self, name: str) -> dict[str, Any]:
+        """The node's Kubernetes JSON (taints as the API has them, timeAdded included)."""
+        try:
+            return convert.as_dict(self._client().get(NodeResource, name))
+        except ApiError as e:
+            if status_code(e) == 404:
+                raise NodeGone(name) from e
+            raise
 
     def evict(self, pod_key: str) -> None:
         """Eviction API (honours PodDisruptionBudgets). 429 means a PDB forbids it now; a pod with several

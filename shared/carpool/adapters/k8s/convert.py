@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from carpool.ports import NodeChange
 from carpool.taints import Taint
 
 
@@ -84,3 +85,18 @@ def resource_version(obj: Any) -> str | None:
     if isinstance(obj, Mapping):
         return obj.get("metadata", {}).get("resourceVersion")
     return None
+
+
+def node_merge_patch(resource_version: str | None, change: NodeChange) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) body for `change`: changed label and annotation keys only (a merge
+    patch merges maps key by key), the whole taint list when it changes (a merge patch replaces lists),
+    and `metadata.resourceVersion` as the precondition that turns a concurrent write into 409 Conflict."""
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if change.labels:
+        metadata["labels"] = dict(change.labels)
+    if change.annotations:
+        metadata["annotations"] = dict(change.annotations)
+    body: dict[str, Any] = {"metadata": metadata}
+    if change.taints is not None:
+        body["spec"] = {"taints": change.taints}
+    return body

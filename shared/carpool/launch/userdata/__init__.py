@@ -4,6 +4,10 @@
 Families: `al2023` (nodeadm NodeConfig in MIME), `bottlerocket` (TOML), `al2` (bootstrap.sh),
 `custom` (the user's user data verbatim: carpool cannot know how a custom image joins).
 Windows is not rendered yet (a clear error says so).
+
+No value can change a document's structure: every field is checked against the rules of the system that
+reads it (`checks`) and refused with a `UserDataError` naming the field, and each format is written by a
+real emitter or with its own quoting (YAML, TOML escapes, shell single quotes, a MIME boundary no part holds).
 """
 
 from __future__ import annotations
@@ -27,7 +31,12 @@ def render(family: str, bootstrap: NodeBootstrap) -> str:
     if module is None:
         raise UserDataError(f"user data for AMI family {family!r} is not supported by carpool yet")
     renderer = importlib.import_module(f"{__name__}.{module}").render
-    return renderer(bootstrap)
+    text: str = renderer(bootstrap)
+    try:
+        text.encode("utf-8")  # EC2 takes bytes: a lone surrogate (from JSON `\ud800`) has none
+    except UnicodeEncodeError as exc:
+        raise UserDataError(f"not valid Unicode text at character {exc.start}", field="spec.userData") from None
+    return text
 
 
 def encode(text: str) -> str:

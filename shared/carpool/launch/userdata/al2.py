@@ -5,10 +5,19 @@ result is a MIME archive with the user's parts first and carpool's bootstrap par
 does (pkg/providers/amifamily/bootstrap/eksbootstrap.go): cloud-init runs parts in order, so the user's
 preparation (mounts, sysctls, proxy settings) is in place before the kubelet starts, and carpool's
 script is never spliced into a script whose shebang or `exit` it cannot know.
+
+`--kube-reserved` always goes in the kubelet extra args: bootstrap.sh writes a kubeReserved for the
+eni-max-pods.txt count into kubelet-config.json, and a kubelet flag takes precedence over the file.
+
+Every argument is single-quoted for bash, but that only gets it as far as bootstrap.sh: the kubelet flags
+then go through a single-quoted systemd `Environment=` line and a whitespace split, and the cluster name
+and endpoint through `sed s,X,Y,g`. What those readers would misread is refused by `checks` before any
+text is written.
 """
 
 from __future__ import annotations
 
+from carpool.launch.userdata import checks
 from carpool.launch.userdata.bootstrap import NodeBootstrap, joined, quantities
 from carpool.launch.userdata.mime import SHELL_SCRIPT, MimePart, looks_like_mime, parse_archive, serialize
 
@@ -24,11 +33,13 @@ def render(b: NodeBootstrap) -> str:
 
 
 def quote(s: str) -> str:
-    """Single-quote for bash (always quoted, so the output does not depend on the characters used)."""
+    """Single-quote for bash, as `shlex.quote` does but always (so the output does not depend on the
+    characters used): inside single quotes nothing is special, and a `'` closes, adds `"'"`, reopens."""
     return "'" + s.replace("'", "'\"'\"'") + "'"
 
 
 def bootstrap_script(b: NodeBootstrap) -> str:
+    checks.check(b)
     args = [
         f"{BOOTSTRAP} {quote(b.cluster_name)}",
         f"--apiserver-endpoint {quote(b.endpoint)}",
@@ -53,8 +64,8 @@ def bootstrap_script(b: NodeBootstrap) -> str:
 
 
 def kubelet_extra_args(b: NodeBootstrap) -> list[str]:
-    """Kubelet flags. Label, taint and quantity characters are restricted by Kubernetes (no spaces or
-    quotes), so the values need no inner quoting."""
+    """Kubelet flags. Kubelet's flag syntax has no quoting (`,` `=` `:` `<` are separators), so the values
+    are held by `checks` to Kubernetes' label, taint and quantity characters, none of which is special."""
     args = []
     if b.labels:
         args.append("--node-labels=" + joined(dict(b.labels)))

@@ -5,20 +5,50 @@ first and carpool's NodeConfig last. nodeadm merges every NodeConfig in archive 
 overriding earlier ones, so the settings carpool must own (cluster identity, max pods, reserved
 resources, taints the scheduler planned for) win, while any field carpool leaves unset stays the
 user's. The user's shell parts also run before the node joins, which is what they are usually for.
+
+`kubelet.config.kubeReserved` is always written: nodeadm's own default reserves memory for the
+ENI-limited pod count (its CalcMaxPods), not for the `maxPods` a NodeConfig sets.
+
+The NodeConfig is written by a YAML emitter, never by string formatting, and every value is checked first
+(`checks`): `kubelet.flags` reach the kubelet through a whitespace-split systemd variable, which no YAML
+quoting protects. nodeadm decodes with Go's YAML (sigs.k8s.io/yaml, YAML 1.1 with Go's number parsing), which
+reads more plain scalars as numbers, booleans or timestamps than PyYAML does (`1e3`, `0o17`, `0x1p3`, `y`,
+`2024-1-2`); the emitter is taught those forms so such strings are quoted and stay strings.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
+from carpool.launch.userdata import checks
 from carpool.launch.userdata.bootstrap import NodeBootstrap, quantities
 from carpool.launch.userdata.mime import NODE_CONFIG, SHELL_SCRIPT, MimePart, UserDataError, looks_like_mime
 from carpool.launch.userdata.mime import parse_archive as _parse_archive
 from carpool.launch.userdata.mime import serialize as _serialize
 
 API_VERSION = "node.eks.aws/v1alpha1"
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe emitter, also quoting the strings Go's YAML would read as something else."""
+
+
+_GO_SCALARS = {
+    "tag:yaml.org,2002:bool": (r"^[yYnN]$", "yYnN"),
+    "tag:yaml.org,2002:int": (r"^[-+]?0(?:[oO][0-7_]+|[bB][01_]+)$", "-+0"),
+    "tag:yaml.org,2002:float": (
+        r"^[-+]?(?:(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9_]+)?"
+        r"|0[xX][0-9a-fA-F_]*(?:\.[0-9a-fA-F_]*)?(?:[pP][-+]?[0-9_]+)?"
+        r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])$",
+        "-+.0123456789iInN",
+    ),
+    "tag:yaml.org,2002:timestamp": (r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt ].*)?$", "0123456789"),
+}
+for _tag, (_pattern, _first) in _GO_SCALARS.items():
+    _Dumper.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
 
 
 def render(b: NodeBootstrap) -> str:
@@ -44,8 +74,10 @@ def _is_yaml_mapping(text: str) -> bool:
 
 def node_config(b: NodeBootstrap) -> dict[str, Any]:
     """The NodeConfig as a dict (handy for tests and `carpool plan --explain`)."""
+    checks.check(b)
     if not b.cluster_cidr:
-        raise UserDataError("AL2023: the cluster service CIDR is required by nodeadm (spec.cluster.cidr)")
+        raise UserDataError("AL2023: the cluster service CIDR is required by nodeadm (spec.cluster.cidr)",
+                            field="cluster_cidr")
     return {
         "apiVersion": API_VERSION,
         "kind": "NodeConfig",
@@ -89,5 +121,8 @@ def _taint(t: Any) -> dict[str, str]:
 
 
 def node_config_yaml(b: NodeBootstrap) -> str:
-    body = yaml.safe_dump(node_config(b), sort_keys=False, default_flow_style=False, width=2**31 - 1)
+    config = node_config(b)
+    body = yaml.dump(config, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=2**31 - 1)
+    if list(yaml.safe_load_all(body)) != [config]:  # the emitter's output must read back as exactly `config`
+        raise UserDataError("the NodeConfig does not read back as written", field="NodeConfig")
     return "# carpool generated NodeConfig\n" + body.rstrip("\n")

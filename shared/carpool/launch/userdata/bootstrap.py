@@ -28,7 +28,11 @@ class NodeBootstrap:
 
     `kube_reserved`/`system_reserved` are `carpool.resources.Resources` (cpu in millicores, memory and
     ephemeral-storage in bytes), so they are exactly what `carpool.sizing` computed allocatable with;
-    they are written as Kubernetes quantities (`90m`, `574Mi`, `1Gi`). `eviction_hard` keeps the user's
+    they are written as Kubernetes quantities (`90m`, `574Mi`, `1Gi`). Launch always passes the sized
+    node's kube-reserved (cpu, memory for `max_pods`, ephemeral-storage) and every renderer writes it
+    out: the AMIs' own defaults reserve memory for other pod counts (nodeadm and bootstrap.sh for the
+    ENI-limited count whatever max pods is set to), which would make the node's allocatable differ from
+    the scheduler's. `eviction_hard` keeps the user's
     strings (`memory.available: 100Mi`). `cluster_cidr` is the service CIDR nodeadm needs.
     `user_data` is the node class's own `spec.userData`, merged per family.
     """

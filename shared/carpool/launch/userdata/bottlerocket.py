@@ -4,30 +4,53 @@ Merge rules (Karpenter pkg/providers/amifamily/bootstrap/bottlerocket.go, with o
 - carpool owns cluster identity (`cluster-name`, `api-server`, `cluster-certificate`), `cluster-dns-ip`
   and `max-pods`: they are overwritten, because a node that disagrees with the plan breaks scheduling;
 - `kube-reserved`, `system-reserved`, `eviction-hard`: merged per key, carpool's keys win (they are what
-  allocatable was computed from), the user's other keys stay;
+  allocatable was computed from), the user's other keys stay. kube-reserved cpu, memory and
+  ephemeral-storage are always written, so the node does not fall back to Bottlerocket's own defaults;
 - `node-labels`: merged, carpool wins on a key conflict (the scheduler relies on its labels);
 - `node-taints`: merged. Karpenter drops the user's node-taints; carpool keeps them, adding its own
   values to each key. Note the scheduler does not see taints written only in userData: pods must
   tolerate them or they will not run on such nodes (declare them on the NodePool instead).
 Every other user setting is kept as written.
+
+The user's TOML is parsed and written again by `toml_writer`, never spliced as text, so nothing in it can
+open a table or end a string in carpool's settings; carpool's own values are checked first (`checks`), as
+Bottlerocket's API would refuse a bad label or taint and leave the node without settings. The written
+document is read back and must equal the merged settings.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from carpool.launch.userdata import toml_writer
+from carpool.launch.userdata import checks, toml_writer
 from carpool.launch.userdata.bootstrap import NodeBootstrap, quantities
 from carpool.launch.userdata.mime import UserDataError
 
 
 def render(b: NodeBootstrap) -> str:
-    return toml_writer.dumps(merged_settings(b))
+    doc = merged_settings(b)
+    text = toml_writer.dumps(doc)
+    if not _same(tomllib.loads(text), doc):
+        raise UserDataError("the merged settings do not read back as written", field="spec.userData")
+    return text
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that counts `nan` equal to itself (TOML can hold it)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
 
 
 def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
+    checks.check(b)
     doc = _user_toml(b.user_data)
     settings = _subtable(doc, "settings", "settings")
     k8s = _subtable(settings, "kubernetes", "settings.kubernetes")
@@ -52,13 +75,13 @@ def _user_toml(text: str | None) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserDataError(f"spec.userData: Bottlerocket user data must be TOML: {exc}") from exc
+        raise UserDataError(f"Bottlerocket user data must be TOML: {exc}", field="spec.userData") from exc
 
 
 def _subtable(parent: dict[str, Any], name: str, where: str) -> dict[str, Any]:
     table = parent.setdefault(name, {})
     if not isinstance(table, dict):
-        raise UserDataError(f"spec.userData: {where} must be a table")
+        raise UserDataError(f"{where} must be a table", field="spec.userData")
     return table
 
 
@@ -76,6 +99,9 @@ def _merge_taints(k8s: dict[str, Any], b: NodeBootstrap) -> None:
         values = table.setdefault(t.key, [])
         if isinstance(values, str):
             values = table[t.key] = [values]
+        if not isinstance(values, list):
+            raise UserDataError(f"settings.kubernetes.node-taints.{t.key} must be a string or an array of strings",
+                                field="spec.userData")
         entry = f"{t.value}:{t.effect}"
         if entry not in values:
             values.append(entry)
