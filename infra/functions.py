@@ -50,7 +50,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from carpool import labels
+from carpool import delivery, labels
 from infra.cluster import ClusterAccess
 from infra.events import EventRouting
 from infra.layer import LAYER_DIR, REPO_ROOT
@@ -151,7 +151,7 @@ SPECS: dict[str, FunctionSpec] = {
             "watcher",
             "Lists/watches the cluster and puts Pod Unschedulable / Node events on the carpool bus",
             # Watches for about a minute per run; the schedule starts the next run while this one ends.
-            timeout=Duration.seconds(70),
+            timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["watcher"]),
             memory_mib=512,
             capabilities=frozenset({C.PUT_EVENTS}),
             state_actions=NOMINATIONS_READ,
@@ -162,7 +162,7 @@ SPECS: dict[str, FunctionSpec] = {
         FunctionSpec(
             "provisioner",
             "Schedules pending pods onto new capacity and launches it with CreateFleet",
-            timeout=Duration.seconds(120),
+            timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["provisioner"]),
             # The scheduler is CPU-bound; 2 GB buys more than one vCPU.
             memory_mib=2048,
             capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
@@ -172,7 +172,7 @@ SPECS: dict[str, FunctionSpec] = {
         FunctionSpec(
             "registrar",
             "Marks claims registered when their node joins and learns real node capacity",
-            timeout=Duration.seconds(60),
+            timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["registrar"]),
             memory_mib=512,
             capabilities=frozenset({C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}),
             state_actions=REGISTRATION + CLAIM_RELEASE,
@@ -181,7 +181,7 @@ SPECS: dict[str, FunctionSpec] = {
         FunctionSpec(
             "interruption",
             "Handles spot interruptions, rebalance, health and state-change events: cordon, drain, replace",
-            timeout=Duration.seconds(60),
+            timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["interruption"]),
             memory_mib=512,
             capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
             state_actions=PROVISIONING + CLAIM_RELEASE,
@@ -191,7 +191,7 @@ SPECS: dict[str, FunctionSpec] = {
             "disruption",
             "Removes orphaned, expired, drifted, empty and underutilized nodes",
             # Shorter than the one-minute schedule, so runs never overlap (see reserved concurrency).
-            timeout=Duration.seconds(50),
+            timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["disruption"]),
             memory_mib=1024,
             capabilities=frozenset(
                 {C.LAUNCH, C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}

@@ -17,5 +17,20 @@ observability.trace_calls(tracer)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.get()
-    outcome = batch.process(event, parsing.aws_event, lambda parsed: interrupt.run(parsed, deps))
+    follow_up = _follow_up(event)
+    outcome = batch.process(event, parsing.aws_event, lambda parsed: interrupt.run(parsed, deps, follow_up))
     return outcome.response()
+
+
+def _follow_up(event: dict[str, Any]) -> Any:
+    """Next drain steps go back to the queue this batch came from (see `carpool.app.interrupt`)."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    arn = next((r.get("eventSourceARN") for r in records or [] if isinstance(r, dict) and r.get("eventSourceARN")), None)
+    if not arn:
+        return None
+    from carpool.adapters.aws.sqs import SqsFollowUp
+
+    try:
+        return SqsFollowUp(arn)
+    except ValueError:
+        return None

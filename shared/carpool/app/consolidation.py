@@ -34,7 +34,7 @@ from carpool import labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
-from carpool.app import drain, images, pools, provision
+from carpool.app import discovery, drain, images, interrupt, pools, provision
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, keys, planner
@@ -64,7 +64,9 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
     _record_pod_changes(world, deps, now)
     _sweep_leftovers(world, deps, summary)
     for claim in world.claims:
-        if keys.DISRUPTION in claim.labels:
+        if claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED:
+            _advance_interrupted(claim, world, deps, now, summary)
+        elif keys.DISRUPTION in claim.labels:
             _advance(claim, world, deps, now, summary)
     world = _observe(deps)
     plan = _plan(world, deps, now)
@@ -109,6 +111,15 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
             log.info("node %s (%s): %d pods left to drain (%s)", node.name, reason, len(left), why)
             return
     _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
+
+
+def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+    """A node the interruption function is draining: take a drain step too (in case its own follow-ups
+    stopped), and finish the node once it is empty or its reclaim time has passed."""
+    node = world.nodes.get(claim.node_name or "")
+    if node is not None and interrupt.continue_drain(claim, deps, now):
+        return
+    _finish(claim, node, deps, summary, f"interrupted node {claim.node_name} drained or reclaimed")
 
 
 def _replacements_ready(claim: Claim, node: Node, world: _World, deps: Dependencies, summary: Any) -> bool:
@@ -186,8 +197,10 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     catalog = deps.catalog.get(now)
     classes = {c.name: c for c in manifests.nodeclasses}
     resolved = _resolver(deps)
+    # the offerings provisioning may launch now: capacity errors remembered, zones with a subnet
     prepared = pools.prepare(manifests, catalog, resolved, deps.cluster.cni_env(), deps.capacity.all(now),
-                             set(deps.offerings.unavailable(now)), deps.ledger.usage())
+                             set(deps.offerings.unavailable(now)), deps.ledger.usage(),
+                             zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
     inputs = planner.Inputs(
         view=view,
         nodepools={p.name: p for p in manifests.nodepools},
@@ -264,29 +277,60 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
 
 def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: Any,
                         cheaper_than: float | None) -> list[str] | None:
-    """Launch what the decision's pods need; None (and nothing left running) when that fails.
+    """Launch what the decision's pods need; None (and nothing launched) when that cannot be done.
 
-    `provision_pods` schedules on its own, so for consolidation the price of what it actually launched is
-    checked again: a replacement that is not cheaper than the nodes it replaces is undone.
+    The planner chose the replacement with the offerings provisioning may use now (capacity errors
+    remembered) and the same scheduler. `provision_pods` schedules again at launch time (an offering may
+    have run out since), so for consolidation it gets the nodes' price as a ceiling: no offering at or
+    above it can be scheduled or launched, not even as the fallback after a capacity error. A launch is
+    therefore never followed by its own termination for not being cheaper; when a capacity error leaves
+    no cheaper option, nothing is launched and the decision log says so.
     """
     wanted = set(d.replacement_pods)
     pods = [p for p in world.pods if p.key in wanted]
-    outcome = provision.provision_pods(pods, deps, reason=f"disruption/{d.reason.value}", exclude_claims=set(d.claims))
+    outcome = provision.provision_pods(pods, deps, reason=f"disruption/{d.reason.value}", exclude_claims=set(d.claims),
+                                       price_ceiling=cheaper_than)
     names = _replacement_names(outcome, deps)
-    failed = {**outcome.unschedulable, **{k: {"*": v} for k, v in outcome.refused.items()}}
-    problem = "; ".join(outcome.launch_failures) or (
-        f"{len(failed)} pods could not be placed" if failed else "" if names else "nothing was launched")
+    problem = _replacement_problem(outcome, names)
     launched_price = sum(c.price or 0.0 for c in outcome.launched)
     if not problem and cheaper_than is not None and launched_price >= cheaper_than:
+        # cannot happen: the ceiling removed every offering this dear before scheduling and launching
         problem = f"the launched replacement costs ${launched_price:.4f}/h, not less than ${cheaper_than:.4f}/h"
+        log.error("BUG: replacement of %s launched above its price ceiling: %s", ", ".join(d.nodes), problem)
+        observability.emit("ReplacementAboveCeiling")
     if problem:
-        for claim in outcome.launched:  # a partial or dearer replacement is undone, not left running
-            if claim.instance_id:
-                deps.compute.terminate_instances([claim.instance_id])
-            deps.ledger.release(claim)
-        _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): replacement failed: {problem}")
+        undone = _undo(outcome, deps)
+        tail = f"; terminated {', '.join(undone)}" if undone else "; nothing was launched"
+        ceiling = f" cheaper than ${cheaper_than:.4f}/h" if cheaper_than is not None else ""
+        tried = f" ({'; '.join(outcome.decisions)})" if outcome.decisions else ""
+        _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): no replacement{ceiling} could be "
+                       f"launched: {problem}{tried}{tail}")
         return None
     return names
+
+
+def _replacement_problem(outcome: provision.ProvisionOutcome, names: list[str]) -> str:
+    """Why the replacement is not there (empty when it is)."""
+    if outcome.launch_failures:
+        return "; ".join(outcome.launch_failures)
+    unplaced = {**outcome.unschedulable, **{k: {"*": v} for k, v in outcome.refused.items()},
+                **{k: {"*": v} for k, v in outcome.failed.items()}}
+    if unplaced:
+        key = sorted(unplaced)[0]
+        why = next(iter(unplaced[key].values()), "no option")
+        return f"{len(unplaced)} pods could not be placed ({key}: {why})"
+    return "" if names else "nothing was launched"
+
+
+def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies) -> list[str]:
+    """Terminate and release what a partial replacement launched (it serves no decision)."""
+    undone = []
+    for claim in outcome.launched:
+        if claim.instance_id:
+            deps.compute.terminate_instances([claim.instance_id])
+            undone.append(claim.instance_id)
+        deps.ledger.release(claim)
+    return undone
 
 
 def _replacement_names(outcome: provision.ProvisionOutcome, deps: Dependencies) -> list[str]:

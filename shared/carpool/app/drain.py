@@ -3,6 +3,15 @@
 Evictions go through the Eviction API, so PodDisruptionBudgets are enforced by the API server itself;
 pods marked `karpenter.sh/do-not-disrupt` (or Cluster Autoscaler's scale-down-disabled) are skipped for
 voluntary disruption. DaemonSet pods are left: they die with the node.
+
+A node that is already gone (deleted by its kubelet, the cloud controller or another controller while
+carpool was at it) has nothing left to cordon or drain: `cordon` says so instead of raising, and `drain`
+of it evicts nothing, so callers go on to what follows (releasing the claim, deleting the instance).
+
+One pod never fails the drain: a pod whose eviction the API server refuses (a PodDisruptionBudget
+without a disruption left answers 429; a pod selected by more than one budget answers 500, "This pod has
+more than one PodDisruptionBudget, which the eviction subresource does not support.") is reported in
+`DrainResult.blocked` with the server's reason, and the node's other pods are still evicted.
 """
 
 from __future__ import annotations
@@ -15,16 +24,20 @@ from dataclasses import dataclass, field
 from carpool import labels
 from carpool.api.k8s import Pod
 from carpool.disruption.protection import pod_protection
-from carpool.ports import Cluster, EvictionBlocked
+from carpool.ports import Cluster, EvictionBlocked, NodeGone
 from carpool.taints import NO_SCHEDULE, Taint
 
 log = logging.getLogger(__name__)
 DISRUPTED = Taint(labels.DISRUPTED_TAINT, NO_SCHEDULE)
 
 
+MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
+
+
 @dataclass
 class DrainResult:
     evicted: list[str] = field(default_factory=list)
+    #: pod key -> why it is still on the node (protected, or its eviction refused, with the API's reason)
     blocked: dict[str, str] = field(default_factory=dict)
 
 
@@ -48,9 +61,16 @@ def protected(pod: Pod) -> str | None:
     return pod_protection(pod)
 
 
-def cordon(cluster: Cluster, node_name: str) -> None:
-    cluster.cordon(node_name)
-    cluster.taint(node_name, DISRUPTED)
+def cordon(cluster: Cluster, node_name: str) -> bool:
+    """Cordon the node and taint it `karpenter.sh/disrupted:NoSchedule`. False when the node is gone
+    (404 at either write): there is nothing to cordon, and the caller goes on as if it had been."""
+    try:
+        cluster.cordon(node_name)
+        cluster.taint(node_name, DISRUPTED)
+    except NodeGone:
+        log.info("node %s is gone: nothing to cordon", node_name)
+        return False
+    return True
 
 
 def drain(cluster: Cluster, node_name: str, voluntary: bool) -> DrainResult:
@@ -66,7 +86,16 @@ def drain(cluster: Cluster, node_name: str, voluntary: bool) -> DrainResult:
             cluster.evict(pod.key)
             result.evicted.append(pod.key)
         except EvictionBlocked as exc:
-            result.blocked[pod.key] = f"PodDisruptionBudget: {exc}"
+            result.blocked[pod.key] = _blocked_reason(exc)
     if result.blocked:
         log.info("drain of %s left %d pods: %s", node_name, len(result.blocked), result.blocked)
     return result
+
+
+def _blocked_reason(exc: EvictionBlocked) -> str:
+    """Why a refused eviction left its pod: several budgets selecting one pod is a configuration fault
+    that no retry fixes until a budget is removed, so it says so; a budget out of disruptions clears
+    when other pods become healthy again."""
+    if MULTIPLE_BUDGETS in str(exc):
+        return f"PodDisruptionBudget: the pod is selected by several budgets, so the API refuses every eviction of it: {exc}"
+    return f"PodDisruptionBudget: {exc}"

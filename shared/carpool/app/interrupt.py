@@ -3,7 +3,18 @@ scheduled changes for instances carpool owns (reference.md section 7).
 
 Order matters for a two-minute spot notice: mark the offering unavailable (so the replacement does not
 land on the same doomed capacity), launch the replacement for the node's pods first, then cordon and
-drain, so pods spend as little time pending as possible.
+taint the node, then move its pods in steps (`carpool.disruption.evacuation`: PodDisruptionBudgets
+through the Eviction API, at most a quarter of a controller's pods unavailable at a time without one,
+everything once the reclaim is 30 s away). Each step's outcome is logged with its reasons.
+
+A drain outlives the warning's invocation: PDB-blocked evictions must be retried every few seconds and
+the replacement takes about a minute to be Ready, while the function's timeout is 60 s. The state lives
+on the interrupted node's claim (`carpool.disruption.keys`: reason `Interrupted`, the replacement
+claims, the warning's time), so any invocation can take the next step. After each step with pods left
+before the reclaim, the event is sent again to the interruption queue with a delay of
+`evacuation.RETRY_EVERY` (`FollowUp`): each step is a short invocation (a few API calls), nothing is
+billed for waiting, and a crash loses at most one step. Without a follow-up (or if sending it fails), the
+disruption function's one-minute run takes the next steps (`continue_drain`), so a drain never stops.
 
 An event older than `MAX_EVENT_AGE` (by its EventBridge `time`, against the injected clock) is dropped
 and counted in `InterruptionsStale{kind}`: a spot notice gives two minutes, so five minutes later the
@@ -16,6 +27,7 @@ the queue keeps messages longer (so poison messages still reach the dead-letter 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +35,10 @@ from carpool import labels, observability
 from carpool.api import events as ev
 from carpool.app import drain, provision
 from carpool.app.wiring import Dependencies
-from carpool.state.models import Claim, UnavailableOffering
+from carpool.disruption import evacuation, keys
+from carpool.disruption.decision import Reason
+from carpool.ports import EvictionBlocked, NodeGone
+from carpool.state.models import Claim, ClaimStatus, UnavailableOffering
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +61,16 @@ class InterruptSummary:
     #: instance id -> why its event was not acted on (too old)
     stale: dict[str, str] = field(default_factory=dict)
     replacements: list[str] = field(default_factory=list)
+    #: what each drain step did and why
+    decisions: list[str] = field(default_factory=list)
 
 
-def run(batch: dict[str, ev.AwsEvent], deps: Dependencies) -> tuple[InterruptSummary, dict[str, str]]:
+#: Sends an event back to the interruption queue to be handled again after a delay (seconds).
+FollowUp = Callable[[ev.AwsEvent, int], None]
+
+
+def run(batch: dict[str, ev.AwsEvent], deps: Dependencies,
+        follow_up: FollowUp | None = None) -> tuple[InterruptSummary, dict[str, str]]:
     summary = InterruptSummary()
     for event in batch.values():
         for instance_id in event.instance_ids():
@@ -61,7 +83,7 @@ def run(batch: dict[str, ev.AwsEvent], deps: Dependencies) -> tuple[InterruptSum
             if age > MAX_EVENT_AGE:
                 _drop_stale(event, instance_id, age, summary)
                 continue
-            kind = _handle(event, claim, deps, summary)
+            kind = _handle(event, claim, deps, summary, follow_up)
             observability.emit("InterruptionsReceived", kind=kind)
             summary.handled[instance_id] = kind
     return summary, {}
@@ -81,22 +103,27 @@ def _drop_stale(event: ev.AwsEvent, instance_id: str, age: timedelta, summary: I
                 age.total_seconds(), MAX_EVENT_AGE)
 
 
-def _handle(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary) -> str:
+def _handle(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
+            follow_up: FollowUp | None) -> str:
     if isinstance(event, ev.SpotInterruptionEvent):
-        _mark_unavailable(claim, deps)
-        _replace_and_drain(claim, deps, summary)
+        if not _in_progress(claim):
+            _mark_unavailable(claim, deps)
+        _replace_and_drain(event, claim, deps, summary, follow_up)
         return "spot-interruption"
     if isinstance(event, ev.HealthEvent):
-        _replace_and_drain(claim, deps, summary)
+        _replace_and_drain(event, claim, deps, summary, follow_up)
         return "scheduled-change"
     if isinstance(event, ev.RebalanceRecommendationEvent):
-        if _early_replacement(claim, deps):
-            _replace_and_drain(claim, deps, summary)
+        if _in_progress(claim) or _early_replacement(claim, deps):
+            _replace_and_drain(event, claim, deps, summary, follow_up)
         return "rebalance-recommendation"
     if isinstance(event, ev.InstanceStateChangeEvent) and event.detail.state in STOPPING_STATES:
         if claim.node_name:
-            drain.cordon(deps.cluster, claim.node_name)
-            drain.drain(deps.cluster, claim.node_name, voluntary=False)
+            try:
+                drain.cordon(deps.cluster, claim.node_name)
+                drain.drain(deps.cluster, claim.node_name, voluntary=False)
+            except NodeGone:
+                log.info("node %s of %s is already gone", claim.node_name, claim.name)
             deps.cluster.delete_node(claim.node_name)
         deps.ledger.release(claim)
         return "state-change"
@@ -121,13 +148,107 @@ def _early_replacement(claim: Claim, deps: Dependencies) -> bool:
     return bool(pool and (pool.metadata.annotations or {}).get("carpool.dev/rebalance-replace") == "true")
 
 
-def _replace_and_drain(claim: Claim, deps: Dependencies, summary: InterruptSummary) -> None:
+def _in_progress(claim: Claim) -> bool:
+    return claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED
+
+
+def _replace_and_drain(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
+                       follow_up: FollowUp | None) -> None:
+    """First delivery: launch the replacement, cordon and taint, record the drain on the claim. Every
+    delivery (the first, duplicates and follow-ups): take the next eviction step, and ask for another
+    look in a few seconds while pods are left before the reclaim."""
     if not claim.node_name:
         return
-    pods = drain.pods_on(deps.cluster, claim.node_name)
-    drain.cordon(deps.cluster, claim.node_name)
+    if not _in_progress(claim):
+        try:
+            _start(event, claim, deps, summary)
+        except NodeGone:
+            _say(summary, f"node {claim.node_name} of {claim.name} is already gone: nothing to drain")
+            return
+    if continue_drain(claim, deps, deps.clock(), summary) and follow_up is not None:
+        _follow_up(event, claim, follow_up)
+
+
+def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary) -> None:
+    node = claim.node_name or ""
+    pods = drain.pods_on(deps.cluster, node)
+    replacements: list[str] = []
     if pods:
         outcome = provision.provision_pods(pods, deps, reason="interruption", exclude_claims={claim.name})
+        replacements = sorted({c.name for c in outcome.launched} | set(outcome.nominated_in_flight))
         summary.replacements.extend(c.name for c in outcome.launched)
-    # PDBs and do-not-disrupt are honoured within the notice window; what they hold back goes with the node
-    drain.drain(deps.cluster, claim.node_name, voluntary=True)
+    drain.cordon(deps.cluster, node)
+    warned = _utc(event.time)
+    claim.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
+                         keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: warned.isoformat()})
+    deps.ledger.mark_launched(claim)
+    observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
+    _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
+                  f"{len(pods)} pods to move, replacement {', '.join(replacements) or 'not needed'}; "
+                  f"reclaim expected at {evacuation.reclaim_at(warned).isoformat()}")
+
+
+def continue_drain(claim: Claim, deps: Dependencies, now: datetime, summary: InterruptSummary | None = None) -> bool:
+    """One eviction step on an interrupted node (see `carpool.disruption.evacuation`); True while pods are
+    left on it and the reclaim has not come yet (another step is worth taking)."""
+    node = claim.node_name or ""
+    warned = _warned_at(claim, now)
+    if deps.cluster.get_node(node) is None or now >= evacuation.reclaim_at(warned):
+        return False
+    everywhere = deps.cluster.list_pods()
+    on_node = [p for p in everywhere if p.spec.node_name == node and not p.is_daemonset_pod()
+               and not p.is_static_pod() and not p.is_terminal()]
+    if not on_node:
+        return False
+    ready, waiting_for = _replacement_ready(claim, deps)
+    step = evacuation.plan(on_node, everywhere, deps.cluster.list_pdbs(), ready, now, warned)
+    evicted, blocked = _evict(step.evict, deps)
+    left = len(on_node) - len(evicted)
+    state = "ready" if ready else f"waiting for {', '.join(waiting_for)}"
+    reasons = {**step.waiting, **blocked}
+    why = "; ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
+    _say(summary, f"interrupted node {node} ({step.phase}, {(evacuation.reclaim_at(warned) - now).seconds} s to "
+                  f"reclaim, replacement {state}): evicted {len(evicted)}, {left} left" + (f" ({why})" if why else ""))
+    return left > 0
+
+
+def _evict(keys_: list[str], deps: Dependencies) -> tuple[list[str], dict[str, str]]:
+    evicted, blocked = [], {}
+    for key in keys_:
+        try:
+            deps.cluster.evict(key)
+            evicted.append(key)
+        except EvictionBlocked as exc:
+            blocked[key] = f"PodDisruptionBudget: {exc}; retried in {evacuation.RETRY_EVERY.seconds} s"
+    return evicted, blocked
+
+
+def _replacement_ready(claim: Claim, deps: Dependencies) -> tuple[bool, list[str]]:
+    """Whether every replacement claim has registered its node (or none was needed)."""
+    names = [n for n in claim.labels.get(keys.REPLACED_BY, "").split(",") if n]
+    waiting = [n for n in names if (c := deps.ledger.get(n)) is None or c.status != ClaimStatus.REGISTERED]
+    return not waiting, waiting
+
+
+def _warned_at(claim: Claim, now: datetime) -> datetime:
+    try:
+        return _utc(datetime.fromisoformat(claim.labels.get(keys.DISRUPTED_AT, "")))
+    except ValueError:
+        return now
+
+
+def _follow_up(event: ev.AwsEvent, claim: Claim, follow_up: FollowUp) -> None:
+    try:
+        follow_up(event, int(evacuation.RETRY_EVERY.total_seconds()))
+    except Exception:  # the disruption function's next run takes the next step
+        log.exception("could not schedule the next drain step of %s; the disruption run will", claim.name)
+
+
+def _utc(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _say(summary: InterruptSummary | None, message: str) -> None:
+    if summary is not None:
+        summary.decisions.append(message)
+    log.info(message)

@@ -141,12 +141,18 @@ def _note_dropped(dropped: dict[str, str], outcome: ProvisionOutcome) -> None:
 
 def provision_pods(
     pods: Iterable[Pod], deps: Dependencies, reason: str, exclude_claims: frozenset[str] | set[str] = frozenset(),
-    deadline: Deadline | None = None,
+    deadline: Deadline | None = None, price_ceiling: float | None = None,
 ) -> ProvisionOutcome:
     """Schedule and launch for `pods` (also used by interruption handling to pre-launch replacements).
 
     Never raises for a failure it can pin on pods: those land in `outcome.failed` (and a failed claim
-    in `launch_failures`); a failure before anything was started fails every pod."""
+    in `launch_failures`); a failure before anything was started fails every pod.
+
+    `price_ceiling` (USD/hour, for replacements that must be cheaper than what they replace): every
+    offering priced at or above it is unavailable to this call, for scheduling and for the launch alike,
+    and a round whose claims could together cost that much launches nothing (its pods are reported
+    unschedulable with the reason). So what is launched always costs less than the ceiling, whatever
+    capacity errors make the launch fall back to."""
     now = deps.clock()
     outcome = ProvisionOutcome()
     pods = list(pods)
@@ -160,7 +166,7 @@ def provision_pods(
         log.exception("provisioning %d pods failed before any launch", len(pods))
         return outcome
     if pending:
-        _schedule_and_launch(pending, deps, reason, exclude_claims, now, outcome, deadline)
+        _schedule_and_launch(pending, deps, reason, exclude_claims, now, outcome, deadline, price_ceiling)
     return outcome
 
 
@@ -203,11 +209,13 @@ def _leave_alone_what_others_serve(pods: Iterable[Pod], deps: Dependencies, outc
 
 def _schedule_and_launch(
     pending: list[Pod], deps: Dependencies, reason: str, exclude: frozenset[str] | set[str], now: datetime,
-    outcome: ProvisionOutcome, deadline: Deadline | None = None,
+    outcome: ProvisionOutcome, deadline: Deadline | None = None, price_ceiling: float | None = None,
 ) -> None:
     by_key = {p.key: p for p in pending}
     try:
         world = _World.read(deps, now)
+        if price_ceiling is not None:
+            world.unavailable |= priced_out(world.catalog, price_ceiling)
     except Exception as exc:  # before any launch: every pod is retried
         _fail(outcome, by_key, f"{type(exc).__name__}: {exc}")
         log.exception("provisioning %d pods failed before any launch", len(by_key))
@@ -225,12 +233,48 @@ def _schedule_and_launch(
             _fail(outcome, by_key, f"scheduling failed: {type(exc).__name__}: {exc}")
             log.exception("scheduling %d pods failed", len(by_key))
             break
+        if price_ceiling is not None:
+            _hold_to_ceiling(result, prepared, world.unavailable, price_ceiling - outcome.hourly_cost, outcome)
         _nominate_in_flight(result, specs, deps, now, outcome)
         retry = _launch_all(result, prepared, deps, reason, now, world.unavailable, outcome, deadline, exclude)
         outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
         by_key = {k: by_key[k] for k in retry if k in by_key}
     _fail(outcome, by_key, f"still no capacity after {MAX_ROUNDS} scheduling rounds")
     _forget_overcome_refusals(outcome)
+
+
+def priced_out(catalog: Any, ceiling: float) -> set[tuple[str, str, str]]:
+    """Every (type, zone, capacity type) offering priced at or above `ceiling`: what a replacement that
+    must be cheaper may not launch."""
+    return {(it.name, o.zone, o.capacity_type) for it in catalog.types.values() for o in it.offerings
+            if o.price >= ceiling}
+
+
+def _dearest(planned: PlannedClaim, ctx: launching.PoolContext, unavailable: set[tuple[str, str, str]]) -> float:
+    """The most the launch of `planned` can cost: its dearest offering still available (the launch may
+    fall back to any of them)."""
+    prices = [o.price for c in planned.instance_types if (it := ctx.types.get(c.name)) is not None
+              for o in it.offerings if o.available and (it.name, o.zone, o.capacity_type) not in unavailable]
+    return max(prices, default=planned.price)
+
+
+def _hold_to_ceiling(result: SchedulingResult, prepared: pools.Prepared, unavailable: set[tuple[str, str, str]],
+                     left: float, outcome: ProvisionOutcome) -> None:
+    """Launch nothing of this round when its claims could together cost `left` or more (each claim alone
+    cannot: its dearer offerings are unavailable); their pods are reported unschedulable with why."""
+    if not result.claims:
+        return
+    worst = sum(_dearest(c, prepared.contexts[c.pool], unavailable) for c in result.claims)
+    if worst < left:
+        return
+    why = f"a replacement must cost less than ${max(left, 0.0):.4f}/h; these {len(result.claims)} nodes may cost ${worst:.4f}/h"
+    for claim in result.claims:
+        for pod in claim.pods:
+            result.unschedulable[pod] = {"*": why}
+            result.placements.pop(pod, None)
+    result.claims = []
+    outcome.decisions.append(f"nothing launched: {why}")
+    log.info("nothing launched: %s", why)
 
 
 def _forget_overcome_refusals(outcome: ProvisionOutcome) -> None:

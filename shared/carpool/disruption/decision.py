@@ -18,6 +18,8 @@ class Reason(StrEnum):
     DRIFTED = "Drifted"
     EXPIRED = "Expired"
     UNHEALTHY = "Unhealthy"
+    #: a spot warning or scheduled change: drained by `carpool.app.interrupt`, not budgeted
+    INTERRUPTED = "Interrupted"
 
 
 class Kind(StrEnum):

@@ -24,6 +24,16 @@ from carpool import resources as res
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.ports import EvictionBlocked, NodeChange, NodeConflict, NodeGone, NodePatch, WatchEvent
 from carpool.requirements import Requirements
+from carpool.sim.apiserver import (
+    MULTIPLE_PDBS,
+    PDB_VIOLATION,
+    ApiAnswer,
+    api_status,
+    can_ignore_pdb,
+    merge_patch,
+    not_found,
+    selects_something,
+)
 from carpool.sim.scenario import Cni
 from carpool.taints import Taint, Toleration, untolerated
 
@@ -316,7 +326,7 @@ class SimulatedCluster:
         rec = self.pods.get(f"{ns}/{name}")
         if rec is None:
             return not_found("pods", name)
-        if not _can_ignore_pdb(rec.raw):
+        if not can_ignore_pdb(rec.raw):
             covering = self._covering_pdbs(rec)
             if len(covering) > 1:
                 self.actions.append((self._elapsed(), "eviction-blocked", f"{pod_key} by {','.join(covering)}"))
@@ -327,7 +337,7 @@ class SimulatedCluster:
                     self.actions.append((self._elapsed(), "eviction-blocked", f"{pod_key} by {covering[0]}"))
                     return refused
         self.actions.append((self._elapsed(), "evict", pod_key))
-        self._remove_pod(pod_key if pod_key in self.pods else f"{ns}/{name}", recreate=True)
+        self._remove_pod(f"{ns}/{name}", recreate=True)
         return ApiAnswer(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 
     def delete_node(self, node_name: str) -> None:
@@ -431,6 +441,30 @@ class SimulatedCluster:
         rec = self.nodes.get(name)
         return rec.raw if rec else None
 
+    def store(self, kind: str) -> Mapping[str, _Record]:
+        """The objects of one kind by key (what `carpool.sim.apiserver` lists)."""
+        return {"Pod": self.pods, "Node": self.nodes, "DaemonSet": self.daemonsets,
+                "PodDisruptionBudget": self.pdbs}[kind]
+
+    def merge_patch_node(self, name: str, patch: Mapping[str, Any]) -> ApiAnswer:
+        """A JSON merge patch of a node as the API server applies it: 404 for a node that is gone, 409 when
+        the patch carries a `metadata.resourceVersion` that is no longer the node's, else the patched node
+        (the resourceVersion moves on)."""
+        rec = self.nodes.get(name)
+        if rec is None:
+            return not_found("nodes", name)
+        self._competing_write(name)
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and str(wanted) != str(rec.rv):
+            return api_status(409, f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
+                              "please apply your changes to the latest version and try again", "Conflict",
+                              {"name": name, "kind": "nodes"})
+        rec.raw = merge_patch(rec.raw, {k: v for k, v in patch.items() if k != "metadata"} | {
+            "metadata": {k: v for k, v in (patch.get("metadata") or {}).items() if k != "resourceVersion"}})
+        self.actions.append((self._elapsed(), "patch-node", name))
+        self._record_change("MODIFIED", "Node", rec)
+        return ApiAnswer(200, json.loads(json.dumps(rec.raw)))
+
     def pods_of(self, controller: str) -> list[str]:
         return [k for k, r in self.pods.items() if r.controller == controller]
 
@@ -489,7 +523,7 @@ class SimulatedCluster:
         out = []
         for pdb_key, pdb in self.pdbs.items():
             pmeta, selector = pdb.raw.get("metadata") or {}, (pdb.raw.get("spec") or {}).get("selector")
-            if (pmeta.get("namespace") or "default") != ns or not _selects_something(selector):
+            if (pmeta.get("namespace") or "default") != ns or not selects_something(selector):
                 continue
             if selector_matches(selector, labels):
                 out.append(pdb_key)

@@ -420,3 +420,110 @@ def test_from_settings_uses_the_stacks_endpoint_and_ca() -> None:
     cluster = LightkubeCluster.from_settings(settings)
     assert cluster.access == ClusterAccess(SERVER, "Q0E=")  # no DescribeCluster needed
     assert cluster.cluster_name == "prod"
+
+
+# -- the API as it really answers -----------------------------------------------------------------------------
+#: kube-apiserver's eviction answer for a pod two budgets select (`eviction.go` returns this Status as the
+#: response object: code 500, no reason)
+MULTIPLE_PDBS_BODY = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+                                 "does not support.", "code": 500}
+#: a 429 with the `DisruptionBudget` cause `checkAndDecrement` adds
+PDB_VIOLATION_BODY = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                      "reason": "TooManyRequests", "details": {"causes": [
+                          {"reason": "DisruptionBudget",
+                           "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]},
+                      "code": 429}
+EXPIRED_CONTINUE_BODY = {"kind": "Status", "apiVersion": "v1", "metadata": {"continue": "eyJydiI6LTF9"},
+                         "status": "Failure", "reason": "Expired", "code": 410,
+                         "message": "The provided continue parameter is too old to display a consistent list "
+                                    "result. You can start a new list without the continue parameter, or use the "
+                                    "continue token in this response to retrieve the remainder of the results. "
+                                    "Continuing with the provided token results in an inconsistent list - objects "
+                                    "that were created, modified, or deleted between the time the first chunk was "
+                                    "returned and now may show up in the list."}
+
+
+def test_a_pod_with_two_budgets_is_blocked_not_an_error() -> None:
+    api = FakeApi()
+    api.on("POST", "/api/v1/namespaces/default/pods/web-1/eviction",
+           lambda r: httpx2.Response(500, json=MULTIPLE_PDBS_BODY))
+    with pytest.raises(EvictionBlocked, match="more than one PodDisruptionBudget") as blocked:
+        cluster_on(api).evict("default/web-1")
+    assert str(blocked.value).startswith("default/web-1: ")
+
+
+def test_a_429_carries_the_budgets_cause() -> None:
+    api = FakeApi()
+    api.on("POST", "/api/v1/namespaces/default/pods/web-1/eviction",
+           lambda r: httpx2.Response(429, json=PDB_VIOLATION_BODY))
+    with pytest.raises(EvictionBlocked, match="budget web needs 2 healthy pods and has 2 currently"):
+        cluster_on(api).evict("default/web-1")
+
+
+def test_another_500_on_eviction_is_an_error() -> None:
+    from lightkube import ApiError
+
+    api = FakeApi()
+    api.on("POST", "/api/v1/namespaces/default/pods/web-1/eviction",
+           lambda r: status(500, "InternalError", "Internal error occurred: etcdserver: request timed out"))
+    with pytest.raises(ApiError):
+        cluster_on(api).evict("default/web-1")
+
+
+def paged_pods(expire: int) -> tuple[FakeApi, list[str | None]]:
+    """Pods in pages of one; the first `expire` requests with a continue token answer 410 Expired."""
+    api, asked = FakeApi(), []
+    left = [expire]
+
+    def list_pods(request: httpx2.Request) -> httpx2.Response:
+        token = request.url.params.get("continue")
+        asked.append(token)
+        if token is None:
+            return httpx2.Response(200, json={"kind": "PodList", "apiVersion": "v1", "items": [pod("web-1")],
+                                              "metadata": {"resourceVersion": "40", "continue": "page2"}})
+        if left[0] > 0:
+            left[0] -= 1
+            return httpx2.Response(410, json=EXPIRED_CONTINUE_BODY)
+        return httpx2.Response(200, json={"kind": "PodList", "apiVersion": "v1", "items": [pod("web-2")],
+                                          "metadata": {"resourceVersion": "40"}})
+
+    api.on("GET", "/api/v1/pods", list_pods)
+    return api, asked
+
+
+def test_a_list_whose_continue_token_expired_starts_again() -> None:
+    api, asked = paged_pods(expire=1)
+    cluster = cluster_on(api)
+    assert [p.key for p in cluster.list_pods()] == ["default/web-1", "default/web-2"]  # nothing twice
+    assert asked == [None, "page2", None, "page2"]
+    assert cluster.resource_versions["Pod"] == "40"
+    assert "eyJydiI6LTF9" not in [r.url.params.get("continue") for r in api.requests]  # never inconsistent
+    api, asked = paged_pods(expire=1)
+    assert cluster_on(api).pod_keys() == {"default/web-1", "default/web-2"}
+
+
+def test_a_list_that_keeps_expiring_gives_up_after_its_restarts() -> None:
+    from lightkube import ApiError
+
+    from carpool.adapters.k8s.cluster import LIST_RESTARTS
+
+    api, asked = paged_pods(expire=100)
+    with pytest.raises(ApiError, match="continue parameter is too old"):
+        cluster_on(api).list_pods()
+    assert asked.count(None) == LIST_RESTARTS
+
+
+@pytest.mark.parametrize("gone_at", ["GET", "PATCH"])
+def test_cordon_and_taint_of_a_gone_node_raise_node_gone(gone_at: str) -> None:
+    api = FakeApi()
+    api.on("PATCH", "/api/v1/nodes/n1", lambda r: not_found("n1"))
+    if gone_at == "PATCH":
+        api.on("GET", "/api/v1/nodes/n1", lambda r: httpx2.Response(200, json=node("n1")))
+    cluster = cluster_on(api)
+    with pytest.raises(NodeGone, match="n1"):
+        cluster.cordon("n1")
+    with pytest.raises(NodeGone, match="n1"):
+        cluster.taint("n1", Taint("karpenter.sh/disrupted", "NoSchedule"))
+    assert [r.method for r in api.requests][-1] == gone_at

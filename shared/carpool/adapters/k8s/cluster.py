@@ -47,6 +47,8 @@ CA_ENV = "CARPOOL_CLUSTER_CA"
 FIELD_MANAGER = "carpool"
 CNI_NAMESPACE, CNI_DAEMONSET, CNI_CONTAINER = "kube-system", "aws-node", "aws-node"
 LIST_CHUNK = 500
+#: how many times a paginated list starts again after its continue token expired (410) before giving up
+LIST_RESTARTS = 3
 WATCH_KINDS = ("Pod", "Node")
 _CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -190,19 +192,40 @@ class LightkubeCluster:
 
     # -- reads ----------------------------------------------------------------------------------------------
     def _list(self, resource: Any, model: type[Any], kind: str | None = None, **kwargs: Any) -> list[Any]:
-        items = self._client().list(resource, chunk_size=LIST_CHUNK, **kwargs)
+        items, version = self._paged(resource, **kwargs)
         out = convert.to_models(items, model)
         if kind is not None:
-            # set once iteration has started, which converting every item guarantees
-            self.resource_versions[kind] = items.resourceVersion
+            self.resource_versions[kind] = version
         return out
+
+    def _paged(self, resource: Any, **kwargs: Any) -> tuple[list[Any], str]:
+        """Every object of a list, paged by `LIST_CHUNK` (lightkube follows the continue tokens), and the
+        list's resource version.
+
+        A list that takes longer than etcd keeps old revisions (the API server compacts every 5 minutes)
+        loses its continue token: the next page answers 410 Expired "The provided continue parameter is
+        too old...". The list then starts again from the first page, at most `LIST_RESTARTS` times. The
+        inconsistent token that 410 offers is not used: the remainder would mix two points in time, and
+        carpool decides on what it lists (consolidating a node whose pods were not all seen)."""
+        for attempt in range(1, LIST_RESTARTS + 1):
+            pages = self._client().list(resource, chunk_size=LIST_CHUNK, **kwargs)
+            try:
+                items = list(pages)
+            except ApiError as e:
+                if status_code(e) != 410 or attempt == LIST_RESTARTS:
+                    raise
+                log.warning("listing %s: continue token expired (%s); listing again from the start (%d of %d)",
+                            getattr(resource, "__name__", resource), e, attempt + 1, LIST_RESTARTS)
+                continue
+            return items, pages.resourceVersion
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def list_pods(self) -> list[api.Pod]:
         return self._list(PodResource, api.Pod, "Pod", namespace=ALL_NS)
 
     def pod_keys(self) -> set[str]:
         """Keys of every pod, from a metadata-only list (no spec decoding)."""
-        pods = self._client().list(PodResource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
+        pods, _ = self._paged(PodResource, namespace=ALL_NS)
         return {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods if p.metadata is not None}
 
     def pending_pods(self) -> list[api.Pod]:
@@ -241,12 +264,19 @@ class LightkubeCluster:
 
     # -- writes ---------------------------------------------------------------------------------------------
     def cordon(self, node_name: str) -> None:
-        self._client().patch(NodeResource, node_name, {"spec": {"unschedulable": True}})
+        """Mark the node unschedulable. Raises NodeGone when the node no longer exists (404)."""
+        try:
+            self._client().patch(NodeResource, node_name, {"spec": {"unschedulable": True}})
+        except ApiError as e:
+            if status_code(e) == 404:
+                raise NodeGone(node_name) from e
+            raise
 
     def taint(self, node_name: str, taint: Taint) -> None:
-        """Add (or update) one taint; the whole list is patched with the version read (409 -> retry)."""
+        """Add (or update) one taint; the whole list is patched with the version read (409 -> retry).
+        Raises NodeGone when the node no longer exists (404 on the read or the write)."""
         for attempt in range(3):
-            node = self._client().get(NodeResource, node_name)
+            node = self._get_node(node_name)
             existing = [convert.as_dict(t) for t in (node.spec.taints or [])] if node.spec else []
             taints = convert.taints_with(existing, taint)
             if taints is None:
@@ -260,8 +290,19 @@ class LightkubeCluster:
                 self._client().patch(NodeResource, node_name, patch, patch_type=PatchType.MERGE)
                 return
             except ApiError as e:
-                if status_code(e) != 409 or attempt == 2:
+                code = status_code(e)
+                if code == 404:
+                    raise NodeGone(node_name) from e
+                if code != 409 or attempt == 2:
                     raise
+
+    def _get_node(self, name: str) -> Any:
+        try:
+            return self._client().get(NodeResource, name)
+        except ApiError as e:
+            if status_code(e) == 404:
+                raise NodeGone(name) from e
+            raise
 
     def patch_node(self, name: str, patch: NodePatch, *, attempts: int = 5) -> api.Node:
         """A JSON merge patch of what changes, carrying the resourceVersion that was read: the API server
@@ -297,8 +338,10 @@ class LightkubeCluster:
             raise
 
     def evict(self, pod_key: str) -> None:
-        """Eviction API (honours PodDisruptionBudgets). 429 means a PDB forbids it now; a pod with several
-        PDBs gets 500 and is also blocked; a pod already gone is evicted."""
+        """Eviction API (the API server enforces PodDisruptionBudgets). Blocked (`EvictionBlocked`, with
+        the server's message and causes): 429 when a budget has no disruption left, and 500 "This pod has
+        more than one PodDisruptionBudget, which the eviction subresource does not support." when several
+        budgets select the pod (no eviction succeeds until one goes). A pod already gone is evicted (404)."""
         namespace, name = convert.split_pod_key(pod_key)
         eviction = PodResource.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
         try:
@@ -307,8 +350,8 @@ class LightkubeCluster:
             code = status_code(e)
             if code == 404:
                 return
-            if code in (429, 500) and (code == 429 or "disruption budget" in str(e).lower()):
-                raise EvictionBlocked(f"{pod_key}: {e}") from e
+            if code == 429 or (code == 500 and convert.is_budget_refusal(e.status.message)):
+                raise EvictionBlocked(f"{pod_key}: {convert.status_text(e.status)}") from e
             raise
 
     def delete_node(self, node_name: str) -> None:

@@ -100,3 +100,20 @@ def node_merge_patch(resource_version: str | None, change: NodeChange) -> dict[s
     if change.taints is not None:
         body["spec"] = {"taints": change.taints}
     return body
+
+
+def is_budget_refusal(message: str | None) -> bool:
+    """Whether an eviction's 500 is the API server refusing a pod that several PodDisruptionBudgets
+    select ("This pod has more than one PodDisruptionBudget, which the eviction subresource does not
+    support."), rather than a server fault."""
+    text = (message or "").lower()
+    return "poddisruptionbudget" in text or "disruption budget" in text
+
+
+def status_text(status: Any) -> str:
+    """A `metav1.Status` as one line: its message, then its causes' messages (where the eviction API says
+    which budget refused and how many healthy pods it has)."""
+    details = getattr(status, "details", None)
+    causes = [c.message for c in (getattr(details, "causes", None) or []) if getattr(c, "message", None)]
+    message = getattr(status, "message", None) or ""
+    return f"{message} ({'; '.join(causes)})" if causes else message
