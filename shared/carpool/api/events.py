@@ -13,6 +13,7 @@ event (detail-type and id) and the field path, so the record can go to the DLQ w
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
@@ -20,9 +21,10 @@ from typing import Any, Final, Literal, TypeVar
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from carpool import quantity
 from carpool.api.base import KubeModel
 from carpool.api.errors import describe_all
-from carpool.api.k8s import Node, Pod
+from carpool.api.k8s import Container, Node, Pod
 from carpool.api.meta import dns_label_problem, dns_subdomain_problem
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "EC2_SOURCE",
     "HEALTH_EVENT",
     "HEALTH_SOURCE",
+    "INSTANCE_ID_PATTERN",
     "INSTANCE_STATE_CHANGE",
     "MAX_ENTRY_BYTES",
     "NODE_DELETED",
@@ -62,6 +65,7 @@ __all__ = [
     "node_registered_entry",
     "parse_aws_event",
     "parse_cluster_event",
+    "pod_problems",
     "pod_unschedulable_entry",
 ]
 
@@ -100,24 +104,82 @@ class EventError(ValueError):
         self.problems: list[tuple[str, str]] = problems or []
 
 
+#: Kubernetes quantities are int64 values (milli-units for cpu): a bigger one cannot be a real request.
+_MAX_MILLI_VALUE = 2**63 - 1
+#: EC2 instance ids are `i-` and 8 or 17 hex digits; short test ids (`i-1`) stay acceptable, a 5,000-digit
+#: one (which would reach DynamoDB as a key) does not.
+INSTANCE_ID_PATTERN: Final = r"^i-[0-9a-z]{1,17}$"
+
+
+def _timestamp(value: Any) -> Any:
+    """A timestamp as EventBridge and Kubernetes write it (an RFC 3339 string) or a `datetime` built in
+    code; a number is refused rather than read as seconds since 1970."""
+    if isinstance(value, str | datetime):
+        return value
+    raise ValueError(f"expected an RFC 3339 timestamp string, got {type(value).__name__}")
+
+
+def _container_problems(containers: list[Container], what: str, seen: set[str]) -> list[str]:
+    problems = []
+    for i, container in enumerate(containers):
+        where = f"spec.{what}[{i}]"
+        problem = dns_label_problem(container.name, f"{where}.name")
+        if problem:
+            problems.append(problem)
+        elif container.name in seen:
+            problems.append(f"{where}.name: duplicate container name {container.name!r}")
+        seen.add(container.name)
+        for kind, values in (("requests", container.resources.requests), ("limits", container.resources.limits)):
+            problems += _quantity_problems(values, f"{where}.resources.{kind}")
+    return problems
+
+
+def _quantity_problems(values: Mapping[str, str], where: str) -> list[str]:
+    """Kubernetes' `ValidateNonnegativeQuantity`, plus the int64 range every quantity lives in."""
+    problems = []
+    for name, raw in values.items():
+        value = quantity.parse(raw)  # already checked to parse by the model
+        if value < 0:
+            problems.append(f"{where}[{name}]: {raw!r} must be greater than or equal to 0")
+        elif value * 1000 > _MAX_MILLI_VALUE:
+            problems.append(f"{where}[{name}]: {raw[:40]!r} is too large for a Kubernetes quantity")
+    return problems
+
+
+def pod_problems(pod: Pod) -> list[str]:
+    """What the API server's pod validation would refuse in `pod`, as far as carpool reads it: names
+    (a pod name is a DNS subdomain, a namespace and a container name DNS labels), at least one container,
+    container names unique, requests, limits and overhead non-negative and in range."""
+    problems = [p for p in (
+        dns_subdomain_problem(pod.metadata.name or "", "metadata.name"),
+        dns_label_problem(pod.metadata.namespace, "metadata.namespace") if pod.metadata.namespace is not None else None,
+    ) if p]
+    if not pod.spec.containers:
+        problems.append("spec.containers: a pod has at least one container")
+    seen: set[str] = set()
+    problems += _container_problems(pod.spec.containers, "containers", seen)
+    problems += _container_problems(pod.spec.init_containers, "initContainers", seen)
+    problems += _quantity_problems(pod.spec.overhead, "spec.overhead")
+    return problems
+
+
 # --- details: cluster ---------------------------------------------------------------------------------
 class PodUnschedulableDetail(KubeModel):
     cluster: str
     pod: Pod
     observed_at: datetime
 
+    _observed_at_is_a_timestamp = field_validator("observed_at", mode="before")(_timestamp)
+
     @field_validator("pod")
     @classmethod
-    def _named_as_kubernetes_allows(cls, pod: Pod) -> Pod:
-        """Names bounded as the API server bounds them (a pod name is a DNS subdomain, a namespace a DNS
-        label), here at the parser: a 5,000-character name would otherwise fail later, as a DynamoDB key,
-        after the rest of the batch was already being provisioned."""
-        problem = dns_subdomain_problem(pod.metadata.name or "", "metadata.name") or (
-            dns_label_problem(pod.metadata.namespace, "metadata.namespace")
-            if pod.metadata.namespace is not None else None
-        )
-        if problem:
-            raise ValueError(problem)
+    def _valid_as_kubernetes_allows(cls, pod: Pod) -> Pod:
+        """The pod bounded as the API server bounds it, here at the parser: a 5,000-character name would
+        otherwise fail later, as a DynamoDB key, after the rest of the batch was already being
+        provisioned; a pod without containers or with a negative request is no pod the cluster has."""
+        problems = pod_problems(pod)
+        if problems:
+            raise ValueError("; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
         return pod
 
 
@@ -154,7 +216,7 @@ class _Ec2Detail(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore", defer_build=True)
 
-    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-z]+$")
+    instance_id: str = Field(alias="instance-id", pattern=INSTANCE_ID_PATTERN)
 
 
 class SpotInterruptionDetail(_Ec2Detail):
@@ -183,7 +245,8 @@ class HealthEventDetail(KubeModel):
     end_time: str | None = None
 
     def instance_ids(self) -> list[str]:
-        return [e.entity_value for e in self.affected_entities if e.entity_value.startswith("i-")]
+        """The affected entities that are EC2 instances (others, such as volumes, are not carpool's)."""
+        return [e.entity_value for e in self.affected_entities if _INSTANCE_ID.match(e.entity_value)]
 
 
 # --- envelopes ----------------------------------------------------------------------------------------
@@ -198,6 +261,8 @@ class _Envelope(EventBridgeModel):
     model_config = ConfigDict(defer_build=True)
 
     account: str = ""
+
+    _time_is_a_timestamp = field_validator("time", mode="before")(_timestamp)
 
 
 class PodUnschedulableEvent(_Envelope):
@@ -270,6 +335,7 @@ _AWS_MODELS: dict[str, type[EventBridgeModel]] = {
 }
 
 _E = TypeVar("_E", bound=EventBridgeModel)
+_INSTANCE_ID = re.compile(INSTANCE_ID_PATTERN)
 
 
 # --- parsing ------------------------------------------------------------------------------------------
@@ -279,6 +345,8 @@ def _as_dict(raw: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise EventError(f"event is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise EventError("event JSON nests too deeply to be an EventBridge event") from None
     if not isinstance(raw, Mapping):
         raise EventError(f"event must be a JSON object, got {type(raw).__name__}")
     return dict(raw)

@@ -54,7 +54,10 @@ def process(
 
     def handle(record: SQSRecord) -> None:
         try:
-            outcome.parsed[record.message_id] = parse(record.body)
+            body = record.raw_event.get("body")
+            if not isinstance(body, str):
+                raise ValueError(f"record body: expected the event as a JSON string, got {type(body).__name__}")
+            outcome.parsed[record.message_id] = parse(body)
         except Exception as exc:  # every bad record is reported, never raised
             reason = f"{type(exc).__name__}: {exc}"
             outcome.failures[record.message_id] = reason
@@ -80,7 +83,23 @@ def process(
         for mid, reason in retry.items():
             outcome.failures[mid] = reason
             log.warning("record %s will be retried: %s", mid, reason)
+        _log_left_alone(outcome.result)
     return outcome
+
+
+#: summary fields in which use cases report what they did not act on, and why (key -> reason)
+LEFT_ALONE_FIELDS = ("ignored", "dropped", "stale")
+
+
+def _log_left_alone(result: Any) -> None:
+    """Every record a use case dropped by design (another cluster's event, an instance or node carpool does
+    not own, a pod no longer pending, an event too old) is answered as done, so SQS deletes it: its reason
+    is logged here, from the use case's summary, so that no record disappears without one."""
+    for name in LEFT_ALONE_FIELDS:
+        entries = getattr(result, name, None)
+        if isinstance(entries, Mapping):
+            for key, reason in entries.items():
+                log.info("not acted on (%s) %s: %s", name, key, reason)
 
 
 def _identifiable(record: object) -> bool:

@@ -56,15 +56,16 @@ class _LazyMessages:
         self._queue = queue
 
     def __iter__(self) -> Iterator[Any]:
-        from moto.core.utils import unix_time_millis
+        from moto.sqs import models
 
         # `Message.visible`/`delayed` read the clock per message; messages received a moment ago (held
-        # invisible while a batch is handled) would cost a clock read each on every receive
-        now = unix_time_millis()
+        # invisible while a batch is handled) would cost a clock read each on every receive. The clock is
+        # read through the SQS models module, as moto's own code does (the runner sets it to simulated time)
+        now = models.unix_time_millis()
         for message in list(self._queue._messages):
             if now > message.visible_at and not now < message.delayed_until:
                 yield message
-                now = unix_time_millis()
+                now = models.unix_time_millis()
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

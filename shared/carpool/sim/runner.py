@@ -18,6 +18,7 @@ are the production AWS adapters pointed at moto, with only the cluster and the c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import json
@@ -27,7 +28,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,7 @@ class SimRunner:
 
         aws = LocalAws(cluster=self.scenario.cluster.name, region=self.scenario.cluster.region).start()
         try:
-            with lambdas.captured_output(self.log), motofast.faster_moto():
+            with lambdas.captured_output(self.log), motofast.faster_moto(), _sqs_on(self.clock):
                 self._setup(aws)
                 self._loop()
             result = self._result()
@@ -508,6 +509,21 @@ class SimRunner:
             attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
             out[name] = int(attrs["Attributes"].get("ApproximateNumberOfMessages", 0))
         return out
+
+
+@contextlib.contextmanager
+def _sqs_on(clock: SimClock) -> Iterator[None]:
+    """Local SQS keeps time on the simulated clock: a message sent with `DelaySeconds`, a visibility
+    timeout and the retention period count simulated seconds, as they count real ones in AWS."""
+    from moto.sqs import models
+
+    saved = (models.unix_time, models.unix_time_millis)
+    models.unix_time = lambda *_a: clock.now().timestamp()  # type: ignore[assignment]
+    models.unix_time_millis = lambda *_a: clock.now().timestamp() * 1000.0  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        models.unix_time, models.unix_time_millis = saved  # type: ignore[assignment]
 
 
 def _failed_ids(answer: Any, records: list[dict[str, Any]]) -> set[str]:
