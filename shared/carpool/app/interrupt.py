@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 
 from carpool import labels, observability
 from carpool.api import events as ev
+from carpool.api.k8s import Pod, PodDisruptionBudget
 from carpool.app import drain, provision
 from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation, keys
@@ -201,8 +202,9 @@ def continue_drain(claim: Claim, deps: Dependencies, now: datetime, summary: Int
     if not on_node:
         return False
     ready, waiting_for = _replacement_ready(claim, deps)
-    step = evacuation.plan(on_node, everywhere, deps.cluster.list_pdbs(), ready, now, warned)
-    evicted, blocked = _evict(step.evict, deps)
+    pdbs = deps.cluster.list_pdbs()
+    step = evacuation.plan(on_node, everywhere, pdbs, ready, now, warned)
+    evicted, blocked = _evict([p for p in on_node if p.key in set(step.evict)], pdbs, deps)
     left = len(on_node) - len(evicted)
     state = "ready" if ready else f"waiting for {', '.join(waiting_for)}"
     reasons = {**step.waiting, **blocked}
@@ -212,14 +214,21 @@ def continue_drain(claim: Claim, deps: Dependencies, now: datetime, summary: Int
     return left > 0
 
 
-def _evict(keys_: list[str], deps: Dependencies) -> tuple[list[str], dict[str, str]]:
-    evicted, blocked = [], {}
-    for key in keys_:
+def _evict(pods: list[Pod], pdbs: list[PodDisruptionBudget], deps: Dependencies) -> tuple[list[str], dict[str, str]]:
+    """Evict `pods`; once a PDB refuses one, the others it covers are not asked again in this step."""
+    evicted: list[str] = []
+    blocked: dict[str, str] = {}
+    spent: list[PodDisruptionBudget] = []
+    for pod in pods:
+        if any(b.matches(pod) for b in spent):
+            blocked[pod.key] = f"PodDisruptionBudget allows no more now; retried in {evacuation.RETRY_EVERY.seconds} s"
+            continue
         try:
-            deps.cluster.evict(key)
-            evicted.append(key)
+            deps.cluster.evict(pod.key)
+            evicted.append(pod.key)
         except EvictionBlocked as exc:
-            blocked[key] = f"PodDisruptionBudget: {exc}; retried in {evacuation.RETRY_EVERY.seconds} s"
+            blocked[pod.key] = f"{exc}; retried in {evacuation.RETRY_EVERY.seconds} s"
+            spent.extend(b for b in pdbs if b.matches(pod))
     return evicted, blocked
 
 
