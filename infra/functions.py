@@ -12,7 +12,8 @@ provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaun
               failed); AMIs; the instance-type catalog and prices
 registrar     write the state table; look instances up (claims found by tag); AMIs and catalog (learned
               capacity is kept only for the expected AMI)
-interruption  write the state table; launch replacements; terminate own instances; AMIs; catalog
+interruption  write the state table; launch replacements; terminate own instances; AMIs; catalog;
+              send to its own queue (a drain's next step, delayed)
 disruption    write the state table; launch replacements (consolidation, drift); terminate own instances;
               delete own launch templates; look instances up (orphans); AMIs; catalog
 ============  ==============================================================================
@@ -76,7 +77,6 @@ PUBLIC_LAUNCH_INPUTS = ("image", "snapshot")
 SHARED_LAUNCH_INPUTS = ("subnet", "security-group", "capacity-reservation")
 LAUNCH_INPUT_RESOURCES = PUBLIC_LAUNCH_INPUTS + SHARED_LAUNCH_INPUTS
 #: Tags the registrar may set on a running instance; never the ownership tags.
-REGISTRAR_TAG_KEYS = ("Name", labels.TAG_NODECLAIM, labels.CLAIM)
 #: State-table access by what a function does with it (``carpool.adapters.aws.dynamodb_state``); every
 #: function also lists claims, nominations and usage with Query on the status index. DynamoDB authorizes a
 #: transaction per item, as PutItem/UpdateItem/DeleteItem.
@@ -105,8 +105,6 @@ class Capability(Enum):
     LAUNCH = auto()
     DELETE_LAUNCH_TEMPLATES = auto()
     TERMINATE = auto()
-    #: Name and nodeclaim tags on own instances; no function tags instances after launch today.
-    TAG_INSTANCES = auto()
     AMI_LOOKUP = auto()
     #: Instance types, their offerings and spot prices from EC2, on-demand prices from the Pricing API.
     CATALOG = auto()
@@ -309,6 +307,11 @@ class Functions(Construct):
                     max_concurrency=work.consumer.max_concurrency,
                 )
             )
+        # A drain outlives one invocation: the interruption function sends the event back to its own
+        # queue with a delay to take the next step (carpool.app.interrupt). SSE-SQS needs no key grant.
+        self.roles["interruption"].add_to_policy(iam.PolicyStatement(
+            sid="FollowUpDrain", actions=["sqs:SendMessage"],
+            resources=[routing.work_queues["interruption"].queue.queue_arn]))
         self.schedules = {}
         for name in SCHEDULED:
             function = self.functions[name]
@@ -510,18 +513,6 @@ class Functions(Construct):
                     actions=["ec2:TerminateInstances"],
                     resources=ec2_arns("instance", account=stack.account),
                     conditions={"StringEquals": resource_tags},
-                )
-            ]
-        if capability is Capability.TAG_INSTANCES:
-            return [
-                iam.PolicyStatement(
-                    sid="TagOwnInstances",
-                    actions=["ec2:CreateTags"],
-                    resources=ec2_arns("instance", account=stack.account),
-                    conditions={
-                        "StringEquals": resource_tags,
-                        "ForAllValues:StringEquals": {"aws:TagKeys": list(REGISTRAR_TAG_KEYS)},
-                    },
                 )
             ]
         if capability is Capability.AMI_LOOKUP:

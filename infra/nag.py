@@ -82,11 +82,6 @@ _WILDCARDS: dict[Capability, tuple[list[str | RegexAppliesTo], str]] = {
         "Terminates only instances whose resource tags say carpool launched them for this cluster "
         "(aws:ResourceTag conditions); instance ids are only known at runtime.",
     ),
-    Capability.TAG_INSTANCES: (
-        [_ec2("instance")],
-        "Tags only instances carpool launched for this cluster (aws:ResourceTag), and only the Name and "
-        "nodeclaim keys (aws:TagKeys), never the ownership tags.",
-    ),
     Capability.AMI_LOOKUP: (
         [_arn("ssm", "", f"parameter{path}") for path in AMI_PARAMETER_PATHS],
         "Read-only access to AWS's public AMI parameters; the path depends on the Kubernetes version, "
@@ -182,10 +177,10 @@ def _role(stack: CarpoolStack, name: str) -> None:
     suppressions = [
         _s(
             "AwsSolutions-IAM5",
-            "ec2:Describe* calls support no resource-level permissions and change nothing (limited to this "
-            "region); X-Ray PutTraceSegments/PutTelemetryRecords and pricing:GetProducts have no resources "
-            "to scope to.",
-            ["Action::ec2:Describe*", "Resource::*"],
+            "The EC2 Describe actions carpool calls (each named, no wildcard) support no resource-level "
+            "permissions and change nothing (limited to this region); X-Ray PutTraceSegments/"
+            "PutTelemetryRecords and pricing:GetProducts have no resources to scope to.",
+            ["Resource::*"],
         ),
         _s(
             "AwsSolutions-IAM5",

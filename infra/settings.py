@@ -34,7 +34,7 @@ KNOWN_KEYS = frozenset(
     {
         "clusterName", "configFile", "nodeRoleArn", "subnetTag", "securityGroupTag", "vpcId",
         "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
-        "alarmEmail", "alarmTopic", "logRetentionDays", "logLevel", "reservedConcurrency",
+        "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
         "retainState", "validateConfig",
     }
 )  # fmt: skip
@@ -68,7 +68,6 @@ class Settings:
     access_entries: bool = True
     kubernetes_group: str | None = None
     alarm_email: str | None = None
-    alarm_topic: bool = False
     log_retention_days: int = 30
     log_level: str = "INFO"
     reserved_concurrency: bool = True
@@ -96,10 +95,6 @@ class Settings:
     @property
     def config_parameter_name(self) -> str:
         return f"/carpool/{self.cluster_name}/config"
-
-    @property
-    def wants_alarm_topic(self) -> bool:
-        return self.alarm_topic or self.alarm_email is not None
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any], *, base_dir: Path | None = None) -> Settings:
@@ -134,7 +129,6 @@ class Settings:
             access_entries=_flag(context, "accessEntries", default=True),
             kubernetes_group=_matching(context, "kubernetesGroup", _K8S_GROUP, "carpool-controller"),
             alarm_email=_matching(context, "alarmEmail", _EMAIL, "ops@example.com"),
-            alarm_topic=_flag(context, "alarmTopic", default=False),
             log_retention_days=_retention(context),
             log_level=_choice(context, "logLevel", LOG_LEVELS, default="INFO"),
             reserved_concurrency=_flag(context, "reservedConcurrency", default=True),

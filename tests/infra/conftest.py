@@ -129,7 +129,6 @@ def rbac(synth: Callable[..., Synth]) -> Synth:
             "clusterName": "rbac_cluster",
             "kubernetesGroup": "carpool-controller",
             "reservedConcurrency": "false",
-            "alarmTopic": "true",
         }
     )
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cfnlint.api import ManualArgs, lint
-
 from cdk_support import Synth
+from cfnlint.api import ManualArgs, lint
 
 
 def _errors(synth: Synth) -> list[str]:

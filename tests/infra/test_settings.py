@@ -19,7 +19,7 @@ def test_only_cluster_name_is_required() -> None:
     assert settings.node_role_arn is None and settings.vpc_id is None and settings.config_file is None
     assert settings.access_entries and settings.reserved_concurrency and settings.retain_state
     assert settings.log_retention_days == 30 and settings.log_level == "INFO"
-    assert not settings.wants_alarm_topic
+    assert settings.alarm_email is None
 
 
 def test_missing_cluster_name_says_how_to_pass_it() -> None:
@@ -87,7 +87,6 @@ def test_values_from_the_command_line_are_strings() -> None:
             "logLevel": "debug",
             "subnetTag": "team=platform",
             "securityGroupTag": "kubernetes.io/cluster/demo=owned",
-            "alarmTopic": "true",
             "nodeRoleArn": "arn:aws:iam::123456789012:role/path/NodeRole",
         }
     )
@@ -95,7 +94,6 @@ def test_values_from_the_command_line_are_strings() -> None:
     assert settings.log_retention_days == 7 and settings.log_level == "DEBUG"
     assert settings.discovery_subnet_tag == Tag("team", "platform")
     assert settings.discovery_security_group_tag == Tag("kubernetes.io/cluster/demo", "owned")
-    assert settings.wants_alarm_topic
 
 
 def test_config_file_is_resolved_against_the_project(tmp_path: Path) -> None:

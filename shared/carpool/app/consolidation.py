@@ -301,10 +301,10 @@ def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary:
     if problem:
         undone = _undo(outcome, deps)
         tail = f"; terminated {', '.join(undone)}" if undone else "; nothing was launched"
-        ceiling = f" cheaper than ${cheaper_than:.4f}/h" if cheaper_than is not None else ""
+        ceiling = f"no replacement cheaper than ${cheaper_than:.4f}/h: " if cheaper_than is not None else ""
         tried = f" ({'; '.join(outcome.decisions)})" if outcome.decisions else ""
-        _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): no replacement{ceiling} could be "
-                       f"launched: {problem}{tried}{tail}")
+        _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): replacement failed: "
+                       f"{ceiling}{problem}{tried}{tail}")
         return None
     return names
 

@@ -127,3 +127,18 @@ def test_the_disruption_run_takes_the_same_step_without_a_follow_up() -> None:
     deps.clock.advance(130)
     assert interrupt.continue_drain(claim, deps, deps.clock()) is False  # reclaimed: nothing left to do
     assert timedelta(seconds=130) > interrupt.evacuation.NOTICE
+
+
+def test_the_follow_up_goes_back_to_the_queue_it_came_from_and_parses_as_the_same_event() -> None:
+    from carpool.adapters.aws.sqs import SqsFollowUp
+
+    sent: list[dict[str, Any]] = []
+    client = SimpleNamespace(send_message=lambda **kw: sent.append(kw))
+    follow_up = SqsFollowUp("arn:aws:sqs:eu-west-1:123456789012:carpool-c-interruption", client=client)
+    follow_up(_warning(), 5)
+    [message] = sent
+    assert message["QueueUrl"] == "https://sqs.eu-west-1.amazonaws.com/123456789012/carpool-c-interruption"
+    assert message["DelaySeconds"] == 5
+    again = ev.parse_aws_event(message["MessageBody"])
+    assert isinstance(again, ev.SpotInterruptionEvent)
+    assert again.instance_ids() == ["i-doomed"] and again.time == _warning().time
