@@ -8,6 +8,11 @@ bench/results.json.
   not available.
 - Cost: plan cost / lower bound (`bench/cost.py`), target <= 1.05 on generic workloads.
 - The 10,000-pod burst through the real handlers on local AWS (target < 60 s), `bench/burst.py`.
+- Wall time per stage, each beside its share (`bench/stages.py`, `bench/provisioner_stages.py`,
+  `bench/first_invocation.py`): `carpool plan` end to end on Karpenter's mix at 5k/20k/100k pods (load,
+  catalog, solve, output, start-up; targets 2/6/30 s, solve <= 1 s at 20k); one provisioner invocation of
+  1,000 pods on local AWS (parse, confirm, schedule, reserve, launch; target 5 s); the provisioner's
+  Lambda init + first invocation (target 500 ms).
 - Lambda: each handler's cold import time (provisioner target <= 400 ms) and the layer's unzipped size
   without boto3 (target <= 25 MB), see `bench/lambda_package.py`.
 Times are wall-clock seconds of `schedule(...)` (grouping, topology setup and result included; building
@@ -26,7 +31,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import burst, capacity_error, cost, lambda_package, workloads
+from bench import (
+    burst,
+    capacity_error,
+    cost,
+    first_invocation,
+    lambda_package,
+    provisioner_stages,
+    stages,
+    workloads,
+)
 from carpool import labels as L
 from carpool.requirements import Requirement, Requirements
 from carpool.scheduling.inputs import InstanceOption, PodSpec, PoolSpec
@@ -164,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per benchmark (median reported)")
     parser.add_argument("--no-catalog", action="store_true", help="skip the shipped-catalog benchmarks")
     parser.add_argument("--no-burst", action="store_true", help="skip the 10,000-pod simulation")
+    parser.add_argument("--plan-sizes", default="5000,20000,100000", help="`carpool plan` end-to-end pod counts")
+    parser.add_argument("--no-provisioner", action="store_true", help="skip the 1,000-pod provisioner invocation")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x]
@@ -179,7 +195,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     capacity_error.print_rows(capacity_rows)
     burst_rows = [] if args.no_burst else burst.rows()
     burst.print_rows(burst_rows)
+    # wall time per stage, each beside its share: what a user waits for
+    stage_rows = stages.plan_rows([int(x) for x in args.plan_sizes.split(",") if x], args.repeat)
+    stages.print_plan_rows(stage_rows)
+    if not args.no_provisioner:
+        stage_rows += provisioner_stages.rows()
+        provisioner_stages.print_rows(stage_rows[-1:])
+    stage_rows += first_invocation.rows()
+    first_invocation.print_rows(stage_rows[-1:])
     args.output.write_text(json.dumps({
+        "stages": stage_rows,
         "burst": burst_rows,
         "capacityExtrapolation": capacity_rows,
         "lambda": lambda_rows,

@@ -9,6 +9,12 @@ and validate the files), catalog (catalog snapshot and scheduler inputs), solve 
 from __future__ import annotations
 
 import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +22,11 @@ from typing import Any
 from bench import workloads
 from carpool.scheduling.inputs import AffinityTerm, LabelSelector, PodSpec, TopologySpread
 
+ROOT = Path(__file__).resolve().parents[1]
+#: `carpool plan` wall time targets (seconds) by pod count; and the solver's at 20,000 pods
+TARGET_SECONDS = {5000: 2.0, 20000: 6.0, 100000: 30.0}
+SOLVE_TARGET_SECONDS = {20000: 1.0}
+PLAN_STAGES = ("load", "catalog", "solve", "output")
 MANIFESTS = """\
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -98,5 +109,75 @@ def write_inputs(directory: Path, count: int, *, fmt: str = "json") -> tuple[Pat
     return manifests, pods
 
 
-def sizes(values: Sequence[int]) -> list[int]:
-    return list(values)
+
+
+def plan_stages(manifests: Path, pods: Path) -> dict[str, float]:
+    """Seconds per stage of one `carpool plan --json` in this process (same functions as the command)."""
+    from carpool.api.loader import load
+    from carpool.app.planning import plan
+    from carpool.cli.plan import Stopwatch, no_cyclic_gc, plan_inputs, render_json
+
+    clock = Stopwatch()
+    with no_cyclic_gc():
+        loaded = load([manifests, pods])
+        clock.lap("load")
+        inputs = plan_inputs(loaded, instance_types=None, region="us-east-1", unavailable=[], capacity=None)
+        clock.lap("catalog")
+        result = plan(inputs)
+        clock.lap("solve")
+        render_json(result, inputs, clock)
+        clock.lap("output")
+    return clock.stages
+
+
+def _command_seconds(manifests: Path, pods: Path) -> tuple[float, dict[str, Any]]:
+    """Wall seconds of `carpool plan --json` as a user runs it (a fresh interpreter), and its plan."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT)])}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", "from carpool.cli import main; main()", "plan", "-m", str(manifests),
+                           "-p", str(pods), "--json"], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    return time.perf_counter() - start, json.loads(done.stdout)
+
+
+def plan_rows(counts: Sequence[int], repeat: int = 3) -> list[dict[str, Any]]:
+    """Per pod count: the command's wall time (median of `repeat` runs) and its stages beside their share."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="carpool-bench-") as tmp:
+        for n in counts:
+            manifests, pods = write_inputs(Path(tmp), n)
+            runs = [_command_seconds(manifests, pods) for _ in range(repeat)]
+            wall = statistics.median(seconds for seconds, _ in runs)
+            plan = runs[-1][1]
+            samples = [plan_stages(manifests, pods) for _ in range(repeat)]
+            stages = {k: statistics.median(s[k] for s in samples) for k in PLAN_STAGES}
+            stages["start-up"] = max(0.0, wall - sum(stages.values()))  # interpreter, imports, printing
+            rows.append({
+                "benchmark": f"carpool plan karpenter-mix {n}", "pods": n, "wallSeconds": round(wall, 3),
+                "targetSeconds": TARGET_SECONDS.get(n),
+                "schedulingSeconds": round(statistics.median(p["schedulingSeconds"] for _, p in runs), 3),
+                "solveTargetSeconds": SOLVE_TARGET_SECONDS.get(n),
+                "planWallSeconds": round(statistics.median(p["wallSeconds"] for _, p in runs), 3),
+                "nodeClaims": len(plan["nodeClaims"]),
+                "stages": {k: round(v, 3) for k, v in stages.items()},
+            })
+    return rows
+
+
+def share_line(stages: dict[str, float], total: float, unit: str = "s") -> str:
+    """ "load 0.41 s (25%), solve ..." """
+    scale = 1000.0 if unit == "ms" else 1.0
+    return ", ".join(f"{k} {v * scale:.{0 if unit == 'ms' else 2}f} {unit} ({100 * v / total:.0f}%)"
+                     for k, v in stages.items()) if total else ""
+
+
+def print_plan_rows(rows: Sequence[dict[str, Any]]) -> None:
+    print()
+    for r in rows:
+        verdict = ""
+        if r["targetSeconds"]:
+            verdict = f"  target <= {r['targetSeconds']:.0f} s {'ok' if r['wallSeconds'] <= r['targetSeconds'] else 'MISSED'}"
+        if r["solveTargetSeconds"]:
+            ok = "ok" if r["schedulingSeconds"] <= r["solveTargetSeconds"] else "MISSED"
+            verdict += f"; solve {r['schedulingSeconds']:.2f} s, target <= {r['solveTargetSeconds']:.0f} s {ok}"
+        print(f"{r['benchmark']:34} {r['wallSeconds']:>8.2f} s{verdict}")
+        print(f"{'':34}   {share_line(r['stages'], r['wallSeconds'])}")

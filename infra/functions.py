@@ -150,7 +150,7 @@ SPECS: dict[str, FunctionSpec] = {
             "Lists/watches the cluster and puts Pod Unschedulable / Node events on the carpool bus",
             # Watches for about a minute per run; the schedule starts the next run while this one ends.
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["watcher"]),
-            memory_mib=512,
+            memory_mib=delivery.MEMORY_MIB["watcher"],
             capabilities=frozenset({C.PUT_EVENTS}),
             state_actions=NOMINATIONS_READ,
             kubernetes_write=False,
@@ -162,7 +162,7 @@ SPECS: dict[str, FunctionSpec] = {
             "Schedules pending pods onto new capacity and launches it with CreateFleet",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["provisioner"]),
             # The scheduler is CPU-bound; 2 GB buys more than one vCPU.
-            memory_mib=2048,
+            memory_mib=delivery.MEMORY_MIB["provisioner"],
             capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
             state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=False,
@@ -171,7 +171,7 @@ SPECS: dict[str, FunctionSpec] = {
             "registrar",
             "Marks claims registered when their node joins and learns real node capacity",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["registrar"]),
-            memory_mib=512,
+            memory_mib=delivery.MEMORY_MIB["registrar"],
             capabilities=frozenset({C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}),
             state_actions=REGISTRATION + CLAIM_RELEASE,
             kubernetes_write=True,
@@ -180,7 +180,7 @@ SPECS: dict[str, FunctionSpec] = {
             "interruption",
             "Handles spot interruptions, rebalance, health and state-change events: cordon, drain, replace",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["interruption"]),
-            memory_mib=512,
+            memory_mib=delivery.MEMORY_MIB["interruption"],
             capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
             state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=True,
@@ -190,7 +190,7 @@ SPECS: dict[str, FunctionSpec] = {
             "Removes orphaned, expired, drifted, empty and underutilized nodes",
             # Shorter than the one-minute schedule, so runs never overlap (see reserved concurrency).
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["disruption"]),
-            memory_mib=1024,
+            memory_mib=delivery.MEMORY_MIB["disruption"],
             capabilities=frozenset(
                 {C.LAUNCH, C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}
             ),

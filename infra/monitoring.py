@@ -22,6 +22,7 @@ Disruptions                reason                karpenter_nodeclaims_disrupted_
 PodsServedBy               server                (carpool: who took a pending pod)
 PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
 ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
+ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 ========================== ==================== ===============================================
 
 Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
@@ -77,6 +78,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "PodsServedBy": ("server",),
     "PodEventsDropped": (),
     "ConfigInvalid": ("function",),
+    "ReplacementAboveCeiling": (),
 }
 
 #: A pod pending for 15 minutes is what people page on (reference section 9).
@@ -277,7 +279,18 @@ class Monitoring(Construct):
             m.series("ConfigInvalid", "Sum", period=five).with_(label="invalid config loads"),
             description=(
                 "The deployed NodePool/EC2NodeClass config does not validate: nothing is launched until it is "
-                "fixed. The provisioner's error log names the field; fix the manifests and `carpool apply` them."
+                "fixed. The provisioner's error log names the field; fix the manifests (`carpool validate`) and deploy them again (`cdk deploy -c configFile=...`)."
+            ),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        )
+        self._alarm(
+            "ReplacementAboveCeiling",
+            m.series("ReplacementAboveCeiling", "Sum", period=five).with_(label="replacements above their ceiling"),
+            description=(
+                "A consolidation replacement was launched at or above the price of the nodes it replaces and was "
+                "terminated again. Replacements are priced before launch, so this is a bug: the disruption "
+                "function's log has the decision."
             ),
             threshold=1,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -486,8 +499,9 @@ class Monitoring(Construct):
             graph("Disruptions (by reason)", [lines("Disruptions", "Sum")]),
             graph("Pods served by (carpool vs other autoscalers)", [lines("PodsServedBy", "Sum")]),
             graph(
-                "Invalid config loads / pod events dropped",
-                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("PodEventsDropped", "Sum")],
+                "Invalid config loads / pod events dropped / replacements above ceiling",
+                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("PodEventsDropped", "Sum"),
+                 lines("ReplacementAboveCeiling", "Sum")],
             ),
         )
         names = list(functions)

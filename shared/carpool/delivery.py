@@ -41,4 +41,18 @@ TIMEOUT_SECONDS: dict[str, int] = {
     "disruption": 50,
 }
 
+#: Each function's memory in MiB (Lambda gives CPU in proportion). The stack sets these, and the
+#: simulation prices carpool's own Lambda GB-seconds at them.
+MEMORY_MIB: dict[str, int] = {
+    "watcher": 512,
+    # the scheduler is CPU-bound; 2 GB buys more than one vCPU
+    "provisioner": 2048,
+    "registrar": 512,
+    "interruption": 512,
+    "disruption": 1024,
+}
+
+#: Functions the stack runs on a schedule, and its period in seconds (``infra/events.py``: every minute).
+SCHEDULE_SECONDS: dict[str, int] = {"watcher": 60, "disruption": 60}
+
 BY_FUNCTION: dict[str, Delivery] = {"provisioner": PROVISIONER, "registrar": REGISTRAR, "interruption": INTERRUPTION}

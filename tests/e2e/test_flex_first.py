@@ -56,3 +56,16 @@ def test_nothing_dead_lettered_and_cost_reported(scenario_result):
 def test_allocatable_parity(scenario_result):
     """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
     assert_allocatable_parity(scenario_result, SCENARIO)
+
+
+def test_carpool_own_aws_cost_is_reported_for_every_service(scenario_result):
+    from carpool.sim import own_cost
+
+    cost = scenario_result.own_cost
+    assert tuple(cost.services) == own_cost.SERVICES
+    assert all(usd > 0 for usd in cost.services.values()), cost.services
+    assert cost.monthly_usd == round(sum(cost.services.values()), 2)
+    assert {"watcher", "provisioner", "registrar", "disruption"} <= set(cost.lambda_by_function)
+    # the deployed watcher blocks on its watch stream, so each run is billed at least that long
+    assert cost.per_invocation["watcher"]["billedMs"] >= 50_000
+    assert cost.per_invocation["provisioner"]["writeUnits"] > 0

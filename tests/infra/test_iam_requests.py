@@ -27,6 +27,7 @@ from aws_cdk import Environment
 from cdk_support import Synth, statements
 from iam_eval import as_list, evaluate, granted_actions
 
+from carpool.sim.localaws import queue_name
 from carpool.sim.requests import AwsCall, Check, Recording, authorizations, tag_specifications
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,6 +118,8 @@ def _bindings(synth: Synth, rec: Recording) -> dict[str, str]:
         "${" + synth.logical_id(stack.tables.idempotency) + ".Arn}": arn.format("dynamodb", f"table/{idempotency}"),
         "${" + synth.logical_id(stack.routing.bus) + ".Arn}": arn.format("events", f"event-bus/{env['CARPOOL_EVENT_BUS']}"),
         "${" + synth.logical_id(stack.config_parameter) + "}": env["CARPOOL_CONFIG_PARAMETER"],
+        "${" + synth.logical_id(stack.routing.work_queues["interruption"].queue) + ".Arn}":
+            arn.format("sqs", queue_name(rec.cluster, "interruption")),
     }  # fmt: skip
 
 

@@ -213,10 +213,10 @@ def test_pool_near_limit_alarm_per_limited_resource_of_the_config(full: Synth, d
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
-    # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, stale
-    # interruptions, 4 DLQs, errors + throttles of 5 functions, then one per pool limit
-    default.template.resource_count_is("AWS::CloudWatch::Alarm", 7 + 4 + 10 + 2)
-    full.template.resource_count_is("AWS::CloudWatch::Alarm", 7 + 4 + 10 + 3)
+    # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, replacement
+    # above ceiling, stale interruptions, 4 DLQs, errors + throttles of 5 functions, then one per pool limit
+    default.template.resource_count_is("AWS::CloudWatch::Alarm", 8 + 4 + 10 + 2)
+    full.template.resource_count_is("AWS::CloudWatch::Alarm", 8 + 4 + 10 + 3)
 
 
 # --- two clusters, one account ---------------------------------------------------------------------

@@ -140,6 +140,12 @@ class FakeCluster:
     def list_pods(self) -> list[Pod]:
         return [p.model_copy(deep=True) for p in self.pods.values()]
 
+    def active_pods(self) -> list[Pod]:
+        return [p for p in self.list_pods() if not p.is_terminal()]
+
+    def pods_on_node(self, node_name: str) -> list[Pod]:
+        return [p for p in self.list_pods() if p.spec.node_name == node_name]
+
     def list_nodes(self) -> list[Node]:
         return [n.model_copy(deep=True) for n in self.nodes.values()]
 

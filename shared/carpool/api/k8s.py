@@ -253,6 +253,13 @@ class Pod(KubeModel):
         Always`); each regular init container runs alone with the sidecars started before it. The pod
         needs the larger of the two phases, plus `overhead` (RuntimeClass), plus one pod slot.
         """
+        spec = self.spec
+        if not spec.init_containers and not spec.overhead:  # most pods: the sum of their containers
+            containers = spec.containers
+            total = (containers[0].resources.parsed_requests() if len(containers) == 1
+                     else resources.add(*(c.resources.parsed_requests() for c in containers)))
+            total[resources.PODS] = 1
+            return total
         running = resources.add(*(c.resources.parsed_requests() for c in self.spec.containers))
         sidecars: Resources = {}
         init_peak: Resources = {}

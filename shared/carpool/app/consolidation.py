@@ -53,9 +53,16 @@ class _World:
     nodes: dict[str, Node]
     pods: list[Pod]
     claims: list[Claim]
+    _by_node: dict[str, list[Pod]] | None = None
 
     def pods_on(self, node: str) -> list[Pod]:
-        return [p for p in self.pods if p.spec.node_name == node and candidates.reschedulable(p)]
+        """The node's pods that need a new home if it goes (indexed once: a run asks for every claim's node)."""
+        if self._by_node is None:
+            self._by_node = {}
+            for p in self.pods:
+                if p.spec.node_name and candidates.reschedulable(p):
+                    self._by_node.setdefault(p.spec.node_name, []).append(p)
+        return list(self._by_node.get(node, ()))
 
 
 def run(deps: Dependencies, now: datetime, summary: Any) -> None:
@@ -75,8 +82,10 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
 
 
 def _observe(deps: Dependencies) -> _World:
+    """Nodes, the pods that are not finished (a server-side field selector: Succeeded and Failed pods hold
+    no room and never move), and the live claims."""
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
-    return _World(nodes, deps.cluster.list_pods(), sorted(deps.ledger.active(), key=lambda c: c.name))
+    return _World(nodes, deps.cluster.active_pods(), sorted(deps.ledger.active(), key=lambda c: c.name))
 
 
 # -- 1. consolidateAfter's clock ---------------------------------------------------------------------------

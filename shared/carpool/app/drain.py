@@ -43,7 +43,7 @@ class DrainResult:
 
 def pods_on(cluster: Cluster, node_name: str) -> list[Pod]:
     """Pods a node runs that need a new home if it goes (not DaemonSet, static or finished pods)."""
-    return [p for p in cluster.list_pods() if p.spec.node_name == node_name and _needs_home(p)]
+    return [p for p in cluster.pods_on_node(node_name) if p.spec.node_name == node_name and _needs_home(p)]
 
 
 def serving(pods: Iterable[Pod]) -> dict[str, int]:

@@ -1,12 +1,18 @@
 """The watcher: turns the cluster's state into carpool events on the bus.
 
-Level-triggered on purpose: every run starts with a full list (resync) and publishes every pod that is
-still pending, so an event lost anywhere downstream only delays a pod by one watcher period. Pods
+Level-triggered on purpose: every run starts with a resync and publishes every pod that is still
+pending, so an event lost anywhere downstream only delays a pod by one watcher period. Pods
 nominated to a live claim (their node is booting) are the exception: the provisioner would only confirm
 the nomination, so publishing them again costs events, queue traffic and invocations for nothing (a
 10,000-pod burst waits a minute or two for its nodes). Once the nomination expires or its claim is gone,
 the pod is published again. After the resync it follows the API's watch stream until the period is over,
 publishing changes as they happen.
+
+What a run reads is sized by what can need carpool, not by the cluster: the resync lists unbound Pending
+pods only (server-side field selector `spec.nodeName=,status.phase=Pending`) and every node (a node's
+registration step needs its labels, taints and conditions); the pod watch follows the same selection from
+that list's resource version, with bookmarks. Bound pods are never read (see docs/design.md, "API reads
+at scale").
 
 Nodes go to the registrar (`Node Registered`) while their life needs a step from it, at any readiness: a
 node that still waits for registration (Karpenter registers as soon as the Node exists: the unregistered
@@ -102,7 +108,7 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
 def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: list[Claim],
             index: _ClaimIndex) -> Iterable[dict[str, Any]]:
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
-    for pod in deps.cluster.list_pods():
+    for pod in deps.cluster.pending_pods():
         if pod.is_provisionable():
             summary.pending_pods += 1
             summary.oldest_pending_seconds = max(summary.oldest_pending_seconds, _age(pod, now))

@@ -25,7 +25,7 @@ from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
 from carpool.disruption import consolidation, drift, emptiness, expiry, repair
 from carpool.disruption.budgets import Budgets
-from carpool.disruption.candidates import Candidate, ClusterView
+from carpool.disruption.candidates import Candidate, ClusterView, node_initialized
 from carpool.disruption.consolidation import Outcome, Simulator
 from carpool.disruption.decision import Decision, Reason
 from carpool.disruption.protection import PdbTracker
@@ -78,7 +78,9 @@ class _Planner:
         totals: dict[str, int] = {}
         disrupting: dict[str, int] = {}
         for c in cands:
-            if c.registered:
+            # Karpenter counts only initialized nodes towards a budget's total: a replacement still booting
+            # must not raise a percentage budget; an initialized node that went NotReady counts as disrupting
+            if c.registered and node_initialized(c.labels):
                 totals[c.pool] = totals.get(c.pool, 0) + 1
                 if c.disrupting or not c.ready:
                     disrupting[c.pool] = disrupting.get(c.pool, 0) + 1

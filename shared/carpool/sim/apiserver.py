@@ -4,7 +4,9 @@
 the adapter against the same cluster, `SimApiServer` serves the simulated cluster on 127.0.0.1 with the
 API server's answers for what carpool calls:
 
-- lists (`limit` + `continue`, as lightkube's `chunk_size` pages them) served from a snapshot taken at the
+- lists (`limit` + `continue`, as lightkube's `chunk_size` pages them), filtered by field selectors on
+  the fields kube-apiserver can select on (anything else: 400 "field label not supported: <field>"),
+  as `PartialObjectMetadataList` when the `Accept` header asks for it, and served from a snapshot taken at the
   first page's resource version, like etcd's MVCC read. A continue token whose revision was compacted
   away is `410 Expired` "The provided continue parameter is too old..." with an inconsistent token to
   resume at the latest revision (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/errors.go`);
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -40,6 +44,12 @@ INCONSISTENT_CONTINUE = (
 )
 #: snapshots kept for open paginated lists (older ones count as compacted)
 MAX_SNAPSHOTS = 16
+#: the longest a simulated watch stays open, and how often it looks for changes (seconds)
+WATCH_TIMEOUT = 60.0
+WATCH_POLL = 0.05
+#: bookmarks: at least once a minute, and one 2 s before the watch times out (`cacheWatcher.nextBookmarkTime`)
+BOOKMARK_EVERY = 60.0
+BOOKMARK_BEFORE_TIMEOUT = 2.0
 #: list kinds by URL resource name
 LIST_KINDS = {"pods": "Pod", "nodes": "Node", "poddisruptionbudgets": "PodDisruptionBudget", "daemonsets": "DaemonSet"}
 
@@ -50,6 +60,11 @@ class ApiAnswer:
 
     code: int
     body: dict[str, Any]
+    #: the body already encoded (large lists are assembled from each object's cached JSON)
+    data: bytes | None = None
+
+    def encoded(self) -> bytes:
+        return self.data if self.data is not None else json.dumps(self.body).encode()
 
     @property
     def text(self) -> str:
@@ -102,25 +117,66 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+#: selectable fields per list, as kube-apiserver converts field labels: pods after `PodToSelectableFields`
+#: (pkg/registry/core/pod/strategy.go), nodes after `NodeToSelectableFields`, and every other kind after
+#: the default conversion (`metadata.name`, `metadata.namespace`). Anything else is 400.
+SELECTABLE = {
+    "pods": frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+                       "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                       "status.podIP", "status.nominatedNodeName"}),
+    "nodes": frozenset({"metadata.name", "spec.unschedulable"}),
+}
+DEFAULT_SELECTABLE = frozenset({"metadata.name", "metadata.namespace"})
+#: the `Accept` media type parameter that asks for `PartialObjectMetadataList`
+PARTIAL_METADATA = "as=PartialObjectMetadataList"
+
+
 def _field(raw: Mapping[str, Any], path: str) -> str:
+    """A selectable field's value as the API server formats it (booleans `true`/`false`, absent "")."""
+    if path == "status.podIP":
+        ips = (raw.get("status") or {}).get("podIPs") or []
+        return str(ips[0].get("ip", "")) if ips else str((raw.get("status") or {}).get("podIP") or "")
     value: Any = raw
     for part in path.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
+    if path in ("spec.hostNetwork", "spec.unschedulable"):
+        return "true" if value else "false"
     return "" if value is None else str(value)
 
 
-def field_selector_matches(raw: Mapping[str, Any], selector: str) -> bool:
-    """`a.b=v,c!=w` field selectors (what carpool sends: `spec.nodeName=,status.phase=Pending`)."""
+def parse_field_selector(resource: str, selector: str) -> list[tuple[str, bool, str]]:
+    """`a=v,b!=w` as (field, equal?, value) terms; ValueError("field label not supported: x") for a field
+    the resource does not select on, as the API server answers (400 BadRequest)."""
+    allowed = SELECTABLE.get(resource, DEFAULT_SELECTABLE)
+    terms = []
     for term in filter(None, selector.split(",")):
         if "!=" in term:
             path, value = term.split("!=", 1)
-            if _field(raw, path) == value:
-                return False
-        else:
+            equal = False
+        elif "=" in term:
             path, value = term.split("==", 1) if "==" in term else term.split("=", 1)
-            if _field(raw, path) != value:
-                return False
-    return True
+            equal = True
+        else:
+            raise ValueError(f"invalid selector: '{selector}'; can't understand '{term}'")
+        if path not in allowed:
+            raise ValueError(f"field label not supported: {path}")
+        terms.append((path, equal, value))
+    return terms
+
+
+def field_selector_matches(raw: Mapping[str, Any], selector: str, resource: str = "pods") -> bool:
+    """Whether an object passes a field selector (every term holds)."""
+    return all((_field(raw, path) == value) == equal
+               for path, equal, value in parse_field_selector(resource, selector))
+
+
+def _matches(raw: Mapping[str, Any], terms: list[tuple[str, bool, str]]) -> bool:
+    return all((_field(raw, path) == value) == equal for path, equal, value in terms)
+
+
+def partial_metadata(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """An object as `PartialObjectMetadata`: its metadata only."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": raw.get("metadata") or {}}
 
 
 def _token(snapshot: int, start: int) -> str:
@@ -140,8 +196,14 @@ class ListPages:
         """Compaction overtakes the next `times` open lists: their next continue token is too old (410)."""
         self._expire_next += times
 
-    def page(self, resource: str, limit: int | None, token: str | None, field_selector: str = "") -> ApiAnswer:
+    def page(self, resource: str, limit: int | None, token: str | None, field_selector: str = "",
+             metadata_only: bool = False) -> ApiAnswer:
         kind = LIST_KINDS[resource]
+        try:
+            terms = parse_field_selector(resource, field_selector)
+        except ValueError as e:
+            self.served.append((resource, token, 400))
+            return api_status(400, str(e), "BadRequest")
         rv = int(self._cluster.resource_version)
         if token:
             try:
@@ -155,10 +217,10 @@ class ListPages:
             if snapshot_rv >= 0 and snapshot_rv not in self._snapshots:
                 self.served.append((resource, token, 410))
                 return api_status(410, INCONSISTENT_CONTINUE, "Expired", continue_token=_token(-1, start))
-            items = self._snapshots[snapshot_rv] if snapshot_rv >= 0 else self._items(kind, field_selector)
+            items = self._snapshots[snapshot_rv] if snapshot_rv >= 0 else self._items(kind, terms)
         else:
             snapshot_rv, start = rv, 0
-            items = self._items(kind, field_selector)
+            items = self._items(kind, terms)
             self._snapshots[rv] = items
             while len(self._snapshots) > MAX_SNAPSHOTS:
                 self._snapshots.pop(min(self._snapshots))
@@ -168,12 +230,50 @@ class ListPages:
             meta["continue"] = _token(snapshot_rv, end)
             meta["remainingItemCount"] = len(items) - end
         self.served.append((resource, token, 200))
-        return ApiAnswer(200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta, "items": items[start:end]})
+        page = items[start:end]
+        if metadata_only:
+            body = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+                    "items": [partial_metadata(json.loads(raw)) for raw in page]}
+            return ApiAnswer(200, body)
+        head = {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta}
+        data = json.dumps(head).encode()[:-1] + b', "items": [' + b",".join(page) + b"]}"
+        return ApiAnswer(200, {**head, "items": EncodedItems(page)}, data)
 
-    def _items(self, kind: str, field_selector: str) -> list[dict[str, Any]]:
+    def _items(self, kind: str, terms: list[tuple[str, bool, str]]) -> list[bytes]:
+        """The snapshot: each matching object's JSON as of now (encoded once per change, like the
+        watch cache's serialized objects)."""
         store = self._cluster.store(kind)
-        raws = [json.loads(json.dumps(store[k].raw)) for k in sorted(store)]
-        return [r for r in raws if field_selector_matches(r, field_selector)]
+        return [self._cluster.encoded(store[k]) for k in sorted(store) if _matches(store[k].raw, terms)]
+
+
+class EncodedItems(Sequence[dict[str, Any]]):
+    """A list page's items, kept encoded (the HTTP answer sends the bytes) and decoded when read here."""
+
+    def __init__(self, encoded: list[bytes]) -> None:
+        self._encoded = encoded
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [json.loads(raw) for raw in self._encoded[index]]
+        return json.loads(self._encoded[index])
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    accept: str
+    code: int
+
+    @property
+    def metadata_only(self) -> bool:
+        return PARTIAL_METADATA in self.accept
 
 
 class SimApiServer:
@@ -184,9 +284,18 @@ class SimApiServer:
         self.lists = ListPages(cluster)
         #: (method, path) of every request, in order
         self.requests: list[tuple[str, str]] = []
-        self._lock = threading.RLock()
+        #: every request with its query, `Accept` and answer code; `bytes_sent` counts the bodies
+        self.log: list[Served] = []
+        self.bytes_sent = 0
+        self._lock: threading.RLock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while a request reads or changes the cluster: hold it to change the cluster while the
+        server is answering (e.g. during a watch)."""
+        return self._lock
 
     @property
     def url(self) -> str:
@@ -200,23 +309,79 @@ class SimApiServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, method: str, url: str, content_type: str, body: bytes) -> ApiAnswer:
+    def answer(self, method: str, url: str, content_type: str, body: bytes, accept: str = "") -> ApiAnswer:
         """Route one request (under the server's lock: the cluster is not thread-safe)."""
         parts = urlsplit(url)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         segments = [s for s in parts.path.split("/") if s]
         with self._lock:
             self.requests.append((method, parts.path))
-            return self._route(method, segments, query, content_type, body)
+            answer = self._route(method, segments, query, content_type, body, accept)
+            self.log.append(Served(method, parts.path, query, accept, answer.code))
+            return answer
 
-    def _route(self, method: str, seg: list[str], query: dict[str, str], content_type: str, body: bytes) -> ApiAnswer:
+    def watch(self, url: str) -> tuple[ApiAnswer | None, Iterator[bytes]]:
+        """`GET <list>?watch=true`: 400 for a field the resource cannot select on, else the stream of
+        watch events (one JSON line each) after `resourceVersion`, filtered by the field selector, until
+        `timeoutSeconds`. With `allowWatchBookmarks=true` a BOOKMARK (an object with only
+        `metadata.resourceVersion`) comes every minute and 2 s before the stream times out, as the
+        watch cache sends them."""
+        parts = urlsplit(url)
+        query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        resource = [s for s in parts.path.split("/") if s][-1]
+        with self._lock:
+            self.requests.append(("GET", parts.path))
+            try:
+                terms = parse_field_selector(resource, query.get("fieldSelector", ""))
+            except ValueError as e:
+                refused = api_status(400, str(e), "BadRequest")
+                self.log.append(Served("GET", parts.path, query, "", 400))
+                return refused, iter(())
+            self.log.append(Served("GET", parts.path, query, "", 200))
+        kind = LIST_KINDS.get(resource, "")
+        since = int(query.get("resourceVersion") or 0) or int(self.cluster.resource_version)
+        deadline = time.monotonic() + min(float(query.get("timeoutSeconds") or WATCH_TIMEOUT), WATCH_TIMEOUT)
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        return None, self._events(kind, terms, since, deadline, bookmarks)
+
+    def _events(self, kind: str, terms: list[tuple[str, bool, str]], since: int, deadline: float,
+                bookmarks: bool) -> Iterator[bytes]:
+        bookmark_at = self._next_bookmark(time.monotonic(), deadline)
+        while True:
+            with self._lock:
+                changes = self.cluster.changes_since(kind, since)
+                latest = int(self.cluster.resource_version)
+            for etype, rv, raw in changes:
+                since = max(since, rv)
+                if _matches(raw, terms):
+                    yield json.dumps({"type": etype, "object": raw}).encode() + b"\n"
+            now = time.monotonic()
+            if bookmarks and now >= bookmark_at:
+                since = max(since, latest)
+                yield json.dumps({"type": "BOOKMARK", "object": {
+                    "kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(since)}}}).encode() + b"\n"
+                bookmark_at = self._next_bookmark(now, deadline)
+            if now >= deadline:
+                return
+            time.sleep(WATCH_POLL)
+
+    @staticmethod
+    def _next_bookmark(now: float, deadline: float) -> float:
+        """The watch cache's `nextBookmarkTime`: a minute from now, or 2 s before the watch's deadline
+        when that comes first (once past it, no more before the stream closes)."""
+        pretimeout = deadline - BOOKMARK_BEFORE_TIMEOUT
+        return min(now + BOOKMARK_EVERY, pretimeout) if pretimeout > now else math.inf
+
+    def _route(self, method: str, seg: list[str], query: dict[str, str], content_type: str, body: bytes,
+               accept: str = "") -> ApiAnswer:
         path = "/".join(seg)
         if method == "GET" and seg and seg[-1] in LIST_KINDS and "watch" not in query:
             if len(seg) >= 3 and seg[-3] == "namespaces":  # a namespaced list: filter by namespace
                 query["fieldSelector"] = ",".join(filter(None, [query.get("fieldSelector"),
                                                                 f"metadata.namespace={seg[-2]}"]))
             limit = int(query["limit"]) if query.get("limit") else None
-            return self.lists.page(seg[-1], limit, query.get("continue"), query.get("fieldSelector", ""))
+            return self.lists.page(seg[-1], limit, query.get("continue"), query.get("fieldSelector", ""),
+                                   metadata_only=PARTIAL_METADATA in accept)
         if path.startswith("api/v1/nodes/") and len(seg) == 4:
             return self._node(method, seg[3], content_type, body)
         if method == "POST" and len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[6] == "eviction":
@@ -243,22 +408,48 @@ class SimApiServer:
         return api_status(405, f"{method} is not supported", "MethodNotAllowed")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        answer: Callable[[str, str, str, bytes], ApiAnswer] = self.answer
+        answer: Callable[..., ApiAnswer] = self.answer
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
             def _serve(self) -> None:
+                if self.command == "GET" and "watch=" in self.path:
+                    self._watch()
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 result = answer(self.command, self.path, self.headers.get("Content-Type", ""),
-                                self.rfile.read(length) if length else b"")
-                data = json.dumps(result.body).encode()
+                                self.rfile.read(length) if length else b"", self.headers.get("Accept", ""))
+                data = result.encoded()
+                server.bytes_sent += len(data)
                 self.send_response(result.code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _watch(self) -> None:
+                refused, lines = server.watch(self.path)
+                if refused is not None:
+                    data = refused.encoded()
+                    self.send_response(refused.code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+                try:
+                    for line in lines:
+                        self.wfile.write(line)
+                        self.wfile.flush()
+                        server.bytes_sent += len(line)
+                except (BrokenPipeError, ConnectionResetError):  # the client went away: so does the watch
+                    pass
 
             do_GET = do_POST = do_PATCH = do_DELETE = _serve  # noqa: N815 - http.server's naming
 

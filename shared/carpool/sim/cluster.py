@@ -52,6 +52,8 @@ class _Record:
     signature: str | None = None
     created_at: float = 0.0
     controller: str | None = None
+    #: (rv, id of raw, JSON) of the last encoding, for the HTTP API server's lists
+    encoding: tuple[int, int, bytes] | None = None
 
 
 @dataclass
@@ -210,6 +212,15 @@ class SimulatedCluster:
     # -- the Cluster port -----------------------------------------------------------------------------
     def list_pods(self) -> list[Pod]:
         return [self._model("Pod", r) for r in self.pods.values()]
+
+    def active_pods(self) -> list[Pod]:
+        """What the field selector `status.phase!=Succeeded,status.phase!=Failed` answers."""
+        return [self._model("Pod", r) for r in self.pods.values()
+                if (r.raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+    def pods_on_node(self, node_name: str) -> list[Pod]:
+        """What the field selector `spec.nodeName=<node>` answers."""
+        return [self._model("Pod", r) for r in self.pods.values() if (r.raw.get("spec") or {}).get("nodeName") == node_name]
 
     def pod_keys(self) -> set[str]:
         return set(self.pods)
@@ -370,6 +381,16 @@ class SimulatedCluster:
         for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0]):
             yield WatchEvent(etype, kind, self._model(kind, rec), str(rv))
 
+    def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any]]]:
+        """(type, resource version, JSON copy) of each `kind` object changed after `since`, once per object
+        in its latest state (what the HTTP watch streams)."""
+        i = bisect.bisect_right(self._log_rvs, since)
+        latest: dict[int, tuple[str, int, _Record]] = {}
+        for rv, (etype, k, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
+            if k == kind:
+                latest[id(rec)] = (etype, rv, rec)
+        return [(etype, rv, json.loads(self.encoded(rec))) for etype, rv, rec in sorted(latest.values(), key=lambda e: e[1])]
+
     # -- what the simulation drives ---------------------------------------------------------------------
     def add_pod(self, raw: Mapping[str, Any], controller: str | None = None) -> str:
         """Create a pod (Pending, not yet looked at by the scheduler)."""
@@ -440,6 +461,13 @@ class SimulatedCluster:
     def node_raw(self, name: str) -> dict[str, Any] | None:
         rec = self.nodes.get(name)
         return rec.raw if rec else None
+
+    @staticmethod
+    def encoded(rec: _Record) -> bytes:
+        """The object's JSON, encoded once per change (what the API server's watch cache keeps)."""
+        if rec.encoding is None or rec.encoding[0] != rec.rv or rec.encoding[1] != id(rec.raw):
+            rec.encoding = (rec.rv, id(rec.raw), json.dumps(rec.raw).encode())
+        return rec.encoding[2]
 
     def store(self, kind: str) -> Mapping[str, _Record]:
         """The objects of one kind by key (what `carpool.sim.apiserver` lists)."""

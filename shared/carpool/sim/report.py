@@ -148,7 +148,8 @@ def render(result: SimResult) -> str:
     kpis = [("pods scheduled", f"{result.pods.scheduled}/{result.pods.total}"),
             ("nodes running", len(result.instances)), ("launches", len(result.launches)),
             ("capacity errors", len(result.launch_failures)), ("hourly cost", f"${result.hourly_cost:.3f}"),
-            ("slowest pod", f"{result.pods.max_unbound_seconds:.0f}s"), ("wall time", f"{result.wall_seconds:.1f}s")]
+            ("slowest pod", f"{result.pods.max_unbound_seconds:.0f}s"), ("wall time", f"{result.wall_seconds:.1f}s"),
+            ("carpool's own AWS cost", f"${result.own_cost.monthly_usd:.2f}/month")]
     decisions = _table(["t (s)", "source", "level", "message", "details"],
                        ([f"{d.at:.0f}", d.source, d.level, d.message, _details(d.data)] for d in result.decisions),
                        "decisions")
@@ -168,12 +169,25 @@ def render(result: SimResult) -> str:
         f'<p class="muted">{_e(result.description)} {result.duration_seconds:.0f} simulated seconds.</p>',
         '<div class="kpis">' + "".join(f'<div class="kpi"><b>{_e(v)}</b>{_e(k)}</div>' for k, v in kpis) + "</div>",
         '<h2>Charts</h2><div class="charts">' + "".join(charts) + "</div>",
+        f"<h2>carpool's own AWS cost (${result.own_cost.monthly_usd:.2f} a month at this run's rate)</h2>",
+        _own_cost(result),
         f"<h2>Instances ({len(result.launches)})</h2>", instances,
         f"<h2>Capacity errors ({len(result.launch_failures)})</h2>", failures,
         f"<h2>Learned capacity ({len(result.capacity_cache)})</h2>", cache,
         f"<h2>Decision log ({len(result.decisions)})</h2>", decisions,
         "</body></html>\n",
     ])
+
+
+def _own_cost(result: SimResult) -> str:
+    """Per service, then the Lambda share per function, then the monthly quantities priced."""
+    cost = result.own_cost
+    services = _table(["service", "USD / month"], ([k, f"{v:.2f}"] for k, v in cost.services.items()), "own-cost")
+    functions = _table(["function", "Lambda USD / month"],
+                       ([k, f"{v:.2f}"] for k, v in cost.lambda_by_function.items()), "own-cost")
+    quantities = ", ".join(f"{k} {v:,.0f}" if v >= 10 else f"{k} {v:.3f}" for k, v in cost.quantities.items())
+    return (services + functions + f'<p class="muted">Monthly quantities: {_e(quantities)}. AWS list prices '
+            "(us-east-1), no free tier; scheduled functions at their deployed schedule (every minute).</p>")
 
 
 def _details(data: dict[str, object]) -> str:

@@ -104,6 +104,21 @@ class Decision(_Model):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class OwnCost(_Model):
+    """carpool's own AWS bill for a month at the run's rate (`carpool.sim.own_cost`): USD per service,
+    the Lambda share per function and the monthly quantities priced."""
+
+    monthly_usd: float = 0.0
+    services: dict[str, float] = Field(default_factory=dict)
+    lambda_by_function: dict[str, float] = Field(default_factory=dict)
+    quantities: dict[str, float] = Field(default_factory=dict)
+    #: what one invocation of each function used on average in the run (invocations in the run, billed
+    #: milliseconds, memory, DynamoDB units, bus events, SQS requests and log bytes per invocation)
+    per_invocation: dict[str, dict[str, float]] = Field(default_factory=dict)
+    #: the metric series sent ("Namespace Name {dimension=value, ...}"), each charged for the month
+    metric_series: list[str] = Field(default_factory=list)
+
+
 class SimResult(_Model):
     scenario: str
     description: str = ""
@@ -123,6 +138,8 @@ class SimResult(_Model):
     decisions: list[Decision] = Field(default_factory=list)
     #: what the scenario's `expect:` section asked and whether it held ({name: passed})
     expectations: dict[str, bool] = Field(default_factory=dict)
+    #: what carpool itself would cost on AWS per month at this run's rate
+    own_cost: OwnCost = Field(default_factory=OwnCost)
 
     def nodes_by_pool(self) -> dict[str, int]:
         return dict(Counter(i.node_pool or "-" for i in self.instances if i.running))

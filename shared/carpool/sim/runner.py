@@ -42,6 +42,7 @@ from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.faults import CapacityFaults, CrashFaults
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
+from carpool.sim.own_cost import own_cost_of
 from carpool.sim.requests import RequestRecorder
 from carpool.sim.result import (
     CapacityEntry,
@@ -53,6 +54,7 @@ from carpool.sim.result import (
     TimelinePoint,
 )
 from carpool.sim.scenario import InstanceSelector, Scenario, WorkloadStep, resolve_manifest
+from carpool.sim.usage import UsageMeter
 from carpool.sim.workload import WorkloadDriver
 
 #: Seconds between a spot interruption warning and EC2 reclaiming the instance.
@@ -101,6 +103,8 @@ class SimRunner:
         self._prices: dict[str, float] = {}
         #: carpool's AWS requests per function (what `tests/infra/test_iam_requests.py` checks IAM against)
         self.requests = RequestRecorder()
+        #: what the handlers use on AWS, for carpool's own monthly cost
+        self.usage = UsageMeter()
 
     # -- the whole run -----------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -115,6 +119,7 @@ class SimRunner:
                 self._loop()
             result = self._result()
             self.requests.finish(self.scenario.name, self.scenario.cluster.name, self.scenario.cluster.region)
+            self.usage.finish()
         finally:
             self._teardown(aws, env_before)
         result.wall_seconds = round(time.monotonic() - started, 2)
@@ -144,6 +149,7 @@ class SimRunner:
                                  lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents)
         self._seed_node_groups()
         self.requests.install()
+        self.usage.install(self.log)
         deps = wiring.build_from_env(settings, cluster=self.cluster)
         deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
         wiring.use(deps)
@@ -341,7 +347,7 @@ class SimRunner:
         self.log.source = name
         context = lambdas.LambdaContext.deployed(name, region=self.region)
         try:
-            with self.requests.invocation(name):
+            with self.requests.invocation(name), self.usage.invocation(name, event):
                 answer = self.handlers[name](dict(event), context)
         except Exception as exc:  # a crashing handler is a finding, not the end of the run
             where = traceback.extract_tb(exc.__traceback__)[-3:]
@@ -458,6 +464,7 @@ class SimRunner:
             result.decisions.append(self.log.decisions[-1].model_copy(
                 update={"message": f"... {self.log.dropped} more decision log lines not kept", "data": {}}))
         result.expectations = _expectations(sc, result)
+        result.own_cost = own_cost_of(self.usage.usage(max(sc.duration, sc.tick_seconds)), self.usage.metric_series)
         return result
 
     def _workloads(self) -> dict[str, PodCounts]:

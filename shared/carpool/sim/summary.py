@@ -13,7 +13,8 @@ from carpool.sim.result import SimResult
 
 
 def render(result: SimResult) -> Group:
-    """A rich renderable: headline, nodes per pool and type, capacity errors and expectations."""
+    """A rich renderable: headline, nodes per pool and type, capacity errors, carpool's own AWS cost and
+    expectations."""
     pods = result.pods
     ok = pods.pending == 0
     headline = (f"[bold]{result.scenario}[/]: [{'green' if ok else 'red'}]{pods.scheduled}/{pods.total} pods "
@@ -38,9 +39,18 @@ def render(result: SimResult) -> Group:
                      f"({', '.join(sorted({i.instance_type for i in never})[:6])}).")
     if any(result.dead_letters.values()):
         parts.append(f"[red]dead-letter queues not empty:[/] {result.dead_letters}")
+    parts.append(own_cost_line(result))
     for name, passed in result.expectations.items():
         parts.append(f"expect {name}: {'[green]held[/]' if passed else '[red]did not hold[/]'}")
     return Group(*parts)
+
+
+def own_cost_line(result: SimResult) -> str:
+    """carpool's own AWS bill at the run's rate, with its largest items first."""
+    cost = result.own_cost
+    items = sorted(cost.services.items(), key=lambda kv: -kv[1])
+    return (f"carpool's own AWS cost at this rate: [bold]${cost.monthly_usd:.2f}[/] a month ("
+            + ", ".join(f"{k} ${v:.2f}" for k, v in items) + ")")
 
 
 def show(result: SimResult, console: Console | None = None) -> None:

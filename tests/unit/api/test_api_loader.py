@@ -250,3 +250,66 @@ def test_json_file_is_parsed_as_json_with_its_error_line(tmp_path: Path) -> None
     error = exc.value.errors[0]
     assert error.document == f"{bad}#1"
     assert "invalid JSON" in error.message and "line 4" in error.message
+
+
+# -- pods validated in one batch -------------------------------------------------------------------------
+def _pod(name: str, cpu: Any = "100m", **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}, **extra}
+
+
+def test_errors_of_pods_in_a_list_name_the_item_and_field(tmp_path: Path) -> None:
+    items = [_pod("a"), _pod("b", cpu="lots"), _pod("c"), _pod("d", cpu=[1]), {"apiVersion": "v1", "kind": "Pod"}]
+    items[4]["metadata"] = {"name": "e", "labels": "oops"}
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    with pytest.raises(ManifestErrors) as info:
+        load(path)
+    found = [(e.document, e.path) for e in info.value.errors]
+    doc = f"{path}#1 (List)"
+    assert found == [
+        (doc, "items[1].spec.containers[0].resources.requests[cpu]"),
+        (doc, "items[3].spec.containers[0].resources.requests[cpu]"),
+        (doc, "items[4].metadata.labels"),
+    ]
+    assert "lots" in info.value.errors[0].message
+
+
+def test_errors_of_separate_pod_documents_name_each_document() -> None:
+    text = "\n---\n".join(json.dumps(p) for p in (_pod("a"), _pod("b", cpu="-x"), _pod("c")))
+    with pytest.raises(ManifestErrors) as info:
+        load(text)
+    assert [(e.document, e.path) for e in info.value.errors] == [
+        ("<input 1>#2 (Pod shop/b)", "spec.containers[0].resources.requests[cpu]")]
+
+
+def test_a_duplicate_pod_is_reported_even_when_another_pod_of_the_batch_is_invalid() -> None:
+    text = "\n---\n".join(json.dumps(p) for p in (_pod("a"), _pod("bad", cpu="?"), _pod("a")))
+    with pytest.raises(ManifestErrors) as info:
+        load(text)
+    messages = [(e.document, e.path, e.message) for e in info.value.errors]
+    assert messages[0][:2] == ("<input 1>#2 (Pod shop/bad)", "spec.containers[0].resources.requests[cpu]")
+    assert messages[1][:2] == ("<input 1>#3 (Pod shop/a)", "metadata.name")
+    assert "first defined in <input 1>#1 (Pod shop/a)" in messages[1][2]
+
+
+def test_pods_and_workloads_keep_the_order_of_their_documents() -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                           "template": {"metadata": {"labels": {"app": "web"}},
+                                        "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    docs = [_pod("first"), deployment, _pod("last"), _pod("bound", spec={"nodeName": "n1", "containers": []})]
+    loaded = load("\n---\n".join(json.dumps(d) for d in docs))
+    names = [p.name for p in loaded.pods]
+    assert names[0] == "first" and names[-2:] == ["last", "bound"] and len(names) == 5
+    assert loaded.pods[0].is_unschedulable()  # hand-written pending pods are marked as the scheduler would
+    assert not loaded.pods[-1].is_unschedulable()  # a bound pod is not pending
+
+
+def test_a_pod_list_loads_every_item(tmp_path: Path) -> None:
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [_pod(f"p{i}") for i in range(300)]}))
+    loaded = load(path)
+    assert [p.key for p in loaded.pods] == [f"shop/p{i}" for i in range(300)]
+    assert loaded.documents[("Pod", "shop/p299")] == f"{path}#1 (List)"
+    assert loaded.pods[5].requests()["cpu"] == 100

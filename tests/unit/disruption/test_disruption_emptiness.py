@@ -87,3 +87,13 @@ def test_a_node_pending_pods_will_land_on_is_not_empty():
     w.node("idle")
     w.pod("waiting", None, cpu="1")
     assert w.plan().decisions == []
+
+
+def test_uninitialized_nodes_do_not_count_towards_a_percentage_budget():
+    """Karpenter counts initialized nodes only: 4 booting replacements do not turn 50 % of 2 into 50 % of 6."""
+    w = World(nodepools={"default": nodepool(budgets=[{"nodes": "50%"}])})
+    for name in ("idle-a", "idle-b"):
+        w.node(name)
+    for i in range(4):
+        w.node(f"booting-{i}", initialized=False)
+    assert [d.nodes for d in w.plan().decisions] == [("idle-a",)]  # 50 % of 2 initialized nodes: 1

@@ -4,8 +4,9 @@ The Lambdas reach the EKS API with their IAM role: the cluster endpoint and CA c
 the stack sets (`CARPOOL_CLUSTER_ENDPOINT`, `CARPOOL_CLUSTER_CA`) or, failing that, from EKS
 DescribeCluster; the bearer token is a presigned STS URL (`token.py`), re-signed every 10 minutes.
 
-Objects cross into carpool as `carpool.api.k8s` models via `model_validate(obj.to_dict())`. A list that
-cannot be converted fails loudly (deciding on a partial view of the cluster could, say, consolidate a node
+Lists are read page by page through lightkube's HTTP client and each page's bytes are validated straight
+into `carpool.api.k8s` models (`reads.py`: field selectors, metadata-only lists); single objects and watch
+events cross via `model_validate(obj.to_dict())`. A list that cannot be converted fails loudly (deciding on a partial view of the cluster could, say, consolidate a node
 whose pods were not seen); a watch event that cannot be converted is logged and skipped (events are
 hints; the next list is the truth).
 """
@@ -27,6 +28,7 @@ import httpx2 as httpx
 from lightkube import ALL_NS, ApiError, AsyncClient, Client, KubeConfig
 from lightkube.config.models import Cluster as KubeCluster
 from lightkube.config.models import User
+from lightkube.core.resource import NamespacedResourceG
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet as DaemonSetResource
 from lightkube.resources.core_v1 import Node as NodeResource
@@ -34,7 +36,7 @@ from lightkube.resources.core_v1 import Pod as PodResource
 from lightkube.resources.policy_v1 import PodDisruptionBudget as PdbResource
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
-from carpool.adapters.k8s import convert
+from carpool.adapters.k8s import convert, reads
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
 from carpool.ports import EvictionBlocked, NodeConflict, NodeGone, NodePatch, WatchEvent
@@ -51,6 +53,7 @@ LIST_CHUNK = 500
 LIST_RESTARTS = 3
 WATCH_KINDS = ("Pod", "Node")
 _CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+BOOKMARK = "BOOKMARK"
 
 
 class TokenSource(Protocol):
@@ -85,6 +88,18 @@ class WatchExpired(Exception):
     def __init__(self, kind: str) -> None:
         super().__init__(f"{kind} watch: resource version expired, re-list")
         self.kind = kind
+
+
+@dataclass
+class ReadStats:
+    """List pages read and their bytes, since the adapter was made (what a run costs the API server)."""
+
+    pages: int = 0
+    bytes: int = 0
+
+    def add(self, size: int) -> None:
+        self.pages += 1
+        self.bytes += size
 
 
 @dataclass(frozen=True)
@@ -160,6 +175,7 @@ class LightkubeCluster:
         )
         self._client_obj: Client | None = None
         self.resource_versions: dict[str, str] = {}
+        self.read_stats = ReadStats()
 
     @classmethod
     def from_settings(cls, settings: ClusterSettings) -> LightkubeCluster:
@@ -191,16 +207,18 @@ class LightkubeCluster:
         return self._client_obj
 
     # -- reads ----------------------------------------------------------------------------------------------
-    def _list(self, resource: Any, model: type[Any], kind: str | None = None, **kwargs: Any) -> list[Any]:
-        items, version = self._paged(resource, **kwargs)
-        out = convert.to_models(items, model)
+    def _list(self, resource: Any, model: type[Any], kind: str | None = None, *, fields: str | None = None,
+              metadata_only: bool = False) -> list[Any]:
+        """Every object of a list (or of its metadata-only form) as `model`, straight from the page bytes.
+        With `kind`, the list's resource version is kept for `watch` to start from."""
+        items, version = self._paged(resource, model, fields=fields, metadata_only=metadata_only)
         if kind is not None:
             self.resource_versions[kind] = version
-        return out
+        return items
 
-    def _paged(self, resource: Any, **kwargs: Any) -> tuple[list[Any], str]:
-        """Every object of a list, paged by `LIST_CHUNK` (lightkube follows the continue tokens), and the
-        list's resource version.
+    def _paged(self, resource: Any, model: type[Any], *, fields: str | None = None,
+               metadata_only: bool = False) -> tuple[list[Any], str]:
+        """Every object of a list, paged by `LIST_CHUNK`, and the list's resource version.
 
         A list that takes longer than etcd keeps old revisions (the API server compacts every 5 minutes)
         loses its continue token: the next page answers 410 Expired "The provided continue parameter is
@@ -208,31 +226,59 @@ class LightkubeCluster:
         inconsistent token that 410 offers is not used: the remainder would mix two points in time, and
         carpool decides on what it lists (consolidating a node whose pods were not all seen)."""
         for attempt in range(1, LIST_RESTARTS + 1):
-            pages = self._client().list(resource, chunk_size=LIST_CHUNK, **kwargs)
             try:
-                items = list(pages)
+                return self._read_pages(resource, model, fields, metadata_only)
             except ApiError as e:
                 if status_code(e) != 410 or attempt == LIST_RESTARTS:
                     raise
                 log.warning("listing %s: continue token expired (%s); listing again from the start (%d of %d)",
                             getattr(resource, "__name__", resource), e, attempt + 1, LIST_RESTARTS)
-                continue
-            return items, pages.resourceVersion
         raise AssertionError("unreachable: the last attempt returns or raises")
 
+    def _read_pages(self, resource: Any, model: type[Any], fields: str | None,
+                    metadata_only: bool) -> tuple[list[Any], str]:
+        """One paginated list through lightkube's HTTP client (auth, TLS, base URL), each page's bytes
+        validated into `model` at once (`reads.parse_page`): no lightkube objects, no dict round trip."""
+        generic = self._client()._client
+        namespaced = issubclass(resource, NamespacedResourceG)
+        request = generic.prepare_request(
+            "list", res=resource, namespace=ALL_NS if namespaced else None,
+            params={"limit": LIST_CHUNK, "fieldSelector": fields or None},
+            headers={"Accept": reads.METADATA_ACCEPT} if metadata_only else None,
+        )
+        items: list[Any] = []
+        while True:
+            response = generic.send(generic.build_adapter_request(request))
+            generic.raise_for_status(response)
+            self.read_stats.add(len(response.content))
+            page = reads.parse_page(response.content, model)
+            items.extend(page.items or ())
+            if not page.metadata.continue_token:
+                return items, page.metadata.resource_version
+            request.params["continue"] = page.metadata.continue_token
+
     def list_pods(self) -> list[api.Pod]:
-        return self._list(PodResource, api.Pod, "Pod", namespace=ALL_NS)
+        return self._list(PodResource, api.Pod, "Pod")
+
+    def active_pods(self) -> list[api.Pod]:
+        """Pods not in phase Succeeded or Failed (server-side field selector)."""
+        return self._list(PodResource, api.Pod, fields=reads.NOT_FINISHED)
+
+    def pods_on_node(self, node_name: str) -> list[api.Pod]:
+        """Pods bound to one node (field selector `spec.nodeName=<node>`)."""
+        return self._list(PodResource, api.Pod, fields=reads.on_node(node_name))
 
     def pod_keys(self) -> set[str]:
-        """Keys of every pod, from a metadata-only list (no spec decoding)."""
-        pods, _ = self._paged(PodResource, namespace=ALL_NS)
-        return {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods if p.metadata is not None}
+        """Keys of every pod, from a metadata-only list (`PartialObjectMetadataList`: no spec or status is
+        sent or decoded)."""
+        names = self._list(PodResource, reads.ObjectName, metadata_only=True)
+        return {n.key for n in names}
 
     def pending_pods(self) -> list[api.Pod]:
         """Unbound Pending pods, filtered by the API server (`spec.nodeName` and `status.phase` are
-        selectable pod fields). No kind is passed to `_list`: this filtered list must not move the
-        resource version the watcher resumes from."""
-        return self._list(PodResource, api.Pod, namespace=ALL_NS, fields={"spec.nodeName": "", "status.phase": "Pending"})
+        selectable pod fields). Its resource version is where the pod `watch` starts: the watch follows
+        the same selection."""
+        return self._list(PodResource, api.Pod, "Pod", fields=reads.PENDING_UNBOUND)
 
     def list_nodes(self) -> list[api.Node]:
         return self._list(NodeResource, api.Node, "Node")
@@ -246,10 +292,10 @@ class LightkubeCluster:
             raise
 
     def list_daemonsets(self) -> list[api.DaemonSet]:
-        return self._list(DaemonSetResource, api.DaemonSet, namespace=ALL_NS)
+        return self._list(DaemonSetResource, api.DaemonSet)
 
     def list_pdbs(self) -> list[api.PodDisruptionBudget]:
-        return self._list(PdbResource, api.PodDisruptionBudget, namespace=ALL_NS)
+        return self._list(PdbResource, api.PodDisruptionBudget)
 
     def cni_env(self) -> dict[str, str]:
         """The VPC CNI's settings (ENABLE_PREFIX_DELEGATION, AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG...);
@@ -398,17 +444,24 @@ class LightkubeCluster:
     async def _watch_kind(
         self, client: AsyncClient, kind: str, version: str | None, timeout: float, stream: _EventStream
     ) -> None:
+        """One kind's watch with bookmarks (`allowWatchBookmarks`): the server sends a BOOKMARK carrying
+        a newer resource version now and then, and lightkube resumes a dropped stream from the latest
+        version it saw, so a quiet, narrow watch (pods follow the `pending_pods` selection) does not fall
+        behind the compaction window and end in 410. A bookmark also moves `resource_versions[kind]`, so
+        a later watch of the same adapter resumes from it."""
         resource, model = (PodResource, api.Pod) if kind == "Pod" else (NodeResource, api.Node)
-        kwargs: dict[str, Any] = {"namespace": ALL_NS} if kind == "Pod" else {}
+        generic = client._client
+        request = generic.prepare_request(
+            "list", res=resource, namespace=ALL_NS if kind == "Pod" else None, watch=True,
+            params={"timeoutSeconds": max(1, math.ceil(timeout)), "resourceVersion": version or None,
+                    "allowWatchBookmarks": "true",
+                    "fieldSelector": reads.PENDING_UNBOUND if kind == "Pod" else None},
+        )
         try:
-            async for change, obj in client.watch(
-                resource,
-                resource_version=version or None,
-                server_timeout=max(1, math.ceil(timeout)),
-                on_error=_retry_transient,
-                **kwargs,
-            ):
-                if change in _CHANGE_TYPES:
+            async for change, obj in generic.watch(request, on_error=_retry_transient):
+                if change == BOOKMARK:
+                    self.resource_versions[kind] = convert.resource_version(obj) or self.resource_versions.get(kind, "")
+                elif change in _CHANGE_TYPES:
                     stream.put(_event(change, kind, obj, model))
         except httpx.HTTPStatusError as e:  # ApiError is one too
             if status_code(e) == 410:

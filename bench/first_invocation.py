@@ -1,0 +1,140 @@
+"""Lambda init + first invocation of the provisioner, as a cold start pays them.
+
+The parent starts local AWS (moto) with the state, network, AMI and config a deployment has, and runs
+`python -m bench.first_invocation` in a fresh interpreter pointed at it with the deployed environment
+(`lambda_package.lambda_environment`: tracing on). The child times the handler's import (Lambda init),
+then its first invocation: one SQS batch of 10 pending pods, with the production wiring built on first
+use as `wiring.get()` does in Lambda. Only the cluster adapter differs (the simulated cluster stands in
+for the EKS API server; its set-up is not timed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_MS = 500.0
+PODS = 10
+
+
+def child() -> dict[str, float]:
+    """In the fresh interpreter: init and first invocation, milliseconds."""
+    import importlib.util
+
+    start = time.perf_counter()
+    spec = importlib.util.spec_from_file_location("handler", ROOT / "functions" / "provisioner" / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    init = time.perf_counter() - start
+    event, build = _prepare()  # not timed: the simulated cluster and the event stand for the world outside
+    from carpool.app import sources, wiring
+
+    fetch = sources.Ec2CatalogSource.get
+    catalog = 0.0
+
+    def timed_fetch(self: Any, now: Any) -> Any:  # the live catalog's share, reported on its own
+        nonlocal catalog
+        begin = time.perf_counter()
+        try:
+            return fetch(self, now)
+        finally:
+            catalog += time.perf_counter() - begin
+
+    sources.Ec2CatalogSource.get = timed_fetch  # type: ignore[method-assign]
+    start = time.perf_counter()
+    wiring.use(build())
+    response = module.handler(event, _Context())
+    first = time.perf_counter() - start
+    return {"initMs": init * 1000, "firstInvocationMs": first * 1000, "catalogMs": catalog * 1000,
+            "failedRecords": float(len(response["batchItemFailures"]))}
+
+
+def _prepare() -> tuple[dict[str, Any], Any]:
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from bench.provisioner_stages import CLUSTER, _batch
+    from carpool.api.k8s import Pod
+    from carpool.app.settings import Settings
+    from carpool.sim.cluster import SimulatedCluster
+
+    cluster = SimulatedCluster(lambda: datetime.now(UTC))
+    for i in range(PODS):
+        cluster.add_pod({"metadata": {"name": f"p{i}", "namespace": "default", "uid": f"p{i}"},
+                         "spec": {"containers": [{"name": "c", "image": "x",
+                                                  "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}})
+    cluster.bind()
+    pods: list[Pod] = cluster.pending_pods()
+    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+
+    def build() -> Any:
+        from carpool.app import wiring
+
+        return wiring.build_from_env(settings, cluster=cluster)
+
+    return _batch(pods, datetime.now(UTC)), build
+
+
+class _Context:
+    function_name = "carpool-provisioner"
+    memory_limit_in_mb = 2048
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:carpool-provisioner"
+    aws_request_id = "bench"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 120_000
+
+
+def measure(samples: int = 3) -> list[dict[str, float]]:
+    """Fresh-interpreter samples against one local AWS (emptied of claims between samples)."""
+    from bench.lambda_package import lambda_environment
+    from bench.provisioner_stages import AL2023_X86, CONFIG
+    from carpool.sim.localaws import LocalAws
+
+    out = []
+    with LocalAws(cluster="bench") as aws:
+        aws.create_state()
+        aws.seed_network(zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+        aws.seed_amis([AL2023_X86])
+        aws.put_config(CONFIG)
+        local = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "CARPOOL_"))}
+        env = {**lambda_environment("provisioner"), **local}
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "shared"), str(ROOT)])
+        for _ in range(samples):
+            aws.clear_state()
+            done = subprocess.run([sys.executable, "-m", "bench.first_invocation"], capture_output=True, text=True,
+                                  env=env, cwd=ROOT, check=True)
+            out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def rows(samples: int = 3) -> list[dict[str, Any]]:
+    import statistics
+
+    found = measure(samples)
+    init = statistics.median(s["initMs"] for s in found)
+    first = statistics.median(s["firstInvocationMs"] for s in found)
+    catalog = statistics.median(s["catalogMs"] for s in found)
+    stages = {"init": round(init, 1), "live catalog": round(catalog, 1), "rest of first invocation": round(first - catalog, 1)}
+    return [{"benchmark": "provisioner init + first invocation", "milliseconds": round(init + first, 1),
+             "targetMilliseconds": TARGET_MS, "stages": stages,
+             "failedRecords": max(s["failedRecords"] for s in found)}]
+
+
+def print_rows(items: list[dict[str, Any]]) -> None:
+    for r in items:
+        total = r["milliseconds"]
+        ok = "ok" if total <= r["targetMilliseconds"] else "MISSED"
+        shares = ", ".join(f"{k} {v:.0f} ms ({100 * v / total:.0f}%)" for k, v in r["stages"].items())
+        print(f"{r['benchmark']:34} {total:>8.0f} ms  target <= {r['targetMilliseconds']:.0f} ms {ok}  ({shares})")
+
+
+if __name__ == "__main__":
+    print(json.dumps(child()))

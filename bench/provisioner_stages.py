@@ -1,0 +1,172 @@
+"""Wall time per stage of one provisioner invocation: 1,000 pending pods of Karpenter's benchmark mix in
+one SQS batch, through the real handler (`functions/provisioner/handler.py`) and production adapters on
+local AWS (moto), with the simulated cluster holding the pods.
+
+Stages: parse (records to events), confirm (the cluster's pending pods read and matched), schedule (the
+world read: config, catalog, AMIs, offerings, in-flight claims; and the scheduling rounds), reserve (the
+claims' conditional writes), launch (CreateFleet and the launched claims recorded). "other" is the rest
+of the invocation (batch bookkeeping, coexistence filter, nominations). Each stage is timed by wrapping
+the function that does it, for this measurement only; the handler itself runs unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import workloads
+from bench.stages import pod_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = "bench"
+TARGET_SECONDS = 5.0
+STAGES = ("parse", "confirm", "schedule", "reserve", "launch")
+AL2023_X86 = {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2026-01-01T00:00:00Z",
+              "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"}
+CONFIG = f"""\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}}
+        - {{key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["5"]}}
+  limits: {{cpu: "100000"}}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: node-role
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+"""
+
+
+class _Context:
+    """The Lambda context: the provisioner's deployed timeout, running down with the wall clock."""
+
+    function_name = "carpool-provisioner"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:carpool-provisioner"
+    aws_request_id = "bench"
+
+    def __init__(self, seconds: float) -> None:
+        self._end = time.monotonic() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self._end - time.monotonic()) * 1000)
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+
+    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[stage] += time.perf_counter() - start
+        return timed
+
+
+@contextmanager
+def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, saved)
+
+
+def _batch(pods: list[Any], now: datetime) -> dict[str, Any]:
+    from carpool.api import events
+
+    records = []
+    for i, pod in enumerate(pods):
+        entry = events.pod_unschedulable_entry(CLUSTER, pod, now, "bus")
+        body = json.dumps(events.delivered_event(entry, event_id=f"e{i}"), default=str)
+        records.append({"messageId": f"m{i}", "receiptHandle": "r", "body": body, "attributes": {},
+                        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"})
+    return {"Records": records}
+
+
+def measure(count: int = 1000) -> dict[str, Any]:
+    """One invocation of `count` pods; seconds per stage, the total, and what it launched."""
+    from carpool import delivery
+    from carpool.app import confirm, launching, parsing, provision, wiring
+    from carpool.app.settings import Settings
+    from carpool.sim.cluster import SimulatedCluster
+    from carpool.sim.lambdas import load_handler
+    from carpool.sim.localaws import LocalAws
+
+    with LocalAws(cluster=CLUSTER) as aws:
+        aws.create_state()
+        aws.create_event_path()
+        aws.seed_network(zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+        aws.seed_amis([AL2023_X86])
+        aws.put_config(CONFIG)
+        now = datetime.now(UTC)
+        cluster = SimulatedCluster(lambda: datetime.now(UTC))
+        for spec in workloads.diverse_pods(count):
+            cluster.add_pod(pod_manifest(spec))
+        cluster.bind()
+        pods = cluster.pending_pods()
+        settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+        deps = wiring.build_from_env(settings, cluster=cluster)
+        wiring.use(deps)
+        try:
+            handler = load_handler("provisioner", ROOT / "functions")
+            event = _batch(pods, now)
+            timer = _Timer()
+            ledger = deps.ledger
+            with (_patched(parsing, "pod_unschedulable", timer.wrap("parse", parsing.pod_unschedulable)),
+                  _patched(confirm, "confirm", timer.wrap("confirm", confirm.confirm)),
+                  _patched(cluster, "pending_pods", timer.wrap("confirm", cluster.pending_pods)),
+                  _patched(provision._World, "read", timer.wrap("schedule", provision._World.read)),
+                  _patched(provision, "_plan_round", timer.wrap("schedule", provision._plan_round)),
+                  _patched(ledger, "reserve", timer.wrap("reserve", ledger.reserve)),
+                  _patched(launching, "launch", timer.wrap("launch", launching.launch)),
+                  _patched(provision, "_launched", timer.wrap("launch", provision._launched))):
+                start = time.perf_counter()
+                response = handler(event, _Context(delivery.TIMEOUT_SECONDS["provisioner"]))
+                total = time.perf_counter() - start
+            launched = [c for c in deps.ledger.active() if c.instance_id]
+        finally:
+            wiring.use(None)
+    return {"seconds": timer.seconds, "total": total, "failedRecords": len(response["batchItemFailures"]),
+            "claims": len(launched), "pods": count}
+
+
+def rows(count: int = 1000) -> list[dict[str, Any]]:
+    found = measure(count)
+    stages = dict(found["seconds"])
+    stages["other"] = max(0.0, found["total"] - sum(stages.values()))
+    return [{"benchmark": f"provisioner {count} pods (one invocation)", "pods": count,
+             "wallSeconds": round(found["total"], 3), "targetSeconds": TARGET_SECONDS,
+             "claims": found["claims"], "failedRecords": found["failedRecords"],
+             "stages": {k: round(v, 3) for k, v in stages.items()}}]
+
+
+def print_rows(items: list[dict[str, Any]]) -> None:
+    from bench.stages import share_line
+
+    for r in items:
+        ok = "ok" if r["wallSeconds"] <= r["targetSeconds"] and not r["failedRecords"] else "MISSED"
+        print(f"{r['benchmark']:34} {r['wallSeconds']:>8.2f} s  {r['claims']} claims, {r['failedRecords']} records "
+              f"retried  target <= {r['targetSeconds']:.0f} s {ok}")
+        print(f"{'':34}   {share_line(r['stages'], r['wallSeconds'])}")

@@ -1,0 +1,252 @@
+"""What carpool itself costs on AWS per month: Lambda, DynamoDB, EventBridge, SQS, CloudWatch, X-Ray.
+
+Pure arithmetic over what a run used (`Usage`: invocations, billed durations, memory sizes, DynamoDB
+read/write units, bus entries, queue requests, log bytes, metric series), extrapolated from the run's
+window to a month. The simulation measures the usage (`carpool.sim.usage`); the benchmark builds it
+from a model of a steady month (`bench/own_cost.py`). Both price it here, so the two agree.
+
+Prices: AWS public list prices, us-east-1, first (most expensive) tier, checked 2026-11 on each service's
+pricing page (aws.amazon.com/<service>/pricing). Free tiers are ignored: they are per account and shared
+with whatever else runs there, so carpool is charged as if it had none.
+
+- Lambda, arm64: $0.0000133334 per GB-second, $0.20 per million requests. Duration is billed per
+  invocation, rounded up to the millisecond, at the configured memory.
+- DynamoDB on-demand (prices since 2024-11-01): $0.625 per million write request units, $0.125 per
+  million read request units. Units by item size (DynamoDB Developer Guide, "Read/write capacity mode"):
+  one write unit per 1 KB written, one read unit per 4 KB read strongly consistent (half eventually
+  consistent), twice that in transactions; a Query's unit is its returned items' total size, not each
+  item's. A write also writes each global secondary index that projects the item.
+- EventBridge: $1.00 per million custom events put (each 64 KB chunk of an entry is one event). Events
+  AWS services put on the default bus and scheduled rules are free; rule deliveries to SQS are free.
+- SQS standard: $0.40 per million requests (each 64 KB chunk of a payload is one request). Lambda's event
+  source mapping long-polls every queue it reads, even an empty one: at rest five pollers per mapping
+  each make a 20-second ReceiveMessage (AWS Lambda Developer Guide, "Scaling behavior of SQS event
+  source mappings"; SQS Developer Guide: empty receives are billed like any other request).
+- CloudWatch: $0.30 per custom metric per month (a metric is one name + dimension set; embedded metric
+  format included; prorated by the hour in which it is sent, charged here for the whole month);
+  logs: $0.50 per GB ingested (Standard class; EMF documents are log events too).
+- X-Ray: $5.00 per million traces recorded (tracing is active on every function; Lambda samples the
+  first request each second and 5 % of the rest, which at carpool's rates is nearly every invocation:
+  every invocation is charged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from carpool.sim.result import OwnCost
+
+#: Hours in the month AWS's price pages use.
+MONTH_HOURS = 730
+MONTH_SECONDS = MONTH_HOURS * 3600
+
+LAMBDA_GB_SECOND_USD = 0.0000133334
+LAMBDA_REQUEST_USD = 0.20 / 1e6
+DYNAMODB_WRITE_UNIT_USD = 0.625 / 1e6
+DYNAMODB_READ_UNIT_USD = 0.125 / 1e6
+EVENTBRIDGE_EVENT_USD = 1.00 / 1e6
+SQS_REQUEST_USD = 0.40 / 1e6
+CLOUDWATCH_METRIC_MONTH_USD = 0.30
+LOGS_INGESTED_GB_USD = 0.50
+XRAY_TRACE_USD = 5.00 / 1e6
+
+#: Payload size one EventBridge event or SQS request covers.
+CHUNK_BYTES = 64 * 1024
+#: Lambda's own lines per invocation (START, END, REPORT with the X-Ray trace id), in bytes.
+PLATFORM_LOG_BYTES = 420
+#: Idle SQS event source mapping: pollers, and ReceiveMessage requests each makes a minute (20 s waits).
+SQS_IDLE_POLLERS = 5
+SQS_RECEIVES_PER_POLLER_MINUTE = 3
+
+SERVICES = ("Lambda", "DynamoDB", "EventBridge", "SQS", "CloudWatch metrics", "CloudWatch Logs", "X-Ray")
+
+_READ_KB, _WRITE_KB = 4096, 1024
+_GB = 1024**3
+
+
+@dataclass
+class FunctionUsage:
+    """One function over the window: its invocations with their billed milliseconds, memory and log output,
+    and the DynamoDB units, bus events and SQS requests they made."""
+
+    memory_mib: int
+    invocations: int = 0
+    billed_ms: float = 0.0
+    log_bytes: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+    #: custom events put on carpool's bus, in 64 KB chunks
+    bus_events: int = 0
+    #: SQS requests for the messages in the window (EventBridge's sends, the mapping's receives and
+    #: deletes of the messages this function got, the function's own sends)
+    sqs_requests: int = 0
+
+    def add(self, seconds: float, log_bytes: int = 0) -> None:
+        self.invocations += 1
+        self.billed_ms += billed_ms(seconds)
+        self.log_bytes += log_bytes
+
+    @property
+    def gb_seconds(self) -> float:
+        return self.billed_ms / 1000.0 * self.memory_mib / 1024.0
+
+
+@dataclass
+class Usage:
+    """Everything carpool used on AWS in `seconds` of (simulated or modelled) time."""
+
+    seconds: float
+    functions: dict[str, FunctionUsage] = field(default_factory=dict)
+    #: functions run on a schedule, by their period in seconds: a month has MONTH_SECONDS / period runs of
+    #: them whatever the window saw, each using what the window's runs used on average
+    schedules: dict[str, float] = field(default_factory=dict)
+    #: queues an event source mapping polls all month long
+    polled_queues: int = 0
+    #: distinct metric series (name + dimension set) sent; each is charged for the month
+    metric_series: int = 0
+
+
+@dataclass(frozen=True)
+class MonthlyCost:
+    """A month of `Usage`: dollars per service and the quantities behind them."""
+
+    services: dict[str, float]
+    quantities: dict[str, float]
+    lambda_by_function: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.services.values())
+
+
+def billed_ms(seconds: float) -> float:
+    """Lambda bills each invocation's duration rounded up to the next millisecond (at least 1 ms)."""
+    return float(max(1, math.ceil(seconds * 1000.0 - 1e-9)))
+
+
+def sqs_polling_requests_per_month(queues: int) -> float:
+    """ReceiveMessage requests idle event source mappings make in a month."""
+    return queues * SQS_IDLE_POLLERS * SQS_RECEIVES_PER_POLLER_MINUTE * MONTH_SECONDS / 60.0
+
+
+def _scale(usage: Usage, name: str, f: FunctionUsage) -> float:
+    """How many times the window's use of function `name` happens in a month."""
+    period = usage.schedules.get(name)
+    if period is not None and f.invocations:
+        return MONTH_SECONDS / period / f.invocations
+    return MONTH_SECONDS / usage.seconds
+
+
+def monthly(usage: Usage) -> MonthlyCost:
+    """Price `usage` for a month: each function's window scaled to the month (scheduled ones by their
+    schedule), queue polling and metric series monthly already."""
+    if usage.seconds <= 0:
+        raise ValueError("usage window must be positive")
+    month: dict[str, dict[str, float]] = {}
+    for name, f in sorted(usage.functions.items()):
+        k = _scale(usage, name, f)
+        month[name] = {
+            "invocations": f.invocations * k, "gbSeconds": f.gb_seconds * k, "readUnits": f.read_units * k,
+            "writeUnits": f.write_units * k, "busEvents": f.bus_events * k, "sqsRequests": f.sqs_requests * k,
+            "logBytes": (f.log_bytes + f.invocations * PLATFORM_LOG_BYTES) * k,
+        }  # fmt: skip
+
+    def total(key: str) -> float:
+        return sum(m[key] for m in month.values())
+
+    invocations, sqs = total("invocations"), total("sqsRequests") + sqs_polling_requests_per_month(usage.polled_queues)
+    by_function = {name: round(m["gbSeconds"] * LAMBDA_GB_SECOND_USD + m["invocations"] * LAMBDA_REQUEST_USD, 4)
+                   for name, m in month.items()}
+    services = {
+        "Lambda": total("gbSeconds") * LAMBDA_GB_SECOND_USD + invocations * LAMBDA_REQUEST_USD,
+        "DynamoDB": total("readUnits") * DYNAMODB_READ_UNIT_USD + total("writeUnits") * DYNAMODB_WRITE_UNIT_USD,
+        "EventBridge": total("busEvents") * EVENTBRIDGE_EVENT_USD,
+        "SQS": sqs * SQS_REQUEST_USD,
+        "CloudWatch metrics": usage.metric_series * CLOUDWATCH_METRIC_MONTH_USD,
+        "CloudWatch Logs": total("logBytes") / _GB * LOGS_INGESTED_GB_USD,
+        "X-Ray": invocations * XRAY_TRACE_USD,
+    }
+    quantities = {
+        "invocations": invocations, "gbSeconds": total("gbSeconds"), "readUnits": total("readUnits"),
+        "writeUnits": total("writeUnits"), "busEvents": total("busEvents"), "sqsRequests": sqs,
+        "metricSeries": float(usage.metric_series), "logGB": total("logBytes") / _GB,
+    }  # fmt: skip
+    return MonthlyCost(services={k: round(v, 4) for k, v in services.items()},
+                       quantities={k: round(v, 3) for k, v in quantities.items()}, lambda_by_function=by_function)
+
+
+# -- DynamoDB item sizes and request units ----------------------------------------------------------------
+def value_size(value: Mapping[str, Any]) -> int:
+    """Bytes of one attribute value in DynamoDB's typed form ({"S": ...}), per the Developer Guide's
+    "Item sizes and formats": strings and binaries by length, numbers by significant digits, sets by their
+    members, lists and maps 3 bytes plus 1 per element."""
+    (kind, raw), = value.items()
+    if kind == "S":
+        return len(str(raw).encode())
+    if kind == "N":
+        digits = str(raw).lstrip("-").replace(".", "").lstrip("0").rstrip("0") or "0"
+        return math.ceil(len(digits) / 2) + 1
+    if kind == "B":
+        return len(raw if isinstance(raw, bytes | bytearray) else str(raw).encode())
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(str(s).encode()) for s in raw)
+    if kind == "NS":
+        return sum(value_size({"N": n}) for n in raw)
+    if kind == "BS":
+        return sum(value_size({"B": b}) for b in raw)
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in raw)
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in raw.items())
+    raise ValueError(f"unknown DynamoDB type {kind!r}")
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """An item's size: its attribute names plus their values."""
+    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+def write_units(size: int, *, transactional: bool = False, indexes: int = 0) -> float:
+    """Write request units for one item of `size` bytes, plus one write per index projecting it."""
+    units = max(1, math.ceil(size / _WRITE_KB)) * (1 + indexes)
+    return float(units * (2 if transactional else 1))
+
+
+def read_units(sizes: Iterable[int], *, consistent: bool = False, transactional: bool = False,
+               summed: bool = False) -> float:
+    """Read request units: per item (GetItem, BatchGetItem) or over the summed size (Query, Scan), at
+    least one 4 KB read either way."""
+    values = list(sizes)
+    blocks = (max(1, math.ceil(sum(values) / _READ_KB)) if summed
+              else sum(max(1, math.ceil(s / _READ_KB)) for s in values))
+    if transactional:
+        return float(blocks * 2)
+    return float(blocks) if consistent else blocks / 2.0
+
+
+def entry_chunks(size: int) -> int:
+    """64 KB chunks of one EventBridge entry or SQS payload (each is billed as one event/request)."""
+    return max(1, math.ceil(size / CHUNK_BYTES))
+
+
+def own_cost_of(usage: Usage, series: Iterable[str] = ()) -> OwnCost:
+    """The result document's form of `monthly(usage)` (`series`: the metric series behind its count)."""
+    cost = monthly(usage)
+    return OwnCost(monthly_usd=round(cost.total, 2), services=cost.services,
+                   lambda_by_function=cost.lambda_by_function, quantities=cost.quantities,
+                   per_invocation={name: per_invocation(f) for name, f in sorted(usage.functions.items())},
+                   metric_series=sorted(series))
+
+
+def per_invocation(f: FunctionUsage) -> dict[str, float]:
+    """One function's average invocation (and how many there were)."""
+    n = max(f.invocations, 1)
+    return {"invocations": f.invocations, "billedMs": round(f.billed_ms / n, 1), "memoryMiB": f.memory_mib,
+            "readUnits": round(f.read_units / n, 3), "writeUnits": round(f.write_units / n, 3),
+            "busEvents": round(f.bus_events / n, 3), "sqsRequests": round(f.sqs_requests / n, 3),
+            "logBytes": round(f.log_bytes / n, 1)}

@@ -1,0 +1,260 @@
+"""Measures what carpool's handlers use on AWS during a simulation, for `carpool.sim.own_cost`.
+
+- Invocations and their wall time, per function, at the memory the stack deploys
+  (`carpool.delivery.MEMORY_MIB`). The watcher blocks on its watch stream for its watch period in AWS,
+  which the simulated cluster answers at once, so a watcher run is billed at least that period.
+- DynamoDB units from the items themselves: written items from the request, read items from the answer;
+  an update or delete is sized by the stored item (read with a plain, unrecorded client), as DynamoDB
+  charges the larger of the item before and after.
+- Entries put on the bus, messages sent to queues by the handlers and the messages each batch carried.
+- Log bytes and metric series from what the handlers write to stdout (EMF documents included) and log
+  through `carpool.*` loggers.
+
+Hooks sit on the botocore session carpool's adapters build their clients from, like
+`carpool.sim.requests`; the simulation's own calls use other clients and are not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from carpool import delivery
+from carpool.sim import own_cost
+
+_HOOK_ID = "carpool-sim-usage"
+#: Global secondary indexes of the state table by their partition key (`infra/state.py`, projecting all).
+_INDEX_KEYS = ("gsi1pk",)
+#: How long the deployed watcher follows its watch stream (`functions/watcher/handler.py`).
+WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", "50"))
+
+
+class UsageMeter:
+    """Counts one simulation's usage; `usage(seconds)` hands it to the cost model."""
+
+    def __init__(self) -> None:
+        self.function: str | None = None
+        self.functions: dict[str, own_cost.FunctionUsage] = {}
+        self.metric_series: set[str] = set()
+        self._log_bytes = 0
+        self._sessions: list[Any] = []
+        self._plain: Any = None
+        self._handler: logging.Handler = logging.NullHandler()
+
+    # -- wiring ----------------------------------------------------------------------------------------
+    def install(self, log: Any) -> None:
+        """Hook carpool's AWS session and count what is written to `log` (the captured stdout)."""
+        from carpool.adapters.aws import session
+
+        sess = session.session()
+        for target in [sess.events, *[c.meta.events for c in getattr(session, "_clients", {}).values()]]:
+            target.register("before-parameter-build", self._before, unique_id=f"{_HOOK_ID}-before")
+            target.register("after-call", self._after, unique_id=f"{_HOOK_ID}-after")
+        self._sessions.append(sess)
+        write = log.write
+
+        def counting(text: str) -> int:
+            if self.function is not None:
+                self._log_bytes += len(text.encode())
+                if '"_aws"' in text:
+                    self._metrics(text)
+            return int(write(text))
+
+        log.write = counting
+        self._handler = _LineBytes(self)
+        logging.getLogger("carpool").addHandler(self._handler)
+
+    def finish(self) -> None:
+        logging.getLogger("carpool").removeHandler(self._handler)
+        for sess in self._sessions:
+            sess.events.unregister("before-parameter-build", unique_id=f"{_HOOK_ID}-before")
+            sess.events.unregister("after-call", unique_id=f"{_HOOK_ID}-after")
+        self._sessions.clear()
+        self.function = None
+
+    @contextlib.contextmanager
+    def invocation(self, function: str, event: Mapping[str, Any]) -> Iterator[None]:
+        """Time one handler run of `function` and count the queue requests its batch stands for."""
+        usage = self._of(function)
+        records = event.get("Records") or []
+        if records:
+            # EventBridge sent each message; the mapping received them 10 at a time and deletes them so.
+            usage.sqs_requests += len(records) + 2 * math.ceil(len(records) / 10)
+        self.function, self._log_bytes = function, 0
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - started
+            if function == "watcher":
+                seconds += WATCH_SECONDS
+            usage.add(seconds, self._log_bytes)
+            self.function = None
+
+    def usage(self, seconds: float) -> own_cost.Usage:
+        return own_cost.Usage(
+            seconds=seconds, functions=dict(self.functions),
+            schedules={k: float(v) for k, v in delivery.SCHEDULE_SECONDS.items()},
+            polled_queues=len(delivery.BY_FUNCTION), metric_series=len(self.metric_series))
+
+    def _of(self, function: str) -> own_cost.FunctionUsage:
+        return self.functions.setdefault(function, own_cost.FunctionUsage(delivery.MEMORY_MIB[function]))
+
+    # -- stdout ----------------------------------------------------------------------------------------
+    def _metrics(self, text: str) -> None:
+        for line in text.splitlines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict) or "_aws" not in doc:
+                continue
+            for directive in doc["_aws"].get("CloudWatchMetrics") or []:
+                for dims in directive.get("Dimensions") or [[]]:
+                    values = ", ".join(f"{d}={doc.get(d, '')}" for d in sorted(dims))
+                    for metric in directive.get("Metrics") or []:
+                        self.metric_series.add(f"{directive.get('Namespace')} {metric.get('Name')} {{{values}}}")
+
+    # -- AWS requests ----------------------------------------------------------------------------------
+    def _before(self, params: Mapping[str, Any], model: Any, context: dict[str, Any] | None = None,
+                **_: Any) -> None:
+        if self.function is None or context is None:
+            return
+        service, operation = str(model.service_model.signing_name), str(model.name)
+        context["carpool_usage"] = params = dict(params)
+        usage = self._of(self.function)
+        if service == "events" and operation == "PutEvents":
+            usage.bus_events += sum(own_cost.entry_chunks(len(json.dumps(e, default=str).encode()))
+                                   for e in params.get("Entries") or [])
+        elif service == "sqs" and operation in ("SendMessage", "SendMessageBatch"):
+            bodies = [params] if operation == "SendMessage" else list(params.get("Entries") or [])
+            usage.sqs_requests += sum(own_cost.entry_chunks(len(str(b.get("MessageBody", "")).encode()))
+                                     for b in bodies)
+        elif service == "dynamodb":
+            context["carpool_usage_before"] = self._stored_before(operation, params)
+
+    def _after(self, parsed: Mapping[str, Any], model: Any, context: dict[str, Any] | None = None,
+               **_: Any) -> None:
+        if self.function is None or context is None or "carpool_usage" not in context:
+            return
+        if str(model.service_model.signing_name) != "dynamodb":
+            return
+        params, operation = context["carpool_usage"], str(model.name)
+        before = context.get("carpool_usage_before") or {}
+        reads, writes = _units(operation, params, parsed or {}, before, self._stored)
+        usage = self._of(self.function)
+        usage.read_units += reads
+        usage.write_units += writes
+
+    # -- stored items (unrecorded) ------------------------------------------------------------------------
+    def _client(self) -> Any:
+        if self._plain is None:
+            import boto3
+
+            self._plain = boto3.client("dynamodb", endpoint_url=os.environ.get("AWS_ENDPOINT_URL"),
+                                       region_name=os.environ.get("AWS_REGION", "us-east-1"))
+        return self._plain
+
+    def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return dict(self._client().get_item(TableName=table, Key=dict(key), ConsistentRead=True).get("Item") or {})
+        except Exception:  # a table the simulation does not have: size unknown, counted as empty
+            return {}
+
+    def _stored_before(self, operation: str, params: Mapping[str, Any]) -> dict[str, int]:
+        """Sizes of the items an update/delete touches, before the request (by table and key)."""
+        targets: list[tuple[str, Mapping[str, Any]]] = []
+        if operation in ("UpdateItem", "DeleteItem", "PutItem"):
+            key = params.get("Key") or _key_of(params.get("Item") or {})
+            targets.append((str(params.get("TableName")), key))
+        elif operation == "TransactWriteItems":
+            for item in params.get("TransactItems") or []:
+                for part in ("Update", "Delete", "Put"):
+                    if part in item:
+                        body = item[part]
+                        targets.append((str(body["TableName"]), body.get("Key") or _key_of(body.get("Item") or {})))
+        return {_ref(t, k): own_cost.item_size(self._stored(t, k)) for t, k in targets if k}
+
+
+class _LineBytes(logging.Handler):
+    """`carpool.*` log records: the simulation keeps them as decisions without writing them out; in
+    Lambda the runtime's handler writes each as a line (level, time, request id, message)."""
+
+    #: "[INFO]\t2026-01-01T00:00:00.000Z\t<36-character request id>\t" and the newline
+    PREFIX_BYTES = 71
+
+    def __init__(self, meter: UsageMeter) -> None:
+        super().__init__(logging.INFO)
+        self._meter = meter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._meter.function is not None:
+            self._meter._log_bytes += self.PREFIX_BYTES + len(record.getMessage().encode())
+
+
+def _key_of(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The primary key of an item of carpool's tables (`pk`/`sk`, or the idempotency table's `id`)."""
+    return {k: v for k, v in item.items() if k in ("pk", "sk", "id")}
+
+
+def _ref(table: str, key: Mapping[str, Any]) -> str:
+    return json.dumps([table, dict(key)], sort_keys=True, default=str)
+
+
+def _indexes(item: Mapping[str, Any]) -> int:
+    return sum(1 for k in _INDEX_KEYS if k in item)
+
+
+def _units(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any], before: Mapping[str, int],
+           stored: Any) -> tuple[float, float]:
+    """(read units, write units) of one DynamoDB request (see `own_cost` for the rules)."""
+    consistent = bool(params.get("ConsistentRead"))
+    size = own_cost.item_size
+    if operation == "GetItem":
+        return own_cost.read_units([size(parsed.get("Item") or {})], consistent=consistent), 0.0
+    if operation in ("Query", "Scan"):
+        items = parsed.get("Items") or []
+        return own_cost.read_units([size(i) for i in items], consistent=consistent, summed=True), 0.0
+    if operation == "BatchGetItem":
+        sizes = [size(i) for items in (parsed.get("Responses") or {}).values() for i in items]
+        return own_cost.read_units(sizes or [0], consistent=consistent), 0.0
+    if operation == "TransactGetItems":
+        sizes = [size(r.get("Item") or {}) for r in parsed.get("Responses") or []]
+        return own_cost.read_units(sizes or [0], transactional=True), 0.0
+    if operation == "BatchWriteItem":
+        writes = 0.0
+        for requests in (params.get("RequestItems") or {}).values():
+            for r in requests:
+                item = (r.get("PutRequest") or {}).get("Item") or {}
+                writes += own_cost.write_units(size(item), indexes=_indexes(item))
+        return 0.0, writes
+    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+        return 0.0, _write(str(params.get("TableName")), params, before, stored, operation, transactional=False)
+    if operation == "TransactWriteItems":
+        writes = 0.0
+        for item in params.get("TransactItems") or []:
+            for part, body in item.items():
+                writes += _write(str(body.get("TableName")), body, before, stored, part, transactional=True)
+        return 0.0, writes
+    return 0.0, 0.0
+
+
+def _write(table: str, body: Mapping[str, Any], before: Mapping[str, int], stored: Any, kind: str, *,
+           transactional: bool) -> float:
+    """One item write: the larger of the item before and after, plus the indexes projecting it."""
+    key = body.get("Key") or _key_of(body.get("Item") or {})
+    old = before.get(_ref(table, key), 0)
+    if kind in ("Put", "PutItem"):
+        item = dict(body.get("Item") or {})
+    elif kind in ("Update", "UpdateItem"):
+        item = stored(table, key)
+    else:  # Delete / ConditionCheck: nothing new is written
+        item = {}
+    new = own_cost.item_size(item)
+    return own_cost.write_units(max(old, new), transactional=transactional, indexes=_indexes(item))

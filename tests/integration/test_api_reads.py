@@ -1,0 +1,174 @@
+"""What the watcher and the disruption function ask the API server for, counted by the simulated
+kube-apiserver (`carpool.sim.apiserver`) that the lightkube adapter talks to over HTTP.
+
+A cluster's bound pods outnumber everything else carpool reads by orders of magnitude, so the reads that
+run every minute must be narrow: the watcher lists and watches unbound Pending pods only (field selector
+`spec.nodeName=,status.phase=Pending`, watch with bookmarks), the disruption pass lists unfinished pods
+once per observation, a drain lists its node's pods only, and `pod_keys` reads metadata only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from lightkube import ApiError
+
+from carpool.adapters.k8s import reads
+from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
+from carpool.app import consolidation, drain, watch
+from carpool.app.settings import Settings
+from carpool.app.sources import StaticCatalogSource, TextConfigSource
+from carpool.app.wiring import Dependencies
+from carpool.sim.apiserver import SimApiServer
+from carpool.sim.cluster import SimulatedCluster
+from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+CONFIG = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: r
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+"""
+
+
+class FixedToken:
+    stale = False
+
+    def token(self) -> str:
+        return "k8s-aws-v1.test"
+
+
+class Publisher:
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def put_events(self, entries: Any) -> int:
+        self.entries.extend(entries)
+        return 0
+
+
+def node_json(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod_json(name: str, node: str | None = None, phase: str | None = None, cpu: str = "100m") -> dict[str, Any]:
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"},
+                           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}
+    if node:
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": phase or "Running"}
+    return pod
+
+
+@pytest.fixture
+def sim() -> SimulatedCluster:
+    """Two nodes with 20 running pods and one finished pod; three pods that fit nowhere."""
+    cluster = SimulatedCluster(lambda: NOW)
+    for n in ("n1", "n2"):
+        cluster.add_node(node_json(n))
+    for i in range(20):
+        cluster.add_pod(pod_json(f"run-{i}", node=f"n{1 + i % 2}"))
+    cluster.add_pod(pod_json("job-done", node="n1", phase="Succeeded"))
+    for i in range(3):
+        cluster.add_pod(pod_json(f"big-{i}", cpu="64"))
+    cluster.bind()  # the big pods become Unschedulable
+    return cluster
+
+
+@pytest.fixture
+def served(sim: SimulatedCluster) -> Iterator[tuple[SimApiServer, LightkubeCluster]]:
+    with SimApiServer(sim) as server:
+        yield server, LightkubeCluster("test", "us-east-1", access=ClusterAccess(server.url, ""), tokens=FixedToken())
+
+
+def deps_for(adapter: LightkubeCluster, publisher: Publisher) -> Dependencies:
+    return Dependencies(
+        settings=Settings(cluster_name="test", event_bus="bus"), cluster=adapter, compute=None,  # type: ignore[arg-type]
+        ledger=MemoryLedger(), offerings=MemoryOfferings(), capacity=MemoryCapacityCache(), publisher=publisher,
+        ami_source=None, config=TextConfigSource(lambda: CONFIG), catalog=StaticCatalogSource("us-east-1"),
+        clock=lambda: NOW)
+
+
+def pod_reads(server: SimApiServer) -> list[tuple[str, str, bool]]:
+    """(list or watch, field selector, metadata only) of every pod request."""
+    return [("watch" if "watch" in r.query else "list", r.query.get("fieldSelector", ""), r.metadata_only)
+            for r in server.log if r.path.endswith("/pods")]
+
+
+def test_the_watcher_lists_and_watches_unbound_pending_pods_only(served: tuple[SimApiServer, LightkubeCluster],
+                                                                sim: SimulatedCluster) -> None:
+    server, adapter = served
+    publisher = Publisher()
+
+    def meanwhile() -> None:  # during the watch: a new pod that fits nowhere, and a running pod changes
+        time.sleep(0.4)
+        with server.lock:
+            sim.add_pod(pod_json("late", cpu="64"))
+            sim.bind()
+            sim.delete_pod("shop/run-0")
+
+    writer = threading.Thread(target=meanwhile)
+    writer.start()
+    summary = watch.run(deps_for(adapter, publisher), watch_seconds=3.0)
+    writer.join()
+
+    assert pod_reads(server) == [("list", reads.PENDING_UNBOUND, False), ("watch", reads.PENDING_UNBOUND, False)]
+    pod_watch = next(r for r in server.log if r.path.endswith("/pods") and "watch" in r.query)
+    assert pod_watch.query["allowWatchBookmarks"] == "true"
+    assert summary.pending_pods == 3
+    published = sorted(json.loads(e["Detail"])["pod"]["metadata"]["name"] for e in publisher.entries
+                       if e["DetailType"] == "Pod Unschedulable")
+    assert published == ["big-0", "big-1", "big-2", "late"]
+    # the bookmark 2 s before the stream closed moved the pod watch's resume point past every change
+    assert int(adapter.resource_versions["Pod"]) >= int(sim.resource_version)
+
+
+def test_the_disruption_pass_reads_unfinished_pods_once_per_observation(
+        served: tuple[SimApiServer, LightkubeCluster]) -> None:
+    server, adapter = served
+    world = consolidation._observe(deps_for(adapter, Publisher()))
+    assert pod_reads(server) == [("list", reads.NOT_FINISHED, False)]
+    assert "shop/job-done" not in {p.key for p in world.pods}
+    assert len(world.pods) == 23 and len(world.pods_on("n1")) == 10
+
+
+def test_a_drain_reads_its_node_only_and_keys_are_metadata_only(served: tuple[SimApiServer, LightkubeCluster]) -> None:
+    server, adapter = served
+    on_n2 = drain.pods_on(adapter, "n2")
+    keys = adapter.pod_keys()
+    assert pod_reads(server) == [("list", "spec.nodeName=n2", False), ("list", "", True)]
+    assert sorted(p.name for p in on_n2) == sorted(f"run-{i}" for i in range(1, 20, 2))
+    assert len(keys) == 24 and "shop/job-done" in keys
+    assert adapter.read_stats.pages == 2
+
+
+def test_a_field_the_api_server_cannot_select_on_is_refused(served: tuple[SimApiServer, LightkubeCluster]) -> None:
+    server, adapter = served
+    from lightkube.resources.core_v1 import Pod as PodResource
+
+    with pytest.raises(ApiError) as refused:
+        adapter._paged(PodResource, reads.ObjectName, fields="spec.priorityClassName=high")
+    assert refused.value.status.code == 400
+    assert refused.value.status.message == "field label not supported: spec.priorityClassName"

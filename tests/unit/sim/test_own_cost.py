@@ -1,0 +1,156 @@
+"""carpool's own AWS cost: known usage in, known dollars out, one service at a time."""
+
+from __future__ import annotations
+
+import pytest
+
+from carpool import delivery
+from carpool.sim import own_cost
+from carpool.sim.own_cost import FunctionUsage, Usage, monthly
+
+HOUR = 3600.0
+#: a one-hour window scales to a month 730 times
+MONTH = own_cost.MONTH_HOURS
+
+
+def _only(services: dict[str, float], service: str) -> float:
+    others = {k: v for k, v in services.items() if k != service and v}
+    assert not others, f"unexpected charges besides {service}: {others}"
+    return services[service]
+
+
+def test_lambda_gb_seconds_and_requests() -> None:
+    # 1,000 invocations of 1 s at 1,024 MiB in an hour: 1,000 GB-s and 1,000 requests an hour
+    f = FunctionUsage(memory_mib=1024)
+    for _ in range(1000):
+        f.add(1.0)
+    cost = monthly(Usage(seconds=HOUR, functions={"provisioner": f}))
+    expected = MONTH * (1000 * 0.0000133334 + 1000 * 0.20 / 1e6)
+    assert cost.services["Lambda"] == pytest.approx(expected, abs=1e-3)
+    assert cost.lambda_by_function["provisioner"] == pytest.approx(expected, abs=1e-3)
+    assert cost.quantities["gbSeconds"] == pytest.approx(MONTH * 1000)
+    # each invocation is also one trace and ~420 bytes of platform log lines
+    assert cost.services["X-Ray"] == pytest.approx(MONTH * 1000 * 5.0 / 1e6, abs=1e-3)
+
+
+def test_billed_duration_rounds_up_to_the_millisecond() -> None:
+    assert own_cost.billed_ms(0.0) == 1
+    assert own_cost.billed_ms(0.0101) == 11
+    assert own_cost.billed_ms(0.010) == 10
+
+
+def test_scheduled_function_is_priced_at_its_schedule_not_at_the_window_rate() -> None:
+    # ten runs seen in an hour, but the schedule says one a minute: 43,800 runs a month of the mean duration
+    f = FunctionUsage(memory_mib=512)
+    for _ in range(10):
+        f.add(50.0)
+    cost = monthly(Usage(seconds=HOUR, functions={"watcher": f}, schedules={"watcher": 60.0}))
+    runs = own_cost.MONTH_SECONDS / 60
+    assert cost.quantities["invocations"] == pytest.approx(runs)
+    assert cost.quantities["gbSeconds"] == pytest.approx(runs * 50.0 * 0.5)
+    assert cost.lambda_by_function["watcher"] == pytest.approx(runs * (25 * 0.0000133334 + 0.2e-6), abs=1e-3)
+
+
+def test_dynamodb_read_and_write_units() -> None:
+    f = FunctionUsage(memory_mib=512, read_units=1000.0, write_units=2000.0)
+    usage = Usage(seconds=HOUR, functions={"registrar": f})
+    cost = monthly(usage)
+    assert cost.services["DynamoDB"] == pytest.approx(MONTH * (1000 * 0.125 + 2000 * 0.625) / 1e6, abs=1e-4)
+
+
+def test_eventbridge_custom_events() -> None:
+    f = FunctionUsage(memory_mib=512, bus_events=10_000)
+    cost = monthly(Usage(seconds=HOUR, functions={"watcher": f}))
+    assert cost.services["EventBridge"] == pytest.approx(MONTH * 10_000 / 1e6, abs=1e-4)
+
+
+def test_sqs_requests_include_the_mappings_idle_polling() -> None:
+    idle = monthly(Usage(seconds=HOUR, polled_queues=3))
+    # three mappings x five pollers x three 20-second receives a minute, all month
+    polls = 3 * 5 * 3 * 60 * MONTH
+    assert idle.quantities["sqsRequests"] == pytest.approx(polls)
+    assert _only(idle.services, "SQS") == pytest.approx(polls * 0.40 / 1e6, abs=1e-4)
+    busy = monthly(Usage(seconds=HOUR, polled_queues=3,
+                         functions={"provisioner": FunctionUsage(memory_mib=2048, sqs_requests=1000)}))
+    assert busy.quantities["sqsRequests"] == pytest.approx(polls + 1000 * MONTH)
+
+
+def test_cloudwatch_metric_series_are_monthly() -> None:
+    cost = monthly(Usage(seconds=60.0, metric_series=20))
+    assert _only(cost.services, "CloudWatch metrics") == pytest.approx(20 * 0.30)
+
+
+def test_log_ingestion_per_gb() -> None:
+    # one invocation an hour writing 1 GiB less Lambda's own lines: 730 GiB a month
+    f = FunctionUsage(memory_mib=512)
+    f.add(0.001, log_bytes=1024**3 - own_cost.PLATFORM_LOG_BYTES)
+    cost = monthly(Usage(seconds=HOUR, functions={"registrar": f}))
+    assert cost.quantities["logGB"] == pytest.approx(MONTH)
+    assert cost.services["CloudWatch Logs"] == pytest.approx(MONTH * 0.50)
+
+
+def test_every_service_has_a_line_and_the_total_adds_up() -> None:
+    cost = monthly(Usage(seconds=HOUR, polled_queues=1, metric_series=1,
+                         functions={"watcher": FunctionUsage(512, 1, 1000.0, 10, 1.0, 1.0, 1, 1)}))
+    assert tuple(cost.services) == own_cost.SERVICES
+    assert all(v > 0 for v in cost.services.values())
+    assert cost.total == pytest.approx(sum(cost.services.values()))
+
+
+def test_item_sizes_follow_dynamodb_rules() -> None:
+    assert own_cost.item_size({"pk": {"S": "abc"}}) == 2 + 3
+    # numbers: significant digits, two per byte, plus one
+    assert own_cost.value_size({"N": "12345"}) == 4
+    assert own_cost.value_size({"N": "-0.0100"}) == 2
+    # maps and lists: 3 bytes plus one per element
+    assert own_cost.value_size({"M": {"a": {"S": "xy"}}}) == 3 + 1 + 2 + 1
+    assert own_cost.value_size({"L": [{"BOOL": True}, {"NULL": True}]}) == 3 + 2 + 2
+    assert own_cost.value_size({"SS": ["a", "bc"]}) == 3
+    assert own_cost.value_size({"B": b"\x00\x01"}) == 2
+
+
+def test_request_units_by_size() -> None:
+    assert own_cost.write_units(1024) == 1
+    assert own_cost.write_units(1025) == 2
+    assert own_cost.write_units(1025, transactional=True, indexes=1) == 8
+    # per item for GetItem/BatchGetItem, summed for a Query; eventual reads cost half
+    assert own_cost.read_units([100, 100], consistent=True) == 2
+    assert own_cost.read_units([100, 100], consistent=True, summed=True) == 1
+    assert own_cost.read_units([5000], consistent=False) == 1
+    assert own_cost.read_units([0], transactional=True) == 2
+    assert own_cost.entry_chunks(64 * 1024) == 1
+    assert own_cost.entry_chunks(64 * 1024 + 1) == 2
+
+
+def test_every_deployed_function_has_a_memory_size() -> None:
+    assert set(delivery.MEMORY_MIB) == set(delivery.TIMEOUT_SECONDS)
+    assert set(delivery.SCHEDULE_SECONDS) <= set(delivery.MEMORY_MIB)
+
+
+def test_empty_window_is_refused() -> None:
+    with pytest.raises(ValueError):
+        monthly(Usage(seconds=0))
+
+
+def test_dynamodb_requests_are_sized_by_their_items() -> None:
+    from carpool.sim import usage
+
+    kb = {"pk": {"S": "claim#a"}, "sk": {"S": "x"}, "blob": {"S": "x" * 1500}}  # ~1.5 KB: two write units
+    indexed = {**kb, "gsi1pk": {"S": "claims"}}
+    stored = {"t": indexed}
+
+    def fetch(table: str, key: object) -> dict[str, object]:
+        return stored[table]
+
+    # a Put of an item the index projects writes the index too
+    assert usage._units("PutItem", {"TableName": "t", "Item": indexed}, {}, {}, fetch) == (0.0, 4.0)
+    # an update is charged by the larger of the stored item before and after, in a transaction twice
+    ref = usage._ref("t", {"pk": kb["pk"], "sk": kb["sk"]})
+    params = {"TransactItems": [{"Update": {"TableName": "t", "Key": {"pk": kb["pk"], "sk": kb["sk"]}}}]}
+    assert usage._units("TransactWriteItems", params, {}, {ref: 5000}, fetch) == (0.0, 2 * (5 + 5))
+    # a Query sums its items before rounding to 4 KB; eventually consistent reads cost half
+    items = [kb] * 4
+    assert usage._units("Query", {}, {"Items": items}, {}, fetch) == (1.0, 0.0)
+    assert usage._units("Query", {"ConsistentRead": True}, {"Items": items}, {}, fetch) == (2.0, 0.0)
+    # a GetItem of nothing still reads one unit's worth
+    assert usage._units("GetItem", {"ConsistentRead": True}, {}, {}, fetch) == (1.0, 0.0)
