@@ -101,7 +101,9 @@ def node_json(i: int) -> dict[str, Any]:
                        + [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
                            "lastHeartbeatTime": now, "lastTransitionTime": now}],
                        "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": name}],
-                       "nodeInfo": {"kubeletVersion": "v1.32.1-eks-5d632ec", "containerRuntimeVersion": "containerd://1.7.25",
+                       "nodeInfo": {"machineID": f"ec2{i:029x}", "systemUUID": f"ec2{i:05x}-0000-0000-0000-000000000000",
+                                    "bootID": f"{i:08x}-1111-2222-3333-444444444444", "kubeProxyVersion": "",
+                                    "kubeletVersion": "v1.32.1-eks-5d632ec", "containerRuntimeVersion": "containerd://1.7.25",
                                     "osImage": "Amazon Linux 2023.6.20250107", "architecture": "amd64",
                                     "kernelVersion": "6.1.119-129.201.amzn2023.x86_64", "operatingSystem": "linux"},
                        "images": images}}
