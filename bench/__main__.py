@@ -214,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": rows,
     }, indent=2) + "\n")
     print(f"\nwrote {args.output}")
+    __import__("bench.own_cost", fromlist=["run"]).run(args.output)  # carpool's own AWS cost, added to the file
     return 0
 
 

@@ -153,7 +153,11 @@ def _relaunch(claim: Claim, node: Node, world: _World, deps: Dependencies, summa
                        "draining anyway, its pods will be provisioned as pending")
         return True
     reason = f"disruption/{claim.labels.get(keys.DISRUPTION)}"
-    outcome = provision.provision_pods(world.pods_on(node.name), deps, reason=reason, exclude_claims={claim.name})
+    # a consolidation replacement launched again is held to the same rule as the first: cheaper than the
+    # node it replaces, priced before the launch
+    ceiling = claim.price if claim.labels.get(keys.DISRUPTION) == Reason.UNDERUTILIZED.value else None
+    outcome = provision.provision_pods(world.pods_on(node.name), deps, reason=reason, exclude_claims={claim.name},
+                                       price_ceiling=ceiling)
     claim.labels[keys.REPLACED_BY] = ",".join(sorted({*kept, *_replacement_names(outcome, deps)}))
     claim.labels[keys.REPLACE_ATTEMPTS] = str(attempts)
     deps.ledger.mark_launched(claim)

@@ -154,3 +154,20 @@ def test_dynamodb_requests_are_sized_by_their_items() -> None:
     assert usage._units("Query", {"ConsistentRead": True}, {"Items": items}, {}, fetch) == (2.0, 0.0)
     # a GetItem of nothing still reads one unit's worth
     assert usage._units("GetItem", {"ConsistentRead": True}, {}, {}, fetch) == (1.0, 0.0)
+
+
+def test_report_and_summary_show_the_monthly_cost_per_service() -> None:
+    from carpool.sim import report, summary
+    from carpool.sim.result import SimResult
+
+    cost = own_cost.own_cost_of(Usage(seconds=HOUR, polled_queues=3, metric_series=2,
+                                      functions={"watcher": FunctionUsage(512, 60, 60 * 50_000.0)}),
+                                ["Carpool WatcherRuns {cluster=c}", "Carpool PodsUnboundSeconds {cluster=c}"])
+    result = SimResult(scenario="s", duration_seconds=HOUR, own_cost=cost)
+    page = report.render(result)
+    assert f"${cost.monthly_usd:.2f} a month" in page
+    for service, usd in cost.services.items():
+        assert f"<td>{service}</td><td>{usd:.2f}</td>" in page
+    line = summary.own_cost_line(result)
+    assert f"${cost.monthly_usd:.2f}" in line and "Lambda" in line and "SQS" in line
+    assert result.to_json_dict()["ownCost"]["metricSeries"] == sorted(cost.metric_series)

@@ -252,7 +252,7 @@ class LightkubeCluster:
             generic.raise_for_status(response)
             self.read_stats.add(len(response.content))
             page = reads.parse_page(response.content, model)
-            items.extend(page.items or ())
+            items.extend(reads.without_managed_fields(page.items or ()))
             if not page.metadata.continue_token:
                 return items, page.metadata.resource_version
             request.params["continue"] = page.metadata.continue_token
