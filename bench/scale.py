@@ -199,8 +199,12 @@ def build_cluster() -> Any:
             cluster.add_pod(pod_json(f"app-{i:05d}-{j:02d}", name, f"svc-{(i * 7 + j) % 400}"))
     for i in range(FINISHED):
         cluster.add_pod(pod_json(f"job-{i:05d}", node_name(i), "batch", phase="Succeeded"))
-    for i in range(PENDING):
-        cluster.add_pod(pod_json(f"big-{i:03d}", None, "big"))
+    for i in range(PENDING):  # created, then marked Unschedulable as kube-scheduler would
+        key = cluster.add_pod(pod_json(f"big-{i:03d}", None, "big", phase="Pending"))
+        cluster._mark_unschedulable(cluster.pods[key], NODES)
+    for store in (cluster.pods, cluster.nodes):  # serialized up front, as the watch cache keeps objects
+        for rec in store.values():
+            cluster.encoded(rec)
     return cluster
 
 
@@ -223,10 +227,16 @@ def serve() -> None:
 
 
 def _request_kind(r: Any) -> str:
-    resource = r.path.rstrip("/").split("/")[-1]
-    verb = "watch" if "watch" in r.query else ("list" if resource in ("pods", "nodes", "poddisruptionbudgets",
-                                                                      "daemonsets") else r.method.lower())
+    """e.g. "list pods [status.phase!=Succeeded,...]", "patch nodes", "post eviction" (names collapsed)."""
+    parts = [p for p in r.path.split("/") if p]
+    lists = ("pods", "nodes", "poddisruptionbudgets", "daemonsets")
+    if parts[-1] in lists:
+        verb, resource = ("watch" if "watch" in r.query else "list"), parts[-1]
+    else:
+        verb, resource = r.method.lower(), parts[-1] if parts[-1] == "eviction" else parts[-2]
     selector = r.query.get("fieldSelector", "")
+    if selector.startswith("spec.nodeName=") and "," not in selector and selector != "spec.nodeName=":
+        selector = "spec.nodeName=<node>"
     meta = " metadata-only" if r.metadata_only else ""
     return f"{verb} {resource}" + (f" [{selector}]" if selector else "") + meta
 

@@ -328,13 +328,15 @@ class _Loader:
         for pending, pod in zip(batch, pods, strict=True):
             self.add_pod(pod, pending)
 
-    def pod_errors(self, batch: Sequence[_PendingPod], errors: list[ErrorDetails]) -> set[int]:
+    def pod_errors(self, batch: Sequence[_PendingPod], errors: Sequence[ErrorDetails]) -> set[int]:
         """Report the errors of a batch per document; the indices of the documents at fault."""
-        by_index: dict[int, list[ErrorDetails]] = defaultdict(list)
+        by_index: dict[int, Any] = defaultdict(list)
         for e in errors:
             index = e["loc"][0]
             assert isinstance(index, int)
-            by_index[index].append({**e, "loc": e["loc"][1:]})
+            inside = e.copy()
+            inside["loc"] = e["loc"][1:]  # the path inside the document
+            by_index[index].append(inside)
         for index in sorted(by_index):
             pending = batch[index]
             at = f"{pending.prefix}." if pending.prefix else ""

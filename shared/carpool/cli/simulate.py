@@ -2,7 +2,8 @@
 
 This is how users try carpool without an AWS account, and how each capability is proven end to end.
 `--json` prints the machine-readable result (and nothing else on stdout), `--report` writes a
-self-contained HTML page, `--quiet` drops the progress bar and the summary.
+self-contained HTML page, `--quiet` drops the progress bar and the summary. All three state what carpool
+itself would cost on AWS per month at the run's rate (`ownCost`: per service, Lambda per function).
 """
 
 from __future__ import annotations

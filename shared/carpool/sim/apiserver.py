@@ -188,7 +188,7 @@ class ListPages:
 
     def __init__(self, cluster: SimulatedCluster) -> None:
         self._cluster = cluster
-        self._snapshots: dict[int, list[dict[str, Any]]] = {}
+        self._snapshots: dict[int, list[bytes]] = {}
         self._expire_next = 0
         self.served: list[tuple[str, str | None, int]] = []
 

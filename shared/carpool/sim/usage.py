@@ -4,8 +4,8 @@
   (`carpool.delivery.MEMORY_MIB`). The watcher blocks on its watch stream for its watch period in AWS,
   which the simulated cluster answers at once, so a watcher run is billed at least that period.
 - DynamoDB units from the items themselves: written items from the request, read items from the answer;
-  an update or delete is sized by the stored item (read with a plain, unrecorded client), as DynamoDB
-  charges the larger of the item before and after.
+  an update or delete is sized by the item as last read or written (plus what an update sets), as
+  DynamoDB charges the larger of the item before and after; no extra request is made to learn it.
 - Entries put on the bus, messages sent to queues by the handlers and the messages each batch carried.
 - Log bytes and metric series from what the handlers write to stdout (EMF documents included) and log
   through `carpool.*` loggers.
@@ -44,7 +44,8 @@ class UsageMeter:
         self.metric_series: set[str] = set()
         self._log_bytes = 0
         self._sessions: list[Any] = []
-        self._plain: Any = None
+        #: what each stored item is known to weigh (bytes, in an index), by table and key
+        self.sizes: dict[str, tuple[int, bool]] = {}
         self._handler: logging.Handler = logging.NullHandler()
 
     # -- wiring ----------------------------------------------------------------------------------------
@@ -136,8 +137,6 @@ class UsageMeter:
             bodies = [params] if operation == "SendMessage" else list(params.get("Entries") or [])
             usage.sqs_requests += sum(own_cost.entry_chunks(len(str(b.get("MessageBody", "")).encode()))
                                      for b in bodies)
-        elif service == "dynamodb":
-            context["carpool_usage_before"] = self._stored_before(operation, params)
 
     def _after(self, parsed: Mapping[str, Any], model: Any, context: dict[str, Any] | None = None,
                **_: Any) -> None:
@@ -146,40 +145,10 @@ class UsageMeter:
         if str(model.service_model.signing_name) != "dynamodb":
             return
         params, operation = context["carpool_usage"], str(model.name)
-        before = context.get("carpool_usage_before") or {}
-        reads, writes = _units(operation, params, parsed or {}, before, self._stored)
+        reads, writes = _units(operation, params, parsed or {}, self.sizes)
         usage = self._of(self.function)
         usage.read_units += reads
         usage.write_units += writes
-
-    # -- stored items (unrecorded) ------------------------------------------------------------------------
-    def _client(self) -> Any:
-        if self._plain is None:
-            import boto3
-
-            self._plain = boto3.client("dynamodb", endpoint_url=os.environ.get("AWS_ENDPOINT_URL"),
-                                       region_name=os.environ.get("AWS_REGION", "us-east-1"))
-        return self._plain
-
-    def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            return dict(self._client().get_item(TableName=table, Key=dict(key), ConsistentRead=True).get("Item") or {})
-        except Exception:  # a table the simulation does not have: size unknown, counted as empty
-            return {}
-
-    def _stored_before(self, operation: str, params: Mapping[str, Any]) -> dict[str, int]:
-        """Sizes of the items an update/delete touches, before the request (by table and key)."""
-        targets: list[tuple[str, Mapping[str, Any]]] = []
-        if operation in ("UpdateItem", "DeleteItem", "PutItem"):
-            key = params.get("Key") or _key_of(params.get("Item") or {})
-            targets.append((str(params.get("TableName")), key))
-        elif operation == "TransactWriteItems":
-            for item in params.get("TransactItems") or []:
-                for part in ("Update", "Delete", "Put"):
-                    if part in item:
-                        body = item[part]
-                        targets.append((str(body["TableName"]), body.get("Key") or _key_of(body.get("Item") or {})))
-        return {_ref(t, k): own_cost.item_size(self._stored(t, k)) for t, k in targets if k}
 
 
 class _LineBytes(logging.Handler):
@@ -211,50 +180,77 @@ def _indexes(item: Mapping[str, Any]) -> int:
     return sum(1 for k in _INDEX_KEYS if k in item)
 
 
-def _units(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any], before: Mapping[str, int],
-           stored: Any) -> tuple[float, float]:
-    """(read units, write units) of one DynamoDB request (see `own_cost` for the rules)."""
+def _units(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any],
+           sizes: dict[str, tuple[int, bool]]) -> tuple[float, float]:
+    """(read units, write units) of one DynamoDB request (see `own_cost` for the rules), keeping `sizes`
+    (what each item weighs, learned from the items read and written) up to date."""
     consistent = bool(params.get("ConsistentRead"))
-    size = own_cost.item_size
     if operation == "GetItem":
-        return own_cost.read_units([size(parsed.get("Item") or {})], consistent=consistent), 0.0
+        return own_cost.read_units([_seen(sizes, str(params.get("TableName")), parsed.get("Item"))],
+                                   consistent=consistent), 0.0
     if operation in ("Query", "Scan"):
-        items = parsed.get("Items") or []
-        return own_cost.read_units([size(i) for i in items], consistent=consistent, summed=True), 0.0
+        table = str(params.get("TableName"))
+        found = [_seen(sizes, table, i) for i in parsed.get("Items") or []]
+        return own_cost.read_units(found, consistent=consistent, summed=True), 0.0
     if operation == "BatchGetItem":
-        sizes = [size(i) for items in (parsed.get("Responses") or {}).values() for i in items]
-        return own_cost.read_units(sizes or [0], consistent=consistent), 0.0
+        found = [_seen(sizes, t, i) for t, items in (parsed.get("Responses") or {}).items() for i in items]
+        return own_cost.read_units(found or [0], consistent=consistent), 0.0
     if operation == "TransactGetItems":
-        sizes = [size(r.get("Item") or {}) for r in parsed.get("Responses") or []]
-        return own_cost.read_units(sizes or [0], transactional=True), 0.0
+        gets = [g.get("Get") or {} for g in params.get("TransactItems") or []]
+        found = [_seen(sizes, str(g.get("TableName")), r.get("Item"))
+                 for g, r in zip(gets, parsed.get("Responses") or [], strict=False)]
+        return own_cost.read_units(found or [0], transactional=True), 0.0
     if operation == "BatchWriteItem":
         writes = 0.0
-        for requests in (params.get("RequestItems") or {}).values():
+        for table, requests in (params.get("RequestItems") or {}).items():
             for r in requests:
-                item = (r.get("PutRequest") or {}).get("Item") or {}
-                writes += own_cost.write_units(size(item), indexes=_indexes(item))
+                if "PutRequest" in r:
+                    writes += _write(sizes, table, "Put", r["PutRequest"], transactional=False)
+                elif "DeleteRequest" in r:
+                    writes += _write(sizes, table, "Delete", r["DeleteRequest"], transactional=False)
         return 0.0, writes
     if operation in ("PutItem", "UpdateItem", "DeleteItem"):
-        return 0.0, _write(str(params.get("TableName")), params, before, stored, operation, transactional=False)
+        kind = operation.removesuffix("Item")
+        return 0.0, _write(sizes, str(params.get("TableName")), kind, params, transactional=False)
     if operation == "TransactWriteItems":
         writes = 0.0
         for item in params.get("TransactItems") or []:
-            for part, body in item.items():
-                writes += _write(str(body.get("TableName")), body, before, stored, part, transactional=True)
+            for kind, body in item.items():
+                writes += _write(sizes, str(body.get("TableName")), kind, body, transactional=True)
         return 0.0, writes
     return 0.0, 0.0
 
 
-def _write(table: str, body: Mapping[str, Any], before: Mapping[str, int], stored: Any, kind: str, *,
+def _seen(sizes: dict[str, tuple[int, bool]], table: str, item: Mapping[str, Any] | None) -> int:
+    """A read item's size, remembered for the writes that follow."""
+    if not item:
+        return 0
+    size = own_cost.item_size(item)
+    sizes[_ref(table, _key_of(item))] = (size, _indexes(item) > 0)
+    return size
+
+
+def _write(sizes: dict[str, tuple[int, bool]], table: str, kind: str, body: Mapping[str, Any], *,
            transactional: bool) -> float:
-    """One item write: the larger of the item before and after, plus the indexes projecting it."""
+    """One item write, charged by the larger of the item before and after (an update's new size: the
+    item before plus every value and name it sets), plus the index when the item is (or was) in it."""
     key = body.get("Key") or _key_of(body.get("Item") or {})
-    old = before.get(_ref(table, key), 0)
-    if kind in ("Put", "PutItem"):
-        item = dict(body.get("Item") or {})
-    elif kind in ("Update", "UpdateItem"):
-        item = stored(table, key)
-    else:  # Delete / ConditionCheck: nothing new is written
-        item = {}
-    new = own_cost.item_size(item)
-    return own_cost.write_units(max(old, new), transactional=transactional, indexes=_indexes(item))
+    ref = _ref(table, key)
+    old, old_indexed = sizes.get(ref, (0, False))
+    if kind == "Put":
+        item = body.get("Item") or {}
+        new, indexed = own_cost.item_size(item), _indexes(item) > 0
+    elif kind == "Update":
+        names = " ".join([str(body.get("UpdateExpression", "")), *map(str, (body.get("ExpressionAttributeNames")
+                                                                             or {}).values())])
+        written = sum(own_cost.value_size(v) for v in (body.get("ExpressionAttributeValues") or {}).values())
+        new = (old or own_cost.item_size(key)) + written + sum(len(n) for n in (body.get("ExpressionAttributeNames")
+                                                                                or {}).values())
+        indexed = old_indexed or any(k in names for k in _INDEX_KEYS)
+    else:  # Delete, ConditionCheck: nothing new is written
+        new, indexed = 0, old_indexed
+    if kind == "Delete":
+        sizes.pop(ref, None)
+    elif kind != "ConditionCheck":
+        sizes[ref] = (new, indexed)
+    return own_cost.write_units(max(old, new), transactional=transactional, indexes=int(indexed))

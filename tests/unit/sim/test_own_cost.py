@@ -135,25 +135,30 @@ def test_empty_window_is_refused() -> None:
 def test_dynamodb_requests_are_sized_by_their_items() -> None:
     from carpool.sim import usage
 
-    kb = {"pk": {"S": "claim#a"}, "sk": {"S": "x"}, "blob": {"S": "x" * 1500}}  # ~1.5 KB: two write units
-    indexed = {**kb, "gsi1pk": {"S": "claims"}}
-    stored = {"t": indexed}
-
-    def fetch(table: str, key: object) -> dict[str, object]:
-        return stored[table]
-
+    key = {"pk": {"S": "claim#a"}, "sk": {"S": "x"}}
+    item = {**key, "blob": {"S": "x" * 1500}}  # 1,516 bytes: two write units
+    indexed = {**item, "gsi1pk": {"S": "claims"}}
+    sizes: dict[str, tuple[int, bool]] = {}
     # a Put of an item the index projects writes the index too
-    assert usage._units("PutItem", {"TableName": "t", "Item": indexed}, {}, {}, fetch) == (0.0, 4.0)
-    # an update is charged by the larger of the stored item before and after, in a transaction twice
-    ref = usage._ref("t", {"pk": kb["pk"], "sk": kb["sk"]})
-    params = {"TransactItems": [{"Update": {"TableName": "t", "Key": {"pk": kb["pk"], "sk": kb["sk"]}}}]}
-    assert usage._units("TransactWriteItems", params, {}, {ref: 5000}, fetch) == (0.0, 2 * (5 + 5))
-    # a Query sums its items before rounding to 4 KB; eventually consistent reads cost half
-    items = [kb] * 4
-    assert usage._units("Query", {}, {"Items": items}, {}, fetch) == (1.0, 0.0)
-    assert usage._units("Query", {"ConsistentRead": True}, {"Items": items}, {}, fetch) == (2.0, 0.0)
+    assert usage._units("PutItem", {"TableName": "t", "Item": indexed}, {}, sizes) == (0.0, 4.0)
+    # an update is charged by the larger of the item before and after (what it sets added), in a
+    # transaction twice, and the index with it
+    sizes[usage._ref("t", key)] = (5000, True)
+    update = {"TableName": "t", "Key": key, "UpdateExpression": "SET #s = :s",
+              "ExpressionAttributeNames": {"#s": "status"}, "ExpressionAttributeValues": {":s": {"S": "x" * 200}}}
+    assert usage._units("TransactWriteItems", {"TransactItems": [{"Update": update}]}, {}, sizes) == (0.0, 2 * (6 + 6))
+    assert sizes[usage._ref("t", key)] == (5000 + 200 + 6, True)
+    # a delete is charged by the item it removes, and forgets it
+    assert usage._units("DeleteItem", {"TableName": "t", "Key": key}, {}, sizes) == (0.0, 12.0)
+    assert usage._ref("t", key) not in sizes
+    # a Query sums its items before rounding to 4 KB; eventually consistent reads cost half; what it read
+    # is remembered
+    items = [item] * 4
+    assert usage._units("Query", {"TableName": "t"}, {"Items": items}, sizes) == (1.0, 0.0)
+    assert usage._units("Query", {"TableName": "t", "ConsistentRead": True}, {"Items": items}, sizes) == (2.0, 0.0)
+    assert sizes[usage._ref("t", key)] == (1516, False)
     # a GetItem of nothing still reads one unit's worth
-    assert usage._units("GetItem", {"ConsistentRead": True}, {}, {}, fetch) == (1.0, 0.0)
+    assert usage._units("GetItem", {"TableName": "t", "ConsistentRead": True}, {}, sizes) == (1.0, 0.0)
 
 
 def test_report_and_summary_show_the_monthly_cost_per_service() -> None:

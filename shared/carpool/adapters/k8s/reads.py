@@ -90,4 +90,4 @@ def _page_adapter(model: type[Any]) -> TypeAdapter[Any]:
 
 def parse_page(content: bytes, model: type[T]) -> ListPage[T]:
     """A list page's JSON bytes, validated into `model` items in one pass."""
-    return _page_adapter(model).validate_json(content)  # type: ignore[no-any-return]
+    return _page_adapter(model).validate_json(content)  # type: ignore[no-any-return,arg-type]
