@@ -212,10 +212,23 @@ _MODELS: dict[tuple[str, str], Callable[[AwsCall, Mapping[str, list[str]]], list
 
 
 # -- recording ------------------------------------------------------------------------------------------
-class RequestRecorder:
-    """Records carpool's AWS requests per function during a simulation (see the module docstring)."""
+RECORD_ENV = "CARPOOL_RECORD_REQUESTS"
 
-    def __init__(self) -> None:
+
+def recording_wanted() -> bool:
+    """Recording is for the IAM check (`record`, or e2e runs with `CARPOOL_REQUESTS_DIR`): it reads local EC2
+    for every request and gives each function its own dependencies, which costs a simulation a large share
+    of its time, so other runs skip it."""
+    return bool(os.environ.get(RECORD_ENV) or os.environ.get("CARPOOL_REQUESTS_DIR"))
+
+
+class RequestRecorder:
+    """Records carpool's AWS requests per function during a simulation (see the module docstring).
+
+    Disabled (`enabled=False`), it records nothing and the functions share one set of dependencies."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.function: str | None = None
         self.calls: dict[str, AwsCall] = {}
         self._facts: _LocalFacts | None = None
@@ -225,6 +238,8 @@ class RequestRecorder:
 
     def install(self) -> None:
         """Hook the session carpool's adapters build clients from, and any client it already built."""
+        if not self.enabled:
+            return
         from carpool.adapters.aws import session
 
         sess = session.session()
@@ -236,7 +251,8 @@ class RequestRecorder:
 
     def isolate(self, factory: Callable[[], Any]) -> None:
         """Give each function its own dependencies (and so its own caches), built by `factory`."""
-        self._deps_factory = factory
+        if self.enabled:
+            self._deps_factory = factory
 
     @contextlib.contextmanager
     def invocation(self, function: str) -> Iterator[None]:
@@ -267,7 +283,8 @@ class RequestRecorder:
     def finish(self, scenario: str, cluster: str, region: str) -> Recording:
         """Close the run: keep its recording for `recordings()` and stop attributing requests."""
         recording = self.recording(scenario, cluster, region)
-        _FINISHED.append(recording)
+        if self.enabled:
+            _FINISHED.append(recording)
         for sess in self._sessions:
             sess.events.unregister("before-parameter-build", unique_id=_HOOK_ID)
         self._sessions.clear()
@@ -558,6 +575,7 @@ def record(scenario_path: Path, result_path: Path | None = None) -> Recording:
 
     scenario = load_scenario(scenario_path)
     before = len(_FINISHED)
+    os.environ[RECORD_ENV] = "1"
     result = simulate(scenario)
     if result_path is not None:
         result_path.write_text(json.dumps(result.to_json_dict(), indent=1))

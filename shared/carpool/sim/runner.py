@@ -43,7 +43,7 @@ from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.faults import CapacityFaults, CrashFaults
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
 from carpool.sim.own_cost import own_cost_of
-from carpool.sim.requests import RequestRecorder
+from carpool.sim.requests import RequestRecorder, recording_wanted
 from carpool.sim.result import (
     CapacityEntry,
     Decision,
@@ -102,7 +102,7 @@ class SimRunner:
         self._next_disruption = 0.0
         self._prices: dict[str, float] = {}
         #: carpool's AWS requests per function (what `tests/infra/test_iam_requests.py` checks IAM against)
-        self.requests = RequestRecorder()
+        self.requests = RequestRecorder(enabled=recording_wanted())
         #: what the handlers use on AWS, for carpool's own monthly cost
         self.usage = UsageMeter()
 
