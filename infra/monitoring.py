@@ -271,8 +271,6 @@ class Monitoring(Construct):
                 "nothing. Usually the node cannot reach or authenticate to the API server: check the node role's "
                 "access entry, the AMI's bootstrap logs (EC2 console output), subnets and security groups."
             ),
-            threshold=1,
-            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
         self._alarm(
             "ConfigInvalid",
@@ -281,8 +279,6 @@ class Monitoring(Construct):
                 "The deployed NodePool/EC2NodeClass config does not validate: nothing is launched until it is "
                 "fixed. The provisioner's error log names the field; fix the manifests (`carpool validate`) and deploy them again (`cdk deploy -c configFile=...`)."
             ),
-            threshold=1,
-            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
         self._alarm(
             "ReplacementAboveCeiling",
@@ -292,8 +288,6 @@ class Monitoring(Construct):
                 "terminated again. Replacements are priced before launch, so this is a bug: the disruption "
                 "function's log has the decision."
             ),
-            threshold=1,
-            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
         self._alarm(
             "StaleInterruptions",
@@ -303,8 +297,6 @@ class Monitoring(Construct):
                 "nodes went without a drain or a replacement. Check the interruption function's errors and "
                 "throttles and its queue's age of oldest message."
             ),
-            threshold=1,
-            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
 
     def _dead_letter_alarms(self, dead_letter_queues: Mapping[str, sqs.IQueue]) -> None:
@@ -333,8 +325,6 @@ class Monitoring(Construct):
                     f"The {name} function failed (uncaught error or timeout) in two of the last three 5-minute "
                     "periods. Its logs name the error."
                 ),
-                threshold=1,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 periods=FUNCTION_PERIODS,
                 datapoints=FUNCTION_DATAPOINTS,
             )
@@ -345,8 +335,6 @@ class Monitoring(Construct):
                     f"The {name} function was throttled in two of the last three 5-minute periods: its reserved "
                     "concurrency or the account's Lambda concurrency is exhausted, and its events wait."
                 ),
-                threshold=1,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 periods=FUNCTION_PERIODS,
                 datapoints=FUNCTION_DATAPOINTS,
             )
@@ -386,12 +374,13 @@ class Monitoring(Construct):
         metric: cloudwatch.IMetric,
         *,
         description: str,
-        threshold: float,
-        comparison: cloudwatch.ComparisonOperator,
+        threshold: float = 1,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
         periods: int = 1,
         datapoints: int = 1,
     ) -> cloudwatch.Alarm:
+        """An alarm that notifies the topic on ALARM and OK; by default it fires on any occurrence (>= 1)."""
         alarm = cloudwatch.Alarm(
             self,
             construct_id,
