@@ -1,6 +1,6 @@
 """Lower bounds on what a plan can cost, to judge the scheduler's packing.
 
-- `simple_bound` (the brief's yardstick): max(total cpu x cheapest $ per allocatable vCPU, total memory x
+- `simple_bound` (the cost yardstick users compare against): max(total cpu x cheapest $ per allocatable vCPU, total memory x
   cheapest $ per allocatable GiB). Loose on real catalogs: a 2-vCPU t4g.nano with 15 MiB of allocatable
   memory sets the cpu rate, and no node holds cpu without memory.
 - `lp_bound`: the fractional relaxation "buy any real-valued amount of each instance type so total cpu and

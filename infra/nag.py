@@ -11,13 +11,14 @@ One gap is inherent to IAM5: its finding id is the wildcard, not the action, so 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aws_cdk import Aspects
 from cdk_nag import AwsSolutionsChecks, NagPackSuppression, NagSuppressions, RegexAppliesTo, ServerlessChecks
 from constructs import IConstruct
 
-from infra.cluster import NODE_MANAGED_POLICIES
+from infra.cluster import NODE_MANAGED_POLICIES, ClusterAccess
+from infra.events import EventRouting
 from infra.functions import (
     AMI_PARAMETER_PATHS,
     LAUNCH_INPUT_RESOURCES,
@@ -27,10 +28,27 @@ from infra.functions import (
     SHARED_LAUNCH_INPUTS,
     SPECS,
     Capability,
+    Functions,
 )
+from infra.monitoring import Monitoring
+from infra.settings import Settings
 
-if TYPE_CHECKING:
-    from infra.stack import CarpoolStack
+
+class NaggedStack(Protocol):
+    """What the suppressions need to know about the stack: its parts, not the stack class (which applies
+    the suppressions, so naming it here would make the two modules import each other)."""
+
+    @property
+    def cluster(self) -> ClusterAccess: ...
+    @property
+    def routing(self) -> EventRouting: ...
+    @property
+    def functions(self) -> Functions: ...
+    @property
+    def monitoring(self) -> Monitoring: ...
+    @property
+    def settings(self) -> Settings: ...
+
 
 def apply_nag(scope: IConstruct, *, verbose: bool = True) -> None:
     """Run both packs over ``scope`` at synth time (errors fail ``cdk synth``/``deploy``)."""
@@ -90,7 +108,7 @@ _WILDCARDS: dict[Capability, tuple[list[str | RegexAppliesTo], str]] = {
 }
 
 
-def add_suppressions(stack: CarpoolStack) -> None:
+def add_suppressions(stack: NaggedStack) -> None:
     """Attach every justified suppression to the construct it concerns."""
     _node_role(stack)
     _queues(stack)
@@ -98,7 +116,7 @@ def add_suppressions(stack: CarpoolStack) -> None:
     _alarm_topic(stack)
 
 
-def _node_role(stack: CarpoolStack) -> None:
+def _node_role(stack: NaggedStack) -> None:
     if not stack.cluster.node_role_created:
         return
     NagSuppressions.add_resource_suppressions(
@@ -115,7 +133,7 @@ def _node_role(stack: CarpoolStack) -> None:
     )
 
 
-def _queues(stack: CarpoolStack) -> None:
+def _queues(stack: NaggedStack) -> None:
     end_of_line = (
         "This is a dead-letter queue: the last stop for failed messages, alarmed on when not empty. "
         "Redriving it to yet another queue would only hide failures."
@@ -135,7 +153,7 @@ def _queues(stack: CarpoolStack) -> None:
     )
 
 
-def _functions(stack: CarpoolStack) -> None:
+def _functions(stack: NaggedStack) -> None:
     functions = stack.functions
     runtime_reason = (
         "Pinned to python3.12 on purpose: the layer is built for cp312/aarch64 and the library is tested on "
@@ -172,7 +190,7 @@ def _functions(stack: CarpoolStack) -> None:
         _role(stack, name)
 
 
-def _role(stack: CarpoolStack, name: str) -> None:
+def _role(stack: NaggedStack, name: str) -> None:
     role = stack.functions.roles[name]
     suppressions = [
         _s(
@@ -204,7 +222,7 @@ def _role(stack: CarpoolStack, name: str) -> None:
     NagSuppressions.add_resource_suppressions(role, suppressions, apply_to_children=True)
 
 
-def _alarm_topic(stack: CarpoolStack) -> None:
+def _alarm_topic(stack: NaggedStack) -> None:
     topic = stack.monitoring.topic
     if topic is None or not stack.settings.alarm_email:
         return
