@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 
-.PHONY: setup demo test bench synth lint layer-lock clean
+.PHONY: setup demo test conformance bench synth lint layer-lock clean
 
 setup: $(STAMP)
 
@@ -20,14 +20,16 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/carpool simulate examples/flex-first.yaml
 
-# integration and e2e each start local AWS servers and set AWS_* variables: separate processes keep
-# the suites from sharing (and tearing down) each other's endpoints
+# One pytest process, two xdist workers taking a test file at a time: a simulation, and each integration
+# module's local AWS, keep their state to themselves, so every suite shares the workers. The slowest
+# files are handed out first, so that neither worker is left finishing a long one alone.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/unit tests/infra
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/integration
-	@# each scenario in its own process (sequential simulations in one process leak local-AWS state), two at
-	@# a time on the two cores; xargs exits non-zero when any of them fails
-	@ls tests/e2e/test_*.py | xargs -P 2 -n 1 $(BIN)/python -m pytest -p no:cacheprovider
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests/e2e tests/infra tests/integration \
+		tests/unit tests/conformance
+
+# Karpenter's own scheduling and provider test cases, ported as data (tests/conformance/README.md)
+conformance: setup
+	@$(BIN)/python -m tests.conformance.runner
 
 bench: setup
 	$(BIN)/python -m bench

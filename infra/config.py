@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,15 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PoolLimit:
-    """A ``spec.limits`` entry of a NodePool: the alarm compares NodePoolUsage to NodePoolLimit for it."""
+    """A ``spec.limits`` entry of a NodePool: its alarm compares NodePoolUsage with ``value``.
+
+    ``value`` is in the library's canonical units (millicores, bytes, counts), the units the watcher
+    publishes usage in; a limit is identified by pool and resource alone.
+    """
 
     nodepool: str
     resource: str
+    value: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
             print(f"carpool config: {warning}", file=sys.stderr)
     nodepools = tuple(_name(doc, source) for doc in documents if doc.get("kind") == "NodePool")
     limits = tuple(
-        PoolLimit(_name(doc, source), str(resource))
+        PoolLimit(_name(doc, source), str(resource), _limit_value(doc, str(resource), source))
         for doc in documents
         if doc.get("kind") == "NodePool"
         for resource in sorted((doc.get("spec") or {}).get("limits") or {})
@@ -139,6 +144,19 @@ def _check_limits(documents: list[dict[str, Any]], source: str) -> None:
                     f"{source}: NodePool {_name(doc, source)}: spec.limits[{resource}]: invalid limit {value!r}: "
                     "must not be negative (0 stops the pool launching)"
                 )
+
+
+def _limit_value(doc: dict[str, Any], resource: str, source: str) -> float:
+    """A NodePool limit as the library counts it (``"100"`` cpu -> 100,000 millicores, ``"1Gi"`` -> bytes)."""
+    from carpool import quantity
+
+    raw = doc["spec"]["limits"][resource]
+    try:
+        return float(quantity.resource_value(resource, raw))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{source}: NodePool {_name(doc, source)}: spec.limits[{resource}]: invalid quantity {raw!r}: {exc}"
+        ) from exc
 
 
 def _parse(text: str, source: str) -> list[dict[str, Any]]:

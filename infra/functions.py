@@ -9,13 +9,14 @@ of each ``FunctionSpec``):
 watcher       read the state table; put events on the carpool bus
 provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags
               on create, PassRole of the node role); terminate own instances (a launch whose claim
-              failed); AMIs; the instance-type catalog and prices
-registrar     write the state table; look instances up (claims found by tag); AMIs and catalog (learned
-              capacity is kept only for the expected AMI)
-interruption  write the state table; launch replacements; terminate own instances; AMIs; catalog;
+              failed); AMIs
+registrar     write the state table; look instances up (claims found by tag); AMIs (learned capacity is
+              kept only for the expected AMI)
+interruption  write the state table; launch replacements; terminate own instances; AMIs;
               send to its own queue (a drain's next step, delayed)
 disruption    write the state table; launch replacements (consolidation, drift); terminate own instances;
-              delete own launch templates; look instances up (orphans); AMIs; catalog
+              delete own launch templates; look instances up (orphans); AMIs; the instance-type catalog
+              and prices (it refreshes the catalog every function reads from the state table)
 ============  ==============================================================================
 
 Reads are as narrow as writes: the EC2 ``Describe`` actions a capability's code calls (not
@@ -106,7 +107,8 @@ class Capability(Enum):
     DELETE_LAUNCH_TEMPLATES = auto()
     TERMINATE = auto()
     AMI_LOOKUP = auto()
-    #: Instance types, their offerings and spot prices from EC2, on-demand prices from the Pricing API.
+    #: Instance types, their offerings and spot prices from EC2, on-demand prices from the Pricing API: only
+    #: the function that refreshes the stored catalog; the others read it from the state table (GetItem).
     CATALOG = auto()
     INSTANCE_LOOKUP = auto()
     PUT_EVENTS = auto()
@@ -148,14 +150,14 @@ SPECS: dict[str, FunctionSpec] = {
         FunctionSpec(
             "watcher",
             "Lists/watches the cluster and puts Pod Unschedulable / Node events on the carpool bus",
-            # Watches for about a minute per run; the schedule starts the next run while this one ends.
+            # Shorter than the one-minute schedule (a resync, no long watch), so runs never overlap.
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["watcher"]),
             memory_mib=delivery.MEMORY_MIB["watcher"],
             capabilities=frozenset({C.PUT_EVENTS}),
             state_actions=NOMINATIONS_READ,
             kubernetes_write=False,
-            # Two: the overlap between consecutive runs, never a third one stacking up on a slow API.
-            reserved_concurrency=2,
+            # One: a run ends before the next is due; a slow API must not stack runs up.
+            reserved_concurrency=1,
         ),
         FunctionSpec(
             "provisioner",
@@ -163,7 +165,7 @@ SPECS: dict[str, FunctionSpec] = {
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["provisioner"]),
             # The scheduler is CPU-bound; 2 GB buys more than one vCPU.
             memory_mib=delivery.MEMORY_MIB["provisioner"],
-            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
+            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP}),
             state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=False,
         ),
@@ -172,7 +174,7 @@ SPECS: dict[str, FunctionSpec] = {
             "Marks claims registered when their node joins and learns real node capacity",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["registrar"]),
             memory_mib=delivery.MEMORY_MIB["registrar"],
-            capabilities=frozenset({C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}),
+            capabilities=frozenset({C.INSTANCE_LOOKUP, C.AMI_LOOKUP}),
             state_actions=REGISTRATION + CLAIM_RELEASE,
             kubernetes_write=True,
         ),
@@ -181,7 +183,7 @@ SPECS: dict[str, FunctionSpec] = {
             "Handles spot interruptions, rebalance, health and state-change events: cordon, drain, replace",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["interruption"]),
             memory_mib=delivery.MEMORY_MIB["interruption"],
-            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.CATALOG}),
+            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP}),
             state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=True,
         ),
@@ -488,6 +490,17 @@ class Functions(Construct):
                             **request_tags,
                             "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
                         }
+                    },
+                ),
+                iam.PolicyStatement(
+                    # claims launched together by one CreateFleet get their names afterwards, one instance
+                    # at a time: only the cluster's own instances, only the claim-name tag
+                    sid="TagOwnInstancesWithTheirClaim",
+                    actions=["ec2:CreateTags"],
+                    resources=ec2_arns("instance", account=stack.account),
+                    conditions={
+                        "StringEquals": resource_tags,
+                        "ForAllValues:StringEquals": {"aws:TagKeys": [labels.TAG_NODECLAIM]},
                     },
                 ),
                 iam.PolicyStatement(

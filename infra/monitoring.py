@@ -2,8 +2,9 @@
 
 The functions publish EMF metrics with Powertools in namespace ``Carpool`` (``carpool.observability``).
 Every data point carries ``service=carpool`` and ``cluster=<name>``; a point with a breakdown (``reason``,
-``nodepool``...) is also published under the cluster's total ``{service, cluster}``. The names mirror
-Karpenter's (reference section 9) so people can carry their runbooks over:
+``nodepool``...) of a metric an alarm totals (``observability.CLUSTER_TOTALS``) is also published under
+the cluster's total ``{service, cluster}``. The names mirror Karpenter's (reference section 9) so people
+can carry their runbooks over:
 
 ========================== ==================== ===============================================
 metric                     breakdown             Karpenter equivalent
@@ -14,7 +15,7 @@ NodeClaimsCreated          nodepool, reason      karpenter_nodeclaims_created_to
 LaunchFailures             reason                karpenter_cloudprovider_instance_launch_failures
 InterruptionsReceived      kind                  karpenter_interruption_received_messages_total
 InterruptionsStale         kind                  (Karpenter: its queue's 300 s retention)
-NodePoolUsage/Limit        nodepool, resource    karpenter_nodepools_usage / _limit
+NodePoolUsage              nodepool, resource    karpenter_nodepools_usage (limits: the config's)
 EstimatedHourlyCost        nodepool              karpenter_nodepools_cost_total
 CapacityCacheHits/Defaults -                     (carpool: learned vs estimated capacity)
 WatcherRuns                -                     (carpool: the watcher's heartbeat)
@@ -23,6 +24,8 @@ PodsServedBy               server                (carpool: who took a pending po
 PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
 ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
+CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
+CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
 ========================== ==================== ===============================================
 
 Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
@@ -32,6 +35,19 @@ queries (``SELECT ... FROM Carpool`` matches every cluster unless filtered, and 
 metric math); cluster-wide counts read the ``{service, cluster}`` totals instead. Graphs use ``SEARCH``
 with the exact dimension schema and ``cluster="<name>"``, so every nodepool/reason shows up unasked but
 only this cluster's, and the totals are not counted twice.
+
+A NodePool's limit is not a metric (Karpenter's ``karpenter_nodepools_limit``): it is the deployed
+config's (``infra/config.py``), so each "pool near its limit" alarm compares the pool's usage with a
+threshold computed from it, and the dashboard draws the limits as lines. The config changes with a
+deploy, which rewrites the alarms too; one series less per limit and pool, every hour of the month.
+
+What this costs a month (``carpool.sim.own_cost``): each alarm $0.10 per metric it reads (a metric-math
+alarm pays for every input), the dashboard $3 (an account's first three are free), the topic's key $1.
+``Monitoring.alarm_metrics`` counts the billed alarm metrics.
+
+Metrics no alarm reads are log lines, not series (``observability.LOG_ONLY``); the dashboard shows
+them with Logs Insights queries over the functions' log groups (``log_groups``), filtered to this
+cluster.
 
 Every alarm notifies the alarm topic (created always; ``-c alarmEmail`` adds an e-mail subscription,
 anything else can subscribe to the ``AlarmTopicArn`` output), on entering ALARM and on returning to OK.
@@ -47,6 +63,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
@@ -69,7 +86,6 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "InterruptionsReceived": ("kind",),
     "InterruptionsStale": ("kind",),
     "NodePoolUsage": ("nodepool", "resource"),
-    "NodePoolLimit": ("nodepool", "resource"),
     "EstimatedHourlyCost": ("nodepool",),
     "CapacityCacheHits": (),
     "CapacityCacheDefaults": (),
@@ -79,6 +95,8 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "PodEventsDropped": (),
     "ConfigInvalid": ("function",),
     "ReplacementAboveCeiling": (),
+    "CatalogRefreshFailures": (),
+    "CatalogFallbacks": (),
 }
 
 #: A pod pending for 15 minutes is what people page on (reference section 9).
@@ -174,11 +192,14 @@ class Monitoring(Construct):
         work_queues: Mapping[str, sqs.IQueue],
         dead_letter_queues: Mapping[str, sqs.IQueue],
         pool_limits: Sequence[PoolLimit],
+        log_groups: Mapping[str, logs.ILogGroup],
     ) -> None:
         super().__init__(scope, construct_id)
         self.metrics = CarpoolMetrics(settings.cluster_name)
         self.topic = self._topic(settings)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
+        #: metrics each alarm reads, as CloudWatch bills alarms (per metric)
+        self.alarm_metrics: dict[str, int] = {}
         self._carpool_alarms()
         self._dead_letter_alarms(dead_letter_queues)
         self._function_alarms(functions)
@@ -190,7 +211,7 @@ class Monitoring(Construct):
             dashboard_name=f"carpool-{settings.cluster_name}",
             default_interval=Duration.hours(3),
         )
-        self._widgets(settings, functions, work_queues, dead_letter_queues)
+        self._widgets(settings, functions, work_queues, dead_letter_queues, pool_limits, log_groups)
 
     # --- alarms -----------------------------------------------------------------------------------
 
@@ -343,28 +364,23 @@ class Monitoring(Construct):
         used_ids: set[str] = set()
         five = Duration.minutes(5)
         for limit in pool_limits:
+            if limit.value is None:
+                raise ValueError(f"NodePool {limit.nodepool}: limit on {limit.resource} without a value")
             alarm_id = f"PoolNearLimit{_identifier(limit.nodepool)}On{_identifier(limit.resource)}"
             alarm_id = alarm_id if alarm_id not in used_ids else f"{alarm_id}{len(used_ids)}"
             used_ids.add(alarm_id)
-            pool = {"nodepool": limit.nodepool, "resource": limit.resource}
-            ratio = cloudwatch.MathExpression(
-                expression="usage / limit",
-                using_metrics={
-                    "usage": self.metrics.series("NodePoolUsage", "Maximum", period=five, **pool),
-                    "limit": self.metrics.series("NodePoolLimit", "Maximum", period=five, **pool),
-                },
-                label=f"{limit.nodepool} {limit.resource} usage / limit",
-                period=five,
+            usage = self.metrics.series(
+                "NodePoolUsage", "Maximum", period=five, nodepool=limit.nodepool, resource=limit.resource
             )
             self._alarm(
                 alarm_id,
-                ratio,
+                usage.with_(label=f"{limit.nodepool} {limit.resource} usage"),
                 description=(
                     f"NodePool {limit.nodepool} uses more than {POOL_USAGE_RATIO_THRESHOLD:.0%} of its "
-                    f"{limit.resource} limit; new pods will stay pending once it is reached. Raise spec.limits "
-                    "or add a pool."
+                    f"{limit.resource} limit ({_amount(limit.resource, limit.value)}); new pods will stay pending "
+                    "once it is reached. Raise spec.limits or add a pool."
                 ),
-                threshold=POOL_USAGE_RATIO_THRESHOLD,
+                threshold=POOL_USAGE_RATIO_THRESHOLD * limit.value,
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             )
 
@@ -391,6 +407,9 @@ class Monitoring(Construct):
             evaluation_periods=periods,
             datapoints_to_alarm=datapoints,
             treat_missing_data=missing,
+        )
+        self.alarm_metrics[construct_id] = (
+            len(metric.using_metrics) if isinstance(metric, cloudwatch.MathExpression) else 1
         )
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         alarm.add_ok_action(actions.SnsAction(self.topic))
@@ -434,9 +453,24 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         work_queues: Mapping[str, sqs.IQueue],
         dead_letter_queues: Mapping[str, sqs.IQueue],
+        pool_limits: Sequence[PoolLimit],
+        log_groups: Mapping[str, logs.ILogGroup],
     ) -> None:
-        def graph(title: str, metrics: Sequence[cloudwatch.IMetric], width: int = 8) -> cloudwatch.GraphWidget:
-            return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
+        def graph(
+            title: str,
+            metrics: Sequence[cloudwatch.IMetric],
+            width: int = 8,
+            annotations: Sequence[cloudwatch.HorizontalAnnotation] = (),
+        ) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(
+                title=title, left=list(metrics), width=width, height=6, left_annotations=list(annotations) or None
+            )
+
+        limits = [
+            cloudwatch.HorizontalAnnotation(value=limit.value, label=f"limit {limit.nodepool} {limit.resource}")
+            for limit in pool_limits
+            if limit.value is not None
+        ]
 
         lines = self.metrics.lines
         self.dashboard.add_widgets(
@@ -451,46 +485,47 @@ class Monitoring(Construct):
                 height=2,
             )
         )
+        def logged(title: str, names: Sequence[str], stats: str, *, table: bool = False) -> cloudwatch.LogQueryWidget:
+            """A metric written as log lines (``observability.LOG_ONLY``), from the functions' log groups."""
+            picked = ", ".join(f'"{n}"' for n in names)
+            query = (f'fields @timestamp | filter metric in [{picked}] and cluster = "{settings.cluster_name}" '
+                     f"| stats {stats}")
+            view = cloudwatch.LogQueryVisualizationType.TABLE if table else cloudwatch.LogQueryVisualizationType.LINE
+            return cloudwatch.LogQueryWidget(title=title, log_group_names=groups, query_string=query, view=view,
+                                             width=8, height=6)
+
+        groups = [group.log_group_name for group in log_groups.values()]
         self.dashboard.add_widgets(
             graph("Oldest pending pod (s)", [lines("PodsUnboundSeconds", "Maximum")]),
-            graph(
-                "Scheduling duration (s)",
-                [
-                    lines("SchedulingDurationSeconds", "p50", prefix="p50"),
-                    lines("SchedulingDurationSeconds", "p99", prefix="p99"),
-                ],
-            ),
+            logged("Scheduling duration (s)", ["SchedulingDurationSeconds"],
+                   "pct(value, 50) as p50, pct(value, 99) as p99 by bin(5m)"),
             graph("Node claims created (by pool, reason)", [lines("NodeClaimsCreated", "Sum")]),
         )
         self.dashboard.add_widgets(
             graph("Launch failures (by reason)", [lines("LaunchFailures", "Sum")]),
-            graph(
-                "Interruptions received / dropped as stale (by kind)",
-                [lines("InterruptionsReceived", "Sum"), lines("InterruptionsStale", "Sum", prefix="stale")],
-            ),
-            graph(
-                "NodePool usage and limits",
-                [lines("NodePoolUsage", "Maximum", prefix="usage"), lines("NodePoolLimit", "Maximum", prefix="limit")],
-            ),
+            graph("Interruptions dropped as stale (by kind)", [lines("InterruptionsStale", "Sum", prefix="stale")]),
+            graph("NodePool usage and limits", [lines("NodePoolUsage", "Maximum", prefix="usage")], annotations=limits),
         )
         self.dashboard.add_widgets(
-            graph("Estimated hourly cost (USD)", [lines("EstimatedHourlyCost", "Maximum")]),
-            graph(
-                "Capacity cache (learned vs estimated)",
-                [
-                    lines("CapacityCacheHits", "Sum", prefix="learned"),
-                    lines("CapacityCacheDefaults", "Sum", prefix="estimated"),
-                ],
-            ),
+            logged("Interruptions received (by kind)", ["InterruptionsReceived"], "sum(value) as received by kind",
+                   table=True),
+            logged("Launched capacity, hourly price (USD, by pool)", ["EstimatedHourlyCost"],
+                   "sum(value) as usdPerHour, count(*) as claims by nodepool", table=True),
             graph("Watcher runs", [lines("WatcherRuns", "Sum")]),
         )
         self.dashboard.add_widgets(
+            logged("Capacity: learned vs estimated / catalog fallbacks",
+                   ["CapacityCacheHits", "CapacityCacheDefaults", "CatalogFallbacks"], "sum(value) as count by metric",
+                   table=True),
+            graph("Instance-type catalog refresh failures", [lines("CatalogRefreshFailures", "Sum")]),
+            logged("Pods served by (carpool vs other autoscalers) / pod events dropped",
+                   ["PodsServedBy", "PodEventsDropped"], "sum(value) as pods by metric, server", table=True),
+        )
+        self.dashboard.add_widgets(
             graph("Disruptions (by reason)", [lines("Disruptions", "Sum")]),
-            graph("Pods served by (carpool vs other autoscalers)", [lines("PodsServedBy", "Sum")]),
             graph(
-                "Invalid config loads / pod events dropped / replacements above ceiling",
-                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("PodEventsDropped", "Sum"),
-                 lines("ReplacementAboveCeiling", "Sum")],
+                "Invalid config loads / replacements above ceiling",
+                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("ReplacementAboveCeiling", "Sum")],
             ),
         )
         names = list(functions)
@@ -517,6 +552,13 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="carpool alarms", width=24)
         )
+
+
+def _amount(resource: str, value: float) -> str:
+    """A limit as people write it: cpu in cores (the library counts millicores), the rest as counted."""
+    if resource == "cpu":
+        return f"{value / 1000:g} cores"
+    return f"{value / 2**30:g} GiB" if resource == "memory" else f"{value:g}"
 
 
 def _identifier(text: str) -> str:

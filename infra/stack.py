@@ -82,6 +82,7 @@ class CarpoolStack(Stack):
             work_queues={name: work.queue for name, work in self.routing.work_queues.items()},
             dead_letter_queues=self.routing.dead_letter_queues,
             pool_limits=self.cluster_config.pool_limits,
+            log_groups=self.functions.log_groups,
         )
         self._outputs()
         add_suppressions(self)

@@ -3,7 +3,9 @@
 moto (a test dependency) ships real DescribeInstanceTypes output for every type and the per-zone
 DescribeInstanceTypeOfferings of every region; the on-demand table ships with carpool. The snapshot keeps
 the types that have an on-demand price and that EKS Linux nodes can use (HVM, x86_64 or arm64), offered in
-up to the first `--zones` availability zones.
+up to the first `--zones` availability zones, built by `carpool.catalog.builder` (the same code as the live
+catalog) and stored in `carpool.catalog.encoding`'s form. Run it again whenever the builder changes what
+it derives (the snapshot tests say so).
 
 Usage (from the repo root):
     PYTHONPATH=shared .venv/bin/python tools/generate_catalog.py [--region us-east-1] [--zones 6] [--out PATH]
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from carpool.catalog import builder, prices, snapshot
+from carpool.catalog import Catalog, builder, prices, snapshot
 
 
 def moto_resources() -> Path:
@@ -65,15 +67,16 @@ def main(argv: list[str] | None = None) -> int:
         f"moto {importlib.metadata.version('moto')} ec2/resources (DescribeInstanceTypes, "
         f"DescribeInstanceTypeOfferings {args.region}); carpool catalog/data/ondemand-prices.json"
     )
-    doc = snapshot.document(args.region, selected, zones, ondemand, source)
+    built = builder.build_catalog(selected, zones, {}, ondemand, args.region)
     out = args.out or snapshot.default_path(args.region)
-    size = snapshot.write(doc, out)
+    size = snapshot.write(built.encode(source), out)
 
     started = time.perf_counter()
-    catalog = snapshot.from_document(json.loads(gzip.decompress(out.read_bytes())))
+    catalog = Catalog.decode(out.read_bytes())
     elapsed_ms = (time.perf_counter() - started) * 1000
     skipped = sorted(set(infos) - {i["InstanceType"] for i in selected})
-    print(f"wrote {out} ({size:,} bytes): {len(catalog)} types, zones {', '.join(doc['zones'])}")
+    shipped_zones = sorted({z for it in catalog.values() for z in it.zones(available_only=False)})
+    print(f"wrote {out} ({size:,} bytes): {len(catalog)} types, zones {', '.join(shipped_zones)}")
     print(f"skipped {len(skipped)} types without a price or not usable by EKS Linux nodes")
     print(f"reload check: {elapsed_ms:.0f} ms")
     return 0

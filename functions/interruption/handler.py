@@ -6,11 +6,13 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from carpool import observability
+from carpool.adapters.aws.wiring import build_from_env
 from carpool.app import batch, interrupt, parsing, wiring
 
 logger = Logger(service="carpool-interruption")
 tracer = Tracer(service="carpool-interruption", auto_patch=False)
 observability.trace_calls(tracer)
+wiring.provide(build_from_env)
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -1,5 +1,6 @@
-"""Watcher Lambda (every minute): resync the cluster, publish pending pods and node changes to the bus,
-then follow the watch stream for the rest of the period."""
+"""Watcher Lambda (every minute): resync the cluster and publish pending pods and node changes to the bus
+(and follow the watch stream for `CARPOOL_WATCH_SECONDS` if that is set; `carpool.delivery.WATCH_SECONDS`
+says why it is not by default)."""
 
 import os
 from dataclasses import asdict
@@ -10,13 +11,15 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from carpool import observability
+from carpool import delivery, observability
+from carpool.adapters.aws.wiring import build_from_env
 from carpool.app import watch, wiring
 
 logger = Logger(service="carpool-watcher")
 tracer = Tracer(service="carpool-watcher", auto_patch=False)
 observability.trace_calls(tracer)
-WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", "50"))
+wiring.provide(build_from_env)
+WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", delivery.WATCH_SECONDS))
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -32,8 +32,8 @@ INTERRUPTION = Delivery(batch_size=10, max_batching_window_seconds=0)
 #: Each function's Lambda timeout in seconds. The stack sets these, and the simulation's Lambda context
 #: counts the remaining time down from them, so deadline-driven code behaves as deployed.
 TIMEOUT_SECONDS: dict[str, int] = {
-    # watches for about a minute per run; the schedule starts the next run while this one ends
-    "watcher": 70,
+    # a resync per run, no long watch (`WATCH_SECONDS`); shorter than the schedule, so runs never overlap
+    "watcher": 50,
     "provisioner": 120,
     "registrar": 60,
     "interruption": 60,
@@ -51,6 +51,16 @@ MEMORY_MIB: dict[str, int] = {
     "interruption": 512,
     "disruption": 1024,
 }
+
+#: How long each watcher run follows the API's watch stream after its resync. 0: the watcher publishes
+#: what its resync found and returns. A watch would not bring a pod to the provisioner sooner: a run puts
+#: its events on the bus when it ends, so a pod the watch saw waits for the watch to close, and a pod that
+#: turns pending after the watch closed waits for the next run's resync. Without the watch the worst case is
+#: one schedule period plus the resync (a pod turning pending just after a resync listed is published by
+#: the next run's resync: <= 60 s + resync); with a 50 s watch it was 60 s + 50 s + resync. Every second
+#: watched is billed at the watcher's memory, all month (a 50 s watch at 512 MB is 1.1 million GB-seconds a month).
+#: `CARPOOL_WATCH_SECONDS` on the function overrides it.
+WATCH_SECONDS = 0.0
 
 #: Functions the stack runs on a schedule, and its period in seconds (``infra/events.py``: every minute).
 SCHEDULE_SECONDS: dict[str, int] = {"watcher": 60, "disruption": 60}

@@ -20,6 +20,31 @@ DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 #: node label: "true" tells registration not to add the NodePool's taints (a provider manages them)
 DO_NOT_SYNC_TAINTS: Final = "karpenter.sh/do-not-sync-taints"
 
+WINDOWS_BUILD: Final = "node.kubernetes.io/windows-build"
+
+#: Deprecated or aliased label keys and the well-known key they mean (Karpenter's `NormalizedLabels`, plus the
+#: EBS CSI driver's zone key, which the AWS provider adds). Requirement keys are translated on construction,
+#: so a pod or NodePool that still says `beta.kubernetes.io/arch` or `failure-domain.beta.kubernetes.io/zone`
+#: selects the same nodes as one using the stable key.
+NORMALIZED: Final = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "topology.ebs.csi.aws.com/zone": ZONE,
+}
+#: well-known key -> the aliases that mean it (to read a node that carries only an alias).
+ALIASES: Final = {
+    stable: tuple(old for old, new in NORMALIZED.items() if new == stable) for stable in set(NORMALIZED.values())
+}
+
+
+def normalize(key: str) -> str:
+    """The well-known key `key` stands for (itself when it is no alias)."""
+    return NORMALIZED.get(key, key)
+
+
 # AWS provider
 _P: Final = "karpenter.k8s.aws/"
 INSTANCE_FAMILY: Final = _P + "instance-family"
@@ -78,7 +103,7 @@ TAG_NODECLASS: Final = EC2NODECLASS
 #: the instance-type catalog, never by a user label.
 WELL_KNOWN: Final = frozenset(
     {
-        NODEPOOL, CAPACITY_TYPE, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, HOSTNAME,
+        NODEPOOL, CAPACITY_TYPE, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, HOSTNAME, WINDOWS_BUILD,
         INSTANCE_FAMILY, INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_SIZE, INSTANCE_CPU,
         INSTANCE_CPU_MANUFACTURER, INSTANCE_MEMORY, INSTANCE_GPU_COUNT, INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER, INSTANCE_GPU_MEMORY, INSTANCE_ACCELERATOR_COUNT,

@@ -2,7 +2,7 @@
 
 Names (namespace `Carpool`): PodsUnboundSeconds, SchedulingDurationSeconds, NodeClaimsCreated{nodepool,
 reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale{kind},
-NodePoolUsage/NodePoolLimit{nodepool, resource}, EstimatedHourlyCost{nodepool},
+NodePoolUsage{nodepool, resource}, EstimatedHourlyCost{nodepool},
 CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server}. The CDK
 dashboard and alarms (`infra/monitoring.py`) read exactly these names.
 
@@ -10,10 +10,21 @@ Every data point also carries `cluster` (and Powertools' `service`): two cluster
 Region must never share a series, or one cluster's watcher would keep the other's alarms green. The
 cluster is the process's (`configure`, else `CARPOOL_CLUSTER_NAME`, the variable the stack sets on every
 function and `carpool.app.settings` reads), never the caller's. A point with a breakdown (`reason`,
-`nodepool`...) is published to two series: its own and the cluster's total ``{cluster, service}``.
-CloudWatch does not add series up across dimension values, and an alarm can neither SEARCH nor sum an
-unknown set of series, so the cluster totals (launch failure rate, all launch failures) have to be
-published as such; EMF does it with a second dimension set on the same point, at no extra log line.
+`nodepool`...) is published to its own series, and, for the metrics in `CLUSTER_TOTALS`, to the cluster's
+total ``{cluster, service}`` too. CloudWatch does not add series up across dimension values, and an alarm
+can neither SEARCH nor sum an unknown set of series, so the totals an alarm reads (launch failure rate,
+all launch failures) have to be published as such; EMF does it with a second dimension set on the same
+point, at no extra log line. Only those: every series is billed ($0.30 a month each, for each hour it
+receives data), and a total nobody alarms on is one more series per metric for nothing (the dashboard
+draws the breakdowns). A pool's limit is not published either: it is the deployed config's, so the
+pool alarms and the dashboard take it from the config (`infra/monitoring.py`).
+
+The metrics no alarm reads (`LOG_ONLY`: scheduling duration, pods served by, capacity cache, estimated
+cost, interruptions received, dropped pod events, catalog fallbacks) are written as structured log lines
+instead (``{"metric": name, "value": ..., "unit": ..., <dimensions>}``, no EMF directive, so no series):
+the dashboard reads them with Logs Insights, at $0.005 per GB scanned when it is looked at, where each
+series would be $0.30 a month for every breakdown value. A CloudWatch metric filter on the log group turns
+one back into a metric should an alarm ever need it.
 
 A process-local tally of the same numbers lets the simulation and tests read them back without parsing
 stdout.
@@ -24,15 +35,18 @@ Traces: every handler's Powertools `Tracer` is created with `auto_patch=False` a
 
 from __future__ import annotations
 
+import json
 import logging
-import os
 from collections import defaultdict
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+
+from carpool import environment
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
@@ -44,9 +58,19 @@ CLUSTER = "cluster"
 CLUSTER_VARIABLE = "CARPOOL_CLUSTER_NAME"
 #: `carpool.app.settings.Settings.from_env`'s default, so metrics and settings agree when nothing is set.
 DEFAULT_CLUSTER = "demo"
+#: Metrics whose cluster total ``{cluster, service}`` is published beside each breakdown series: the ones
+#: an alarm reads the total of (`infra/monitoring.py`; its tests check the two agree).
+CLUSTER_TOTALS = frozenset({"LaunchFailures", "NodeClaimsCreated", "InterruptionsStale", "ConfigInvalid"})
+#: Metrics written as log lines, not series (see the module docstring); `infra/monitoring.py` graphs them
+#: from the logs and its tests check that no alarm reads one.
+LOG_ONLY = frozenset({
+    "SchedulingDurationSeconds", "PodsServedBy", "CapacityCacheHits", "CapacityCacheDefaults", "EstimatedHourlyCost",
+    "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks",
+})  # fmt: skip
 tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 log = logging.getLogger(__name__)
-_cluster: str | None = None
+#: the cluster `configure` fixed for the running context (a simulation's functions each keep their own)
+_cluster: ContextVar[str | None] = ContextVar("carpool_metrics_cluster", default=None)
 
 #: X-Ray patch -> the module whose import triggers it. Every AWS call carpool makes goes through a boto3
 #: client (`carpool.adapters.aws.session`), so patching botocore once boto3 is loaded traces them all.
@@ -58,18 +82,17 @@ TRACED_LIBRARIES: dict[str, str] = {"botocore": "boto3"}
 
 def configure(*, cluster: str | None) -> None:
     """Fix the cluster every data point of this process is recorded under (None: back to the environment)."""
-    global _cluster
-    _cluster = cluster
+    _cluster.set(cluster)
 
 
 def cluster_name() -> str:
     """The configured cluster, else the environment's. Read per data point, not cached at import: the
     simulation sets the variable after carpool is imported."""
-    return _cluster or os.environ.get(CLUSTER_VARIABLE) or DEFAULT_CLUSTER
+    return _cluster.get() or environment.get(CLUSTER_VARIABLE) or DEFAULT_CLUSTER
 
 
 def _enabled() -> bool:
-    return os.environ.get("POWERTOOLS_METRICS_DISABLED", "false").lower() not in ("1", "true")
+    return environment.get("POWERTOOLS_METRICS_DISABLED", "false").lower() not in ("1", "true")
 
 
 def emit(name: str, value: float = 1.0, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
@@ -79,12 +102,17 @@ def emit(name: str, value: float = 1.0, unit: MetricUnit = MetricUnit.Count, **d
     tally[(name, tuple(sorted(point.items())))] += value
     if not _enabled():
         return
+    if name in LOG_ONLY:
+        service = environment.get("POWERTOOLS_SERVICE_NAME")
+        line = {"metric": name, "value": value, "unit": unit.value, **point, **({"service": service} if service else {})}
+        print(json.dumps(line, separators=(",", ":")), flush=True)
+        return
     # One provider per point (what `single_metric` does), so dimensions never leak between points.
-    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE)
+    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=environment.get("POWERTOOLS_SERVICE_NAME") or None)
     metric.add_metric(name=name, unit=unit, value=value)
     for key, val in point.items():
         metric.add_dimension(name=key, value=val)
-    if dimensions:
+    if dimensions and name in CLUSTER_TOTALS:
         metric.add_dimensions(**_cluster_total(metric.service, cluster))
     metric.flush_metrics()
 

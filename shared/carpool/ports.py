@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.taints import Taint
+
+if TYPE_CHECKING:
+    from carpool.disruption.podview import PodView
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,12 @@ class Cluster(Protocol):
         node's pods, not the cluster's."""
         ...
 
+    def pod_views(self, node_name: str | None = None) -> list[PodView]:
+        """Pods not in phase Succeeded or Failed as compact `PodView`s (what the disruption pass reads):
+        every node's with `node_name` None, one node's (field selector `spec.nodeName=<node>`), or the
+        unbound ones with "". The views of one read share the scheduling shapes of a workload's pods."""
+        ...
+
     def pod_keys(self) -> set[str]:
         """"namespace/name" of every pod that exists (cheaper than `list_pods` where the cluster allows)."""
         ...
@@ -160,6 +169,10 @@ class Compute(Protocol):
     def create_fleet(self, request: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def terminate_instances(self, instance_ids: Sequence[str]) -> None: ...
+
+    def tag_instance(self, instance_id: str, tags: Mapping[str, str]) -> None:
+        """Add `tags` to one running instance (a claim's name, after a batched launch)."""
+        ...
 
     def describe_instances(self, filters: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]: ...
 

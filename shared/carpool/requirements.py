@@ -26,6 +26,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from carpool.labels import ALIASES as _ALIASES
+from carpool.labels import NORMALIZED as _NORMALIZED
+
 IN = "In"
 NOT_IN = "NotIn"
 EXISTS = "Exists"
@@ -141,6 +144,8 @@ class Requirement:
     (values or globs taken out of the allowed globs by an intersection with a `NotIn`).
     `complement=True`: everything except `values` (empty means Exists).
     `gt`/`lt` bound integer values (exclusive); a bounded requirement only admits integers.
+    A deprecated key (`beta.kubernetes.io/arch`, `failure-domain.beta.kubernetes.io/zone`, ...) becomes the
+    well-known key it stands for, as Karpenter's `NewRequirement` does, so old manifests select the same nodes.
     """
 
     __slots__ = ("key", "complement", "values", "order", "patterns", "gt", "lt", "min_values", "excluded")
@@ -156,7 +161,7 @@ class Requirement:
         excluded: Iterable[str] = (),
     ) -> None:
         ordered = tuple(dict.fromkeys(values))
-        self.key = key
+        self.key = _NORMALIZED.get(key, key)
         self.complement = complement
         self.order: tuple[str, ...] = ordered
         self.values: frozenset[str] = frozenset(v for v in ordered if not is_glob(v))
@@ -556,6 +561,8 @@ class Requirements(Mapping[str, Requirement]):
         """Whether a node with exactly `labels` satisfies every requirement (undefined label = absent)."""
         for key, r in self._reqs.items():
             value = labels.get(key)
+            if value is None and key in _ALIASES:
+                value = next((labels[a] for a in _ALIASES[key] if a in labels), None)
             if value is None:
                 if r.allows_absent():
                     continue

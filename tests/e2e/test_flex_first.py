@@ -63,9 +63,12 @@ def test_carpool_own_aws_cost_is_reported_for_every_service(scenario_result):
 
     cost = scenario_result.own_cost
     assert tuple(cost.services) == own_cost.SERVICES
-    assert all(usd > 0 for usd in cost.services.values()), cost.services
+    # every usage-driven service; the stack's fixed monitoring is not the simulation's to count
+    used = {k: v for k, v in cost.services.items() if k not in own_cost.FIXED_SERVICES}
+    assert all(usd > 0 for usd in used.values()), cost.services
+    assert all(cost.services[k] == 0 for k in own_cost.FIXED_SERVICES)
     assert cost.monthly_usd == round(sum(cost.services.values()), 2)
     assert {"watcher", "provisioner", "registrar", "disruption"} <= set(cost.lambda_by_function)
-    # the deployed watcher blocks on its watch stream, so each run is billed at least that long
-    assert cost.per_invocation["watcher"]["billedMs"] >= 50_000
+    # the deployed watcher resyncs and returns (no watch stream to block on), well inside its minute
+    assert 0 < cost.per_invocation["watcher"]["billedMs"] < 10_000
     assert cost.per_invocation["provisioner"]["writeUnits"] > 0

@@ -78,13 +78,24 @@ def test_instance_creating_statement_covers_every_launched_resource(default: Syn
     assert all(r.startswith("arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:") for r in statement["Resource"])
 
 
-def test_create_tags_only_during_create_calls(default: Synth) -> None:
-    (statement,) = with_action(role_statements(default, "provisioner"), "ec2:CreateTags")
-    assert statement["Condition"] == {
+def test_create_tags_only_during_create_calls_or_for_the_claim_name(default: Synth) -> None:
+    """Tags are written by the create calls, except the claim name of instances launched together by one
+    CreateFleet (as Karpenter's tagging controller does): only on the cluster's own instances, only that key."""
+    statements = with_action(role_statements(default, "provisioner"), "ec2:CreateTags")
+    by_sid = {s.get("Sid"): s for s in statements}
+    assert len(statements) == 2, statements
+    creating = next(s for s in statements if s.get("Sid") != "TagOwnInstancesWithTheirClaim")
+    assert creating["Condition"] == {
         "StringEquals": {
             **OWNED_REQUEST_TAGS,
             "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
         }
+    }
+    naming = by_sid["TagOwnInstancesWithTheirClaim"]
+    assert naming["Resource"] == "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:instance/*"
+    assert naming["Condition"] == {
+        "StringEquals": OWNED_RESOURCE_TAGS,
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["karpenter.sh/nodeclaim"]},
     }
 
 
@@ -103,10 +114,14 @@ def test_delete_launch_template_requires_ownership_resource_tags(default: Synth,
 
 
 def test_tags_are_written_only_by_the_create_calls(default: Synth) -> None:
-    """No function tags an instance after launch, so CreateTags exists only with ec2:CreateAction."""
+    """Outside the create calls, no function may write any tag but the claim name on its own instances."""
     for name in CAPABILITIES:
         for statement in with_action(role_statements(default, name), "ec2:CreateTags"):
-            assert "ec2:CreateAction" in statement["Condition"]["StringEquals"], (name, statement)
+            condition = statement["Condition"]
+            if "ec2:CreateAction" in condition["StringEquals"]:
+                continue
+            assert condition["ForAllValues:StringEquals"] == {"aws:TagKeys": ["karpenter.sh/nodeclaim"]}, (name, statement)
+            assert condition["StringEquals"] == OWNED_RESOURCE_TAGS, (name, statement)
 
 
 def test_pass_role_only_for_the_node_role_and_only_to_ec2(default: Synth, full: Synth) -> None:
@@ -125,13 +140,15 @@ LAUNCH = {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec
 LAUNCHERS = {"provisioner", "interruption", "disruption"}
 CATALOG = {"pricing:GetProducts", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
            "ec2:DescribeSpotPriceHistory"}
+#: Only the disruption function builds the catalog from EC2 (its scheduled refresh); the others read the
+#: stored one from the state table.
 CAPABILITIES = {
     "watcher": set(),
-    "provisioner": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
-                                       "ec2:DescribeSecurityGroups"},
-    "registrar": CATALOG | {"ec2:DescribeImages", "ec2:DescribeInstances"},
-    "interruption": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
-                                        "ec2:DescribeSecurityGroups"},
+    "provisioner": LAUNCH | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
+                             "ec2:DescribeSecurityGroups"},
+    "registrar": {"ec2:DescribeImages", "ec2:DescribeInstances"},
+    "interruption": LAUNCH | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
+                              "ec2:DescribeSecurityGroups"},
     "disruption": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "ec2:DescribeImages",
                                       "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
                                       "ec2:DescribeLaunchTemplates"},

@@ -1,7 +1,7 @@
 """The functions' IAM policies, proved against the AWS requests carpool really makes.
 
 Local AWS enforces no IAM, so a policy that refuses carpool's own launches passes every other test. Here
-scenarios run through the real handlers (each in its own process, as `make test` runs e2e scenarios) with
+scenarios run through the real handlers (each in its own process, both at once) with
 `carpool.sim.requests` recording every request per function and what IAM authorizes for it; each
 authorization is evaluated (`iam_eval`) against that function's policy from the synthesized template,
 bound to the names the simulation gave the stack's resources. The test fails on any request the policy
@@ -9,7 +9,7 @@ would deny, and on any granted action that no request uses (recorded, or derived
 functions was reached in one of them only: `derived_calls`).
 
 More recordings can be added with ``CARPOOL_REQUESTS_DIR``: every ``*.json`` there (written by
-``python -m carpool.sim.requests``, or by the e2e suite when the variable is set) is evaluated too.
+``python -m carpool.sim.record``, or by the e2e suite when the variable is set) is evaluated too.
 """
 
 from __future__ import annotations
@@ -64,15 +64,15 @@ RELEASERS = ("provisioner", "registrar", "interruption", "disruption")
 
 # -- recordings --------------------------------------------------------------------------------------------
 def _run_scenarios(out_dir: Path) -> list[Recording]:
-    """Every scenario in its own process at once: sequential simulations in one process share moto's
-    backends, and the test session's process must not inherit the simulation's environment."""
+    """Every scenario in its own process at once: a simulation is CPU-bound Python, so processes (not
+    threads, which share one interpreter lock) let the two use both cores."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "shared"), str(REPO)])}
     runs = []
     for path in SCENARIOS:
         out, log = out_dir / f"{path.stem}.json", out_dir / f"{path.stem}.log"
         with log.open("w") as sink:
             runs.append((path, out, log, subprocess.Popen(
-                [sys.executable, "-m", "carpool.sim.requests", str(path), "--out", str(out),
+                [sys.executable, "-m", "carpool.sim.record", str(path), "--out", str(out),
                  "--result", str(out.with_suffix(".result.json"))],
                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)))  # fmt: skip
     try:

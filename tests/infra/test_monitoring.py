@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import pytest
 from cdk_support import Synth, flatten
 from infra.functions import SPECS
 from infra.monitoring import BREAKDOWN, SERVICE
+
+from carpool.observability import LOG_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "shared" / "carpool"
@@ -191,7 +194,7 @@ def pool_alarms(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
     for name in synth.stack.monitoring.alarms:
         if name.startswith("PoolNearLimit"):
             props = alarm(synth, name)
-            dims = stats(props)["usage"]["dims"]
+            dims = the_metric(props)["dims"]
             found[(dims["nodepool"], dims["resource"])] = props
     return found
 
@@ -200,16 +203,39 @@ def test_pool_near_limit_alarm_per_limited_resource_of_the_config(full: Synth, d
     alarms = pool_alarms(full)
     assert sorted(alarms) == [("general", "cpu"), ("general", "memory"), ("gpu", "nvidia.com/gpu")]
     assert sorted(pool_alarms(default)) == [("default", "cpu"), ("default", "memory")]
+    limits = {(limit.nodepool, limit.resource): limit.value for limit in full.stack.cluster_config.pool_limits}
     for (pool, resource), props in alarms.items():
-        assert expression(props) == "usage / limit"
-        assert props["Threshold"] == 0.75
+        metric = the_metric(props)
+        assert (metric["namespace"], metric["name"], metric["stat"]) == ("Carpool", "NodePoolUsage", "Maximum")
+        assert metric["dims"] == cluster_dims("prod", nodepool=pool, resource=resource)
+        # 75 % of the config's limit, in the units the watcher publishes usage in
+        assert props["Threshold"] == pytest.approx(0.75 * limits[(pool, resource)])
         assert props["ComparisonOperator"] == "GreaterThanThreshold"
-        inputs = stats(props)
-        assert inputs["usage"]["name"] == "NodePoolUsage"
-        assert inputs["limit"]["name"] == "NodePoolLimit"
-        for stat in inputs.values():
-            assert stat["namespace"] == "Carpool"
-            assert stat["dims"] == cluster_dims("prod", nodepool=pool, resource=resource)
+
+
+def test_pool_limit_is_read_from_the_config_in_the_librarys_units(default: Synth) -> None:
+    # the default pool: cpu "100", memory "400Gi"; usage is published in millicores and bytes
+    values = {(limit.nodepool, limit.resource): limit.value for limit in default.stack.cluster_config.pool_limits}
+    assert values == {("default", "cpu"): 100_000.0, ("default", "memory"): 400.0 * 2**30}
+    assert alarm(default, "PoolNearLimitDefaultOnCpu")["Threshold"] == 75_000
+
+
+def test_alarms_read_cluster_totals_only_of_metrics_the_library_totals(default: Synth) -> None:
+    from carpool.observability import CLUSTER_TOTALS
+
+    for _namespace, name, dims in series_read(default):
+        if _namespace == "Carpool" and BREAKDOWN[name] and not set(dict(dims)) - {"service", "cluster"}:
+            assert name in CLUSTER_TOTALS, f"an alarm reads the total of {name}, which is not published"
+
+
+def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, full: Synth) -> None:
+    for synth in (default, full):
+        counted = synth.stack.monitoring.alarm_metrics
+        assert set(counted) == set(synth.stack.monitoring.alarms)
+        for name, props in ((n, alarm(synth, n)) for n in counted):
+            assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
+    # 8 carpool alarms reading 10 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 10 + 4 + 10 + 2
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
@@ -335,11 +361,28 @@ def test_dashboard_graphs_every_carpool_metric_of_its_cluster_only(default: Synt
             names_values = line[2:-1] if options else line[2:]
             assert dict(zip(names_values[::2], names_values[1::2], strict=True)) == cluster_dims("demo"), line
             seen.add(line[1])
-    assert seen == set(BREAKDOWN)
+    assert seen == set(BREAKDOWN) - LOG_ONLY
     text = json.dumps(dashboard(default))
     for builtin in ("Invocations", "Errors", "Throttles", "Duration", "ApproximateNumberOfMessagesVisible",
                     "ApproximateAgeOfOldestMessage"):  # fmt: skip
         assert f'"{builtin}"' in text, builtin
+
+
+def test_dashboard_reads_the_metrics_written_as_logs_from_the_functions_logs(default: Synth) -> None:
+    queries = [w["properties"] for w in dashboard(default)["widgets"] if w["type"] == "log"]
+    groups = {f"${{{default.logical_id(g)}}}" for g in default.stack.functions.log_groups.values()}
+    shown = set()
+    for props in queries:
+        query = props["query"]
+        assert 'cluster = "demo"' in query  # this cluster's lines only
+        assert set(re.findall(r"SOURCE '([^']+)'", query)) == groups  # every function's log group
+        shown |= {name for name in LOG_ONLY if f'"{name}"' in query}
+    assert shown == LOG_ONLY
+
+
+def test_no_alarm_reads_a_metric_written_as_logs(default: Synth) -> None:
+    read = {name for namespace, name, _dims in series_read(default) if namespace == "Carpool"}
+    assert read and not read & LOG_ONLY
 
 
 def test_dashboard_shows_every_alarm(default: Synth) -> None:

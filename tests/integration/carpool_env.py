@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from carpool.adapters.aws import wiring as aws_wiring
 from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
@@ -89,7 +90,7 @@ def build_deps(aws: LocalAws, clock: Clock, config: str) -> wiring.Dependencies:
     exercised by the simulation)."""
     aws.put_config(config)
     settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
-    deps = wiring.build_from_env(settings, cluster=SimulatedCluster(clock))
+    deps = aws_wiring.build_from_env(settings, cluster=SimulatedCluster(clock))
     return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
 
 

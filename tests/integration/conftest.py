@@ -1,8 +1,10 @@
-"""Integration fixtures: one moto server per test process, clean state per test.
+"""Integration fixtures: one moto server per test module, clean state per test.
 
-With `pytest -n 2 --dist loadfile` every xdist worker is its own process, so each starts its own
-`LocalAws` on a free port of 127.0.0.1; nothing is shared between workers. Within a process the server,
-tables, bus and queues are created once (session scope) and tests get them emptied (function scope).
+Each test module starts its own `LocalAws` on a free port of 127.0.0.1 (an AWS account of its own), with
+its tables, bus, queues and network created once (module scope); tests get them emptied (function
+scope). Module scope keeps local AWS to the integration modules: `make test` runs every suite in one
+pytest process per xdist worker, and the variables LocalAws exports (`AWS_ENDPOINT_URL`, credentials,
+table names) and its moto patches must be gone before another suite's module runs on that worker.
 The fixtures that prepare local AWS for provisioning (`aws`, `make_deps`) live in carpool_env.py with the
 other shared helpers; importing them here makes them available to every integration test.
 """
@@ -18,7 +20,7 @@ from carpool_env import CLUSTER, aws, make_deps  # noqa: F401  (fixtures, see th
 from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_aws() -> Iterator[LocalAws]:
     """moto on 127.0.0.1 with carpool's tables, bus, rules and queues; environment restored after."""
     with LocalAws(cluster=CLUSTER) as server:
@@ -26,7 +28,7 @@ def local_aws() -> Iterator[LocalAws]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _event_path(local_aws: LocalAws) -> EventPath:
     return local_aws.create_event_path()
 
@@ -38,7 +40,7 @@ def event_path(local_aws: LocalAws, _event_path: EventPath) -> EventPath:
     return _event_path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def network(local_aws: LocalAws) -> Network:
     return local_aws.seed_network(zones=["us-east-1a", "us-east-1b"])
 

@@ -21,10 +21,11 @@ from lightkube import ApiError
 
 from carpool.adapters.k8s import reads
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
-from carpool.app import consolidation, drain, watch
+from carpool.app import consolidation, disrupt, drain, watch
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
+from carpool.disruption import podview
 from carpool.sim.apiserver import SimApiServer
 from carpool.sim.cluster import SimulatedCluster
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
@@ -152,6 +153,39 @@ def test_the_disruption_pass_reads_unfinished_pods_once_per_observation(
     assert pod_reads(server) == [("list", reads.NOT_FINISHED, False)]
     assert "shop/job-done" not in {p.key for p in world.pods}
     assert len(world.pods) == 23 and len(world.pods_on("n1")) == 10
+
+
+def test_pod_views_through_the_adapter_are_the_views_of_the_pods_the_cluster_holds(
+        served: tuple[SimApiServer, LightkubeCluster], sim: SimulatedCluster) -> None:
+    server, adapter = served
+    for name in ("guarded", "daemon"):
+        raw = pod_json(name, node="n2")
+        if name == "guarded":
+            raw["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+            raw["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]}}
+        else:
+            raw["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent", "controller": True}]
+        sim.add_pod(raw)
+    views = adapter.pod_views()
+    on_n2 = adapter.pod_views("n2")
+    unbound = adapter.pod_views("")
+    assert pod_reads(server) == [("list", reads.NOT_FINISHED, False),
+                                 ("list", f"spec.nodeName=n2,{reads.NOT_FINISHED}", False),
+                                 ("list", f"spec.nodeName=,{reads.NOT_FINISHED}", False)]
+    expected = {p.key: podview.from_pod(p) for p in sim.active_pods()}
+    assert {v.key: v for v in views} == expected
+    assert {v.key for v in on_n2} == {k for k, v in expected.items() if v.node == "n2"} and len(on_n2) == 12
+    assert sorted(v.key for v in unbound) == ["shop/big-0", "shop/big-1", "shop/big-2"]
+    guarded = next(v for v in views if v.key == "shop/guarded")
+    assert guarded.protection and guarded.spec is not None and guarded.spec.anti_affinity
+    assert next(v for v in views if v.key == "shop/daemon").spec is None
+
+
+def test_a_consolidation_run_reads_every_pod_once(served: tuple[SimApiServer, LightkubeCluster]) -> None:
+    server, adapter = served
+    consolidation.run(deps_for(adapter, Publisher()), NOW, disrupt.DisruptSummary())
+    assert pod_reads(server) == [("list", reads.NOT_FINISHED, False)]
 
 
 def test_a_drain_reads_its_node_only_and_keys_are_metadata_only(served: tuple[SimApiServer, LightkubeCluster]) -> None:

@@ -27,7 +27,8 @@ from carpool.app import disrupt, provision
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
-from carpool.disruption import keys
+from carpool.disruption import keys, podview
+from carpool.disruption.podview import PodView
 from carpool.ports import EvictionBlocked, WatchEvent
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import ClaimStatus, UnavailableOffering
@@ -81,13 +82,20 @@ class FakeCompute:
                  "LaunchTemplateAndOverrides": {"Overrides": o}}
                 for c in request["LaunchTemplateConfigs"] for o in c["Overrides"]]}
         override = request["LaunchTemplateConfigs"][0]["Overrides"][0]
-        iid = f"i-{len(self.instances) + 1:05d}"
+        count = int((request.get("TargetCapacitySpecification") or {}).get("TotalTargetCapacity", 1))
         tags = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
-        self.instances[iid] = {"InstanceId": iid, "InstanceType": override["InstanceType"], "Tags": tags,
-                               "Placement": {"AvailabilityZone": override["AvailabilityZone"]},
-                               "State": {"Name": "running"}, "LaunchTime": self.clock.now}
-        return {"Instances": [{"InstanceIds": [iid], "InstanceType": override["InstanceType"],
+        ids = []
+        for _ in range(count):  # an instant fleet launches its whole target capacity
+            iid = f"i-{len(self.instances) + 1:05d}"
+            self.instances[iid] = {"InstanceId": iid, "InstanceType": override["InstanceType"], "Tags": dict(tags),
+                                   "Placement": {"AvailabilityZone": override["AvailabilityZone"]},
+                                   "State": {"Name": "running"}, "LaunchTime": self.clock.now}
+            ids.append(iid)
+        return {"Instances": [{"InstanceIds": ids, "InstanceType": override["InstanceType"],
                                "LaunchTemplateAndOverrides": {"Overrides": override}}], "Errors": []}
+
+    def tag_instance(self, instance_id: str, tags: dict[str, str]) -> None:
+        self.instances[instance_id]["Tags"].update(tags)
 
     def terminate_instances(self, instance_ids: Any) -> None:
         for iid in instance_ids:
@@ -145,6 +153,10 @@ class FakeCluster:
 
     def pods_on_node(self, node_name: str) -> list[Pod]:
         return [p for p in self.list_pods() if p.spec.node_name == node_name]
+
+    def pod_views(self, node_name: str | None = None) -> list[PodView]:
+        return [podview.from_pod(p) for p in self.active_pods()
+                if node_name is None or (p.spec.node_name or "") == node_name]
 
     def list_nodes(self) -> list[Node]:
         return [n.model_copy(deep=True) for n in self.nodes.values()]
@@ -557,3 +569,39 @@ def test_underutilized_on_demand_node_is_replaced_by_a_cheaper_one_first():
     assert h.hourly_cost() == pytest.approx(0.096)
     h.cluster.schedule()
     assert all(h.cluster.healthy(p) for p in h.app_pods("web"))
+
+
+def test_a_run_out_of_time_leaves_drains_for_the_next_run_and_starts_nothing_new(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from carpool.app import consolidation as executor
+
+    h = Harness.build(manifests(
+        nodepool(requirements={"karpenter.k8s.aws/instance-family": ["m5"],
+                               "karpenter.k8s.aws/instance-size": ["large", "xlarge"]},
+                 disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "2m",
+                             "budgets": [{"nodes": "100%"}]}),
+        nodeclass(cluster=CLUSTER, role="carpool-node", alias="al2023@v20250101")))
+    for i in range(100):
+        h.cluster.add_pod(deployment_pod("web", i))
+    h.settle()
+    for i in range(100):
+        if i % 10:
+            del h.cluster.pods[f"default/web-{i}"]
+    h.minute()
+    h.clock.now += timedelta(minutes=3)
+
+    monkeypatch.setattr(executor, "START_SECONDS", -1.0)  # every run is too old for a second drain step
+    held = None
+    for _ in range(15):  # a multi-node decision leaves more drains than one run takes
+        summary = h.minute()
+        if "plan" not in summary.stages:
+            held = summary
+            break
+    assert held is not None, "no run ever left a drain for the next one"
+    # that run took one drain step (every run makes progress) and started nothing new
+    assert all("drained" in m for m in held.decisions) and len(held.decisions) <= 1
+    assert h.disrupting()
+
+    monkeypatch.setattr(executor, "START_SECONDS", 35.0)
+    h.run_until_quiet()
+    assert h.disrupting() == [] and all(p.spec.node_name for p in h.app_pods("web"))

@@ -12,6 +12,7 @@ local AWS (moto on 127.0.0.1), the simulation's cluster playing the kube-schedul
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import threading
@@ -76,11 +77,15 @@ class Context:
         return int((self._end - time.monotonic()) * 1000)
 
 
-def unschedulable(n: int, deps: Dependencies, *, cpu: str = "1", prefix: str = "p", **resources: str) -> list[Pod]:
-    """Pods created in the cluster and marked Unschedulable by its scheduler (no node fits yet)."""
+def unschedulable(n: int, deps: Dependencies, *, cpu: str = "1", prefix: str = "p",
+                  selectors: list[dict[str, str]] | None = None, **resources: str) -> list[Pod]:
+    """Pods created in the cluster and marked Unschedulable by its scheduler (no node fits yet); pod i
+    gets `selectors[i]` as its nodeSelector."""
     pods = pending_pods(n, cpu=cpu, prefix=prefix)
-    for pod in pods:
+    for i, pod in enumerate(pods):
         raw = pod.to_json_dict()
+        if selectors:
+            raw["spec"]["nodeSelector"] = selectors[i]
         if resources:
             raw["spec"]["containers"][0]["resources"]["requests"].update(resources)
             raw["spec"]["containers"][0]["resources"]["limits"] = dict(resources)
@@ -160,7 +165,8 @@ def test_duplicates_concurrent_and_late_launch_only_what_is_needed(make_deps: Ma
         except BaseException as exc:  # pragma: no cover - surfaced below
             errors.append(exc)
 
-    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    # each thread in a copy of this context: the dependencies `wiring.use` installed are context-local
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(deliver,)) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
@@ -241,38 +247,48 @@ def _dynamodb_throttle() -> AWSResponse:
 
 @dataclass
 class Fault:
-    """Fails every attempt of the `nth` distinct claim a matching request is about."""
+    """Fails every attempt of every request about the `nth` distinct claim (a request writing several
+    claims, a batch, is about each of them). `attempts` counts the failed attempts per request body."""
 
-    event: str
-    pick: Callable[[Any], str | None]
+    event: str | tuple[str, ...]
+    pick: Callable[[Any], str | list[str] | None]
     answer: Callable[[], AWSResponse]
     nth: int = 2
     seen: list[str] = field(default_factory=list)
-    attempts: int = 0
+    per_request: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        return (self.event,) if isinstance(self.event, str) else self.event
+
+    @property
+    def attempts(self) -> int:
+        return sum(self.per_request.values())
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
-        subject = self.pick(request)
-        if subject is None:
-            return None
-        if subject not in self.seen:
-            self.seen.append(subject)
-        if len(self.seen) >= self.nth and subject == self.seen[self.nth - 1]:
-            self.attempts += 1
+        subjects = self.subjects(request)
+        for subject in subjects:
+            if subject not in self.seen:
+                self.seen.append(subject)
+        if self.hit(subjects):
+            body = _body(request)
+            self.per_request[body] = self.per_request.get(body, 0) + 1
             return self.answer()
         return None
+
+    def subjects(self, request: Any) -> list[str]:
+        found = self.pick(request)
+        return [] if found is None else [found] if isinstance(found, str) else found
+
+    def hit(self, subjects: list[str]) -> bool:
+        return len(self.seen) >= self.nth and self.seen[self.nth - 1] in subjects
 
 
 class ThrottleAll(Fault):
     """Fails every attempt of every claim."""
 
-    def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
-        subject = self.pick(request)
-        if subject is None:
-            return None
-        if subject not in self.seen:
-            self.seen.append(subject)
-        self.attempts += 1
-        return self.answer()
+    def hit(self, subjects: list[str]) -> bool:
+        return bool(subjects)
 
 
 def _body(request: Any) -> str:
@@ -285,16 +301,16 @@ def _fleet_token(request: Any) -> str | None:
     return found.group(1) if found else None
 
 
-def _reserved_claim(request: Any) -> str | None:
-    """The claim a reserve transaction writes (its claim Put is conditional on not existing)."""
+def _reserved_claims(request: Any) -> list[str] | None:
+    """The claims a reserve transaction writes (their claim Puts are conditional on not existing)."""
     body = _body(request)
-    found = re.search(r'"S":\s*"CLAIM#([^"]+)"', body)
-    return found.group(1) if found and "attribute_not_exists(pk)" in body and '"Put"' in body else None
+    found = re.findall(r'"S":\s*"CLAIM#([^"]+)"', body)
+    return found if found and "attribute_not_exists(pk)" in body and '"Put"' in body else None
 
 
-def _written_claim(request: Any) -> str | None:
-    found = re.search(r'"S":\s*"CLAIM#([^"]+)"', _body(request))
-    return found.group(1) if found else None
+def _written_claims(request: Any) -> list[str] | None:
+    """The claims a PutItem or BatchWriteItem writes."""
+    return re.findall(r'"S":\s*"CLAIM#([^"]+)"', _body(request)) or None
 
 
 FAULTS: dict[str, Callable[[], Fault]] = {
@@ -303,8 +319,9 @@ FAULTS: dict[str, Callable[[], Fault]] = {
                                            lambda: _ec2_error("UnauthorizedOperation", 403)),
     "RequestLimitExceeded": lambda: Fault("before-send.ec2.CreateFleet", _fleet_token,
                                           lambda: _ec2_error("RequestLimitExceeded", 503)),
-    "throttled reserve": lambda: Fault("before-send.dynamodb.TransactWriteItems", _reserved_claim, _dynamodb_throttle),
-    "throttled claim write": lambda: Fault("before-send.dynamodb.PutItem", _written_claim, _dynamodb_throttle),
+    "throttled reserve": lambda: Fault("before-send.dynamodb.TransactWriteItems", _reserved_claims, _dynamodb_throttle),
+    "throttled claim write": lambda: Fault(("before-send.dynamodb.PutItem", "before-send.dynamodb.BatchWriteItem"),
+                                           _written_claims, _dynamodb_throttle),
 }
 
 
@@ -314,14 +331,24 @@ def inject() -> Iterator[Callable[[Fault], Fault]]:
     registered: list[Fault] = []
 
     def add(fault: Fault) -> Fault:
-        service = fault.event.split(".")[1]
-        session.client(service).meta.events.register(fault.event, fault)
+        for event in fault.events:
+            session.client(event.split(".")[1]).meta.events.register(event, fault)
         registered.append(fault)
         return fault
 
     yield add
     for fault in registered:
-        session.client(fault.event.split(".")[1]).meta.events.unregister(fault.event, fault)
+        remove(fault)
+
+
+def remove(fault: Fault) -> None:
+    for event in fault.events:
+        session.client(event.split(".")[1]).meta.events.unregister(event, fault)
+
+
+#: one node each, and four different CreateFleet requests (claims with identical requests share one)
+DISTINCT_REQUESTS = [{"topology.kubernetes.io/zone": "us-east-1a"}, {"topology.kubernetes.io/zone": "us-east-1b"},
+                     {"node.kubernetes.io/instance-type": "c5.large"}, {"node.kubernetes.io/instance-type": "m5.large"}]
 
 
 @pytest.mark.parametrize("kind", sorted(FAULTS))
@@ -331,7 +358,7 @@ def test_a_failing_claim_fails_only_its_records_and_leaves_nothing_reserved(
     deps = make_deps(config(ONE_POD_PER_NODE))
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
-    pods = unschedulable(4, deps, cpu="1500m")
+    pods = unschedulable(4, deps, cpu="1500m", selectors=DISTINCT_REQUESTS)
     fault = inject(FAULTS[kind]())
     started = time.monotonic()
     response = handler(batch_of(pods, deps), Context(60))
@@ -345,9 +372,11 @@ def test_a_failing_claim_fails_only_its_records_and_leaves_nothing_reserved(
     assert deps.ledger.nominated(deps.clock(), [p.key for p in pods]).keys() == launched
     assert elapsed < 20, f"one failing claim took {elapsed:.1f}s"
     if kind in ("RequestLimitExceeded", "InternalError") or kind.startswith("throttled"):
-        assert fault.attempts == session.DEFAULT_MAX_ATTEMPTS  # botocore's retries, and only theirs
+        # botocore's retries, and only theirs, for each request about the claim (a batch that held it
+        # is done again claim by claim, so the claim's own write fails alone)
+        assert set(fault.per_request.values()) == {session.DEFAULT_MAX_ATTEMPTS}
     # redelivered without the fault: the failed record's pod gets its node
-    session.client(fault.event.split(".")[1]).meta.events.unregister(fault.event, fault)
+    remove(fault)
     again = handler(batch_of(pods, deps), Context(60))
     assert again == {"batchItemFailures": []}
     assert {p for c in deps.ledger.active() for p in c.pods} == {p.key for p in pods}

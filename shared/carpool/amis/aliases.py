@@ -11,17 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from carpool import labels
 from carpool.amis.model import AMD64, ARM64, NEURON, NVIDIA, STANDARD, AmiSelectionError
+from carpool.requirements import IN, Requirement
 
 AL2023: Final = "al2023"
 BOTTLEROCKET: Final = "bottlerocket"
 AL2: Final = "al2"
 WINDOWS2019: Final = "windows2019"
 WINDOWS2022: Final = "windows2022"
-WINDOWS: Final = (WINDOWS2019, WINDOWS2022)
+WINDOWS2025: Final = "windows2025"
+WINDOWS: Final = (WINDOWS2019, WINDOWS2022, WINDOWS2025)
 CUSTOM: Final = "custom"
-FAMILIES: Final = (AL2023, BOTTLEROCKET, AL2, WINDOWS2019, WINDOWS2022)
+FAMILIES: Final = (AL2023, BOTTLEROCKET, AL2, WINDOWS2019, WINDOWS2022, WINDOWS2025)
 LATEST: Final = "latest"
+#: Windows Server build of each Windows family: the `node.kubernetes.io/windows-build` value its kubelet
+#: reports (Karpenter's Windows2019Build/2022Build/2025Build), which pods select Windows versions by.
+WINDOWS_BUILDS: Final = {WINDOWS2019: "10.0.17763", WINDOWS2022: "10.0.20348", WINDOWS2025: "10.0.26100"}
+#: EKS publishes no AL2 images from Kubernetes 1.33 on, and Windows Server 2025 images from 1.35 on.
+AL2_LAST_MINOR: Final = 32
+WINDOWS2025_FIRST_MINOR: Final = 35
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,16 @@ class AliasPath:
     variants: tuple[str, ...]
 
 
+def windows_requirements(family: str) -> tuple[Requirement, ...]:
+    """What a Windows family's images add to their arch/variant requirements: `kubernetes.io/os In [windows]`
+    and the family's `node.kubernetes.io/windows-build` (Karpenter's KnownRequirements for Windows aliases).
+    Empty for every other family."""
+    build = WINDOWS_BUILDS.get(family)
+    if build is None:
+        return ()
+    return (Requirement.of(labels.OS, IN, ["windows"]), Requirement.of(labels.WINDOWS_BUILD, IN, [build]))
+
+
 def parse_alias(text: str) -> Alias:
     """`al2023@latest`, `bottlerocket@v1.32.0`, `al2@v20240807` -> Alias; a clear error otherwise."""
     family, sep, version = text.strip().partition("@")
@@ -64,12 +83,36 @@ def parse_alias(text: str) -> Alias:
     return Alias(family, version)
 
 
-def alias_paths(alias: Alias, cluster_version: str) -> list[AliasPath]:
-    """Every SSM path the alias may resolve through, in a fixed order (x86_64 first, plain first)."""
+def alias_paths(alias: Alias, cluster_version: str, *, check_version: bool = True) -> list[AliasPath]:
+    """Every SSM path the alias may resolve through, in a fixed order (x86_64 first, plain first).
+
+    Raises `AmiSelectionError` for a family EKS does not publish for `cluster_version` (AL2 on 1.33+,
+    windows2025 below 1.35), as Karpenter refuses those aliases instead of finding no image;
+    `check_version=False` skips that where the cluster version is only a stand-in (offline planning).
+    """
+    if check_version:
+        _check_version(alias, cluster_version)
     if alias.family in WINDOWS:
         return _windows(alias.family.removeprefix("windows"), cluster_version)
     builders = {AL2023: _al2023, BOTTLEROCKET: _bottlerocket, AL2: _al2}
     return builders[alias.family](cluster_version, alias.version)
+
+
+def _minor(cluster_version: str) -> int | None:
+    parts = cluster_version.strip().lstrip("v").split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def _check_version(alias: Alias, cluster_version: str) -> None:
+    minor = _minor(cluster_version)
+    if minor is None:
+        return
+    if alias.family == AL2 and minor > AL2_LAST_MINOR:
+        raise AmiSelectionError(f"alias {alias}: AL2 aliases are no longer supported on EKS 1.33+ "
+                                f"(cluster version {cluster_version}); use al2023 or bottlerocket")
+    if alias.family == WINDOWS2025 and minor < WINDOWS2025_FIRST_MINOR:
+        raise AmiSelectionError(f"alias {alias}: Windows Server 2025 requires EKS version 1.35 or higher, "
+                                f"current version: {cluster_version}")
 
 
 def _al2023(k: str, version: str) -> list[AliasPath]:

@@ -156,7 +156,7 @@ def source_from_entries(
     entries = list(entries)
     params = {e.parameter: e.id for e in entries if e.parameter}
     for alias in aliases:
-        for ap in alias_paths(alias, cluster_version):
+        for ap in alias_paths(alias, cluster_version, check_version=False):
             if ap.path in params:
                 continue
             chosen = _best_entry_for(entries, ap.arch, ap.variants)

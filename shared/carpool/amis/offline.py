@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from carpool.amis.aliases import alias_paths
+from carpool.amis.aliases import alias_paths, windows_requirements
 from carpool.amis.model import NEURON, NVIDIA, STANDARD, ResolvedAmi, ami_requirements
 from carpool.amis.selectors import alias_of
 
@@ -18,11 +18,12 @@ def placeholder_amis(nodeclass: Any, cluster_version: str = "1.32") -> list[Reso
     """Alias classes: the alias's variants. Other selector terms: every arch x variant (unknown offline)."""
     alias = alias_of(nodeclass)
     pairs = (
-        [(p.arch, v) for p in alias_paths(alias, cluster_version) for v in p.variants]
+        [(p.arch, v) for p in alias_paths(alias, cluster_version, check_version=False) for v in p.variants]
         if alias is not None else _ANY_ARCH_VARIANTS
     )
+    extra = windows_requirements(alias.family) if alias is not None else ()
     return [
         ResolvedAmi(id=f"offline-{arch}-{variant}", name=f"{alias or 'selected'} ({arch} {variant})", arch=arch,
-                    variant=variant, requirements=ami_requirements(arch, variant), source="offline placeholder")
+                    variant=variant, requirements=ami_requirements(arch, variant, extra), source="offline placeholder")
         for arch, variant in dict.fromkeys(pairs)
     ]

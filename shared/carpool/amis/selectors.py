@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from carpool import labels
-from carpool.amis.aliases import CUSTOM, FAMILIES, WINDOWS, Alias, AliasPath, alias_paths, parse_alias
+from carpool.amis.aliases import (
+    CUSTOM,
+    FAMILIES,
+    Alias,
+    AliasPath,
+    alias_paths,
+    parse_alias,
+    windows_requirements,
+)
 from carpool.amis.model import (
     EC2_TO_KUBE_ARCH,
     AmiSelectionError,
@@ -29,7 +36,7 @@ from carpool.amis.model import (
     preference_key,
     variant_from_name,
 )
-from carpool.requirements import IN, Requirement
+from carpool.requirements import Requirement
 
 DEFAULT_NAME_OWNERS = ("self", "amazon")
 
@@ -136,7 +143,7 @@ def resolve(
         candidates = _alias_candidates(alias, cluster_version, source)
     else:
         candidates = [c for t in selector_terms(nodeclass) for c in _term_candidates(t, source)]
-    return choose(candidates, moment, windows=alias is not None and alias.family in WINDOWS)
+    return choose(candidates, moment, family=alias.family if alias is not None else "")
 
 
 def _alias_candidates(alias: Alias, cluster_version: str, source: AmiSource) -> list[_Candidate]:
@@ -212,19 +219,21 @@ def _image_candidate(image: Mapping[str, Any], source: str) -> _Candidate | None
 
 
 # -- choice -------------------------------------------------------------------------------------------
-def choose(candidates: Iterable[_Candidate], now: datetime, *, windows: bool = False) -> list[ResolvedAmi]:
-    """Keep the best image per (arch, variant): non-deprecated first, then newest, then lowest id."""
+def choose(candidates: Iterable[_Candidate], now: datetime, *, family: str = "") -> list[ResolvedAmi]:
+    """Keep the best image per (arch, variant): non-deprecated first, then newest, then lowest id.
+
+    `family` is the alias's family: a Windows alias's images also require the os and windows-build labels."""
     best: dict[tuple[str, str], ResolvedAmi] = {}
+    extra = windows_requirements(family)
     for cand in candidates:
-        ami = _to_resolved(cand, now, windows)
+        ami = _to_resolved(cand, now, extra)
         key = (ami.arch, ami.variant)
         if key not in best or preference_key(ami) < preference_key(best[key]):
             best[key] = ami
     return sorted(best.values(), key=preference_key)
 
 
-def _to_resolved(cand: _Candidate, now: datetime, windows: bool) -> ResolvedAmi:
-    extra = (Requirement.of(labels.OS, IN, ["windows"]),) if windows else ()
+def _to_resolved(cand: _Candidate, now: datetime, extra: tuple[Requirement, ...]) -> ResolvedAmi:
     image = cand.image
     return ResolvedAmi(
         id=str(image["ImageId"]),

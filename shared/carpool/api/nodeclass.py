@@ -47,8 +47,9 @@ ALIAS_FAMILIES: dict[str, str] = {
     "bottlerocket": "Bottlerocket",
     "windows2019": "Windows2019",
     "windows2022": "Windows2022",
+    "windows2025": "Windows2025",
 }
-AmiFamilyName = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
+AmiFamilyName = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"]
 _ALIAS = re.compile(r"^[a-zA-Z0-9]+@.+$")
 _RESERVED_KEYS = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 #: Karpenter's EC2NodeClass percentage pattern for eviction thresholds.
@@ -397,7 +398,7 @@ class EC2NodeClass(CrdModel):
         return family, version
 
     def ami_family(self) -> str:
-        """ "al2023" | "al2" | "bottlerocket" | "windows2019" | "windows2022" | "custom".
+        """ "al2023" | "al2" | "bottlerocket" | "windows2019" | "windows2022" | "windows2025" | "custom".
 
         As in Karpenter, an explicit `amiFamily` wins (it may be `Custom` next to an alias: the alias
         picks the image, the user supplies the bootstrap); otherwise the alias family decides.

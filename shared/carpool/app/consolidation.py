@@ -3,6 +3,10 @@
 drained.
 
 Per run:
+0. read the cluster once: nodes, and every unfinished pod as a compact `PodView` (one paged list, each
+   page projected as it arrives; full `Pod` models are read only for the nodes a launch is about, by
+   field selector `spec.nodeName`). After step 2 only what it changed is read again (nodes, the pods of
+   the nodes it drained or removed, the unbound pods), not every pod;
 1. record pod changes per node (consolidateAfter's clock);
 2. advance disruptions already in progress:
    - replace: wait until every replacement claim is REGISTERED (a lost one is launched again, at most
@@ -12,6 +16,10 @@ Per run:
 3. plan (`carpool.disruption.planner`) and start new decisions: a replacement is launched *first* through
    `provision_pods` (which nominates the pods to it, so they are not provisioned twice), then the node is
    cordoned and tainted `karpenter.sh/disrupted:NoSchedule` and the decision recorded; deletes drain at once.
+   No decision and no drain step starts once the run is `START_SECONDS` old (but the first of each, so
+   every run makes progress however long its reads took): decisions left are planned
+   again next run; a run that left drains in progress for the next one plans nothing new (new decisions
+   would only queue more drains behind them).
 
 What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
 `carpool.disruption.keys`: reason, action, replacement claim names, decision time, relaunch attempts),
@@ -25,8 +33,9 @@ node disappears. Labels survive all three untouched.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -39,35 +48,55 @@ from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, keys, planner
 from carpool.disruption.decision import Decision, Kind, Reason
+from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
 from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
 MAX_REPLACE_ATTEMPTS = 3
+#: no new decision (launch, cordon) and no node's drain step starts once a run is this old: decisions left
+#: are planned again in the next run, drains go on there (their nodes are cordoned and recorded), and the
+#: run ends within the disruption Lambda's timeout (`carpool.delivery.TIMEOUT_SECONDS`)
+START_SECONDS = 35.0
 
 
 @dataclass
 class _World:
-    """One consistent read of the cluster and the ledger."""
+    """One consistent read of the cluster and the ledger: nodes, the unfinished pods as `PodView`s, the
+    live claims. `touched` collects the nodes this run changed (drained, finished, deleted)."""
 
     nodes: dict[str, Node]
-    pods: list[Pod]
+    pods: list[PodView]
     claims: list[Claim]
-    _by_node: dict[str, list[Pod]] | None = None
+    touched: set[str] = field(default_factory=set)
+    #: nodes whose drain step was left for the next run (the run was too old to start it)
+    deferred: set[str] = field(default_factory=set)
+    #: drain steps taken in this run (the first one is taken however old the run is: progress every run)
+    steps: int = 0
+    #: when the run started (monotonic seconds), before its reads
+    started: float = field(default_factory=time.monotonic)
+    _by_node: dict[str, list[PodView]] | None = None
 
-    def pods_on(self, node: str) -> list[Pod]:
+    def late(self) -> bool:
+        """No new drain step or decision starts now (see `START_SECONDS`)."""
+        return time.monotonic() - self.started >= START_SECONDS
+
+    def pods_on(self, node: str) -> list[PodView]:
         """The node's pods that need a new home if it goes (indexed once: a run asks for every claim's node)."""
         if self._by_node is None:
             self._by_node = {}
             for p in self.pods:
-                if p.spec.node_name and candidates.reschedulable(p):
-                    self._by_node.setdefault(p.spec.node_name, []).append(p)
+                if p.node and p.reschedulable:
+                    self._by_node.setdefault(p.node, []).append(p)
         return list(self._by_node.get(node, ()))
 
 
 def run(deps: Dependencies, now: datetime, summary: Any) -> None:
-    """One disruption run (called by `carpool.app.disrupt.run` after its clean-up)."""
-    world = _observe(deps)
+    """One disruption run (called by `carpool.app.disrupt.run` after its clean-up). How long each stage
+    took goes to `summary.stages` (seconds)."""
+    clock = _Stages(summary)
+    world = _observe(deps, started=time.monotonic())
+    clock.lap("observe")
     _record_pod_changes(world, deps, now)
     _sweep_leftovers(world, deps, summary)
     for claim in world.claims:
@@ -75,17 +104,65 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
             _advance_interrupted(claim, world, deps, now, summary)
         elif keys.DISRUPTION in claim.labels:
             _advance(claim, world, deps, now, summary)
-    world = _observe(deps)
+    if world.touched:
+        world = _refresh(world, deps)
+    clock.lap("advance")
+    if world.deferred:
+        log.info("drains of %d nodes go on in the next run: no new disruption starts in this one",
+                 len(world.deferred))
+        return
     plan = _plan(world, deps, now)
-    for decision in plan.decisions:
+    clock.lap("plan")
+    for i, decision in enumerate(plan.decisions):
+        if i and world.late():
+            log.info("%d decisions left for the next run: this run is %.0f s old", len(plan.decisions) - i,
+                     time.monotonic() - world.started)
+            break
         _start(decision, world, deps, now, summary)
+    clock.lap("start")
 
 
-def _observe(deps: Dependencies) -> _World:
-    """Nodes, the pods that are not finished (a server-side field selector: Succeeded and Failed pods hold
-    no room and never move), and the live claims."""
+class _Stages:
+    """Seconds per stage of a run, into `summary.stages` when the summary has it."""
+
+    def __init__(self, summary: Any) -> None:
+        self._stages: dict[str, float] | None = getattr(summary, "stages", None)
+        self._last = time.monotonic()
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        if self._stages is not None:
+            self._stages[stage] = round(self._stages.get(stage, 0.0) + now - self._last, 3)
+        self._last = now
+
+
+def _observe(deps: Dependencies, started: float | None = None) -> _World:
+    """Nodes, the pods that are not finished (one paged read with a server-side field selector, projected
+    page by page into `PodView`s: Succeeded and Failed pods hold no room and never move), the live claims."""
+    started = time.monotonic() if started is None else started  # the run's age counts its reads too
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
-    return _World(nodes, deps.cluster.active_pods(), sorted(deps.ledger.active(), key=lambda c: c.name))
+    return _World(nodes, deps.cluster.pod_views(), sorted(deps.ledger.active(), key=lambda c: c.name),
+                  started=started)
+
+
+def _refresh(world: _World, deps: Dependencies) -> _World:
+    """The world after this run drained or removed nodes, without reading every pod again: nodes and
+    claims are read again, and pods only where they changed: those of the touched nodes (field selector
+    `spec.nodeName=<node>`) and the unbound ones (`spec.nodeName=`), where evicted pods come back."""
+    nodes = {n.name: n for n in deps.cluster.list_nodes()}
+    kept = [p for p in world.pods if p.node and p.node not in world.touched]
+    fresh = [p for node in sorted(world.touched) if node in nodes for p in deps.cluster.pod_views(node)]
+    return _World(nodes, [*kept, *fresh, *deps.cluster.pod_views("")],
+                  sorted(deps.ledger.active(), key=lambda c: c.name), deferred=world.deferred,
+                  steps=world.steps, started=world.started)
+
+
+def _pods_to_move(deps: Dependencies, nodes: Iterable[str], wanted: set[str] | None = None) -> list[Pod]:
+    """The full `Pod` models of the nodes' movable pods (those in `wanted`, when given), read node by node
+    (field selector `spec.nodeName=<node>`) for a launch: provisioning needs whole pods, and only the pods
+    of the nodes a decision is about are read."""
+    pods = [p for node in nodes for p in drain.pods_on(deps.cluster, node)]
+    return [p for p in pods if wanted is None or p.key in wanted]
 
 
 # -- 1. consolidateAfter's clock ---------------------------------------------------------------------------
@@ -107,18 +184,27 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
     node = world.nodes.get(claim.node_name or "")
     reason = claim.labels.get(keys.DISRUPTION, "")
     if node is None:
+        world.touched.add(claim.node_name or claim.name)
         _finish(claim, None, deps, summary, f"node of claim {claim.name} is gone")
         return
     if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, world, deps, summary):
         return
     forceful = reason == Reason.UNHEALTHY
     if world.pods_on(node.name):
+        if world.late() and world.steps:
+            log.info("node %s (%s): its drain continues in the next run (this run is %.0f s old)", node.name,
+                     reason, time.monotonic() - world.started)
+            world.deferred.add(node.name)
+            return
+        world.touched.add(node.name)
+        world.steps += 1
         result = drain.drain(deps.cluster, node.name, voluntary=not forceful)
         left = [] if forceful else drain.pods_on(deps.cluster, node.name)
         if left:
             why = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items())) or "pods terminating"
             log.info("node %s (%s): %d pods left to drain (%s)", node.name, reason, len(left), why)
             return
+    world.touched.add(node.name)
     _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
 
 
@@ -126,6 +212,7 @@ def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: d
     """A node the interruption function is draining: take a drain step too (in case its own follow-ups
     stopped), and finish the node once it is empty or its reclaim time has passed."""
     node = world.nodes.get(claim.node_name or "")
+    world.touched.add(claim.node_name or "")
     if node is not None and interrupt.continue_drain(claim, deps, now):
         return
     _finish(claim, node, deps, summary, f"interrupted node {claim.node_name} drained or reclaimed")
@@ -156,8 +243,8 @@ def _relaunch(claim: Claim, node: Node, world: _World, deps: Dependencies, summa
     # a consolidation replacement launched again is held to the same rule as the first: cheaper than the
     # node it replaces, priced before the launch
     ceiling = claim.price if claim.labels.get(keys.DISRUPTION) == Reason.UNDERUTILIZED.value else None
-    outcome = provision.provision_pods(world.pods_on(node.name), deps, reason=reason, exclude_claims={claim.name},
-                                       price_ceiling=ceiling)
+    outcome = provision.provision_pods(_pods_to_move(deps, [node.name]), deps, reason=reason,
+                                       exclude_claims={claim.name}, price_ceiling=ceiling)
     claim.labels[keys.REPLACED_BY] = ",".join(sorted({*kept, *_replacement_names(outcome, deps)}))
     claim.labels[keys.REPLACE_ATTEMPTS] = str(attempts)
     deps.ledger.mark_launched(claim)
@@ -192,6 +279,7 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
         if (iid := node.instance_id()) is not None:
             deps.compute.terminate_instances([iid])
         deps.cluster.delete_node(node.name)
+        world.touched.add(node.name)
         _note(summary, f"node {node.name} was disrupted but never deleted: deleted")
 
 
@@ -201,7 +289,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     if not any(n.labels.get(labels.CLAIM) in names for n in world.nodes.values()):
         return planner.Plan()  # a candidate is a node whose claim label names a claim: none yet (nodes boot)
     # only pods waiting for a node can hold a nomination that matters: read those by key, not every one
-    waiting = [p.key for p in world.pods if not p.spec.node_name]
+    waiting = [p.key for p in world.pods if not p.node]
     view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),
                             deps.settings.cluster_name, now, deps.ledger.nominated(now, waiting) if waiting else {})
     if not any(not c.disrupting for c in view.candidates):
@@ -299,8 +387,7 @@ def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary:
     therefore never followed by its own termination for not being cheaper; when a capacity error leaves
     no cheaper option, nothing is launched and the decision log says so.
     """
-    wanted = set(d.replacement_pods)
-    pods = [p for p in world.pods if p.key in wanted]
+    pods = _pods_to_move(deps, d.nodes, set(d.replacement_pods))
     outcome = provision.provision_pods(pods, deps, reason=f"disruption/{d.reason.value}", exclude_claims=set(d.claims),
                                        price_ceiling=cheaper_than)
     names = _replacement_names(outcome, deps)

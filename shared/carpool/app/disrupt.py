@@ -14,6 +14,7 @@ Consolidation, drift, expiry and budgets build on this in `carpool.app.consolida
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -42,6 +43,8 @@ class DisruptSummary:
     draining: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     launch_templates_deleted: list[str] = field(default_factory=list)
+    #: seconds per stage of the consolidation run (observe, advance, plan, start)
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 def run(deps: Dependencies) -> DisruptSummary:
@@ -65,7 +68,7 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary) -> orph
     timeout = timedelta(seconds=deps.settings.registration_timeout_seconds)
     needs_pods = (any(i.instance_id not in known for i in instances)
                   or any(c.status in IN_FLIGHT_STATUSES and now - c.created_at >= timeout for c in claims))
-    serving = drain.serving(deps.cluster.list_pods()) if needs_pods else {}
+    serving = _serving(deps) if needs_pods else {}
     decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps))
     for repair in decisions.repairs:
         deps.ledger.mark_launched(repair.claim)
@@ -82,6 +85,13 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary) -> orph
     for subject, why in sorted(decisions.waiting.items()):
         log.info("%s left alone for now: %s", subject, why)
     return decisions
+
+
+def _serving(deps: Dependencies) -> dict[str, int]:
+    """Node name -> how many pods it runs that would need a new home (what `drain.pods_on` counts), from
+    one read of the unfinished pods as compact views (a full `Pod` per pod would not fit the Lambda's
+    memory on a large cluster)."""
+    return dict(Counter(v.node for v in deps.cluster.pod_views() if v.node and v.reschedulable))
 
 
 def _owned_filters(deps: Dependencies) -> list[dict[str, object]]:

@@ -1,5 +1,6 @@
-"""From a planned claim to a running instance: pick the capacity type, build the launch templates
-(grouped by AMI, max pods and user data), send one CreateFleet, and classify what came back.
+"""From planned claims to running instances: pick the capacity type, build the launch templates
+(grouped by AMI, max pods and user data), send one CreateFleet per group of claims with identical
+requests, and classify what came back for each claim.
 
 Everything that decides is in `carpool.launch` (pure); this module only gathers its inputs (subnets,
 security groups, the AMI and size of each instance type) and calls EC2 through the `Compute` port.
@@ -7,10 +8,14 @@ security groups, the AMI and size of each instance type) and calls EC2 through t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from carpool import labels
 from carpool.amis import ResolvedAmi
@@ -56,6 +61,8 @@ class LaunchAttempt:
     #: every option's offerings went unavailable after the plan was made (an earlier claim's capacity
     #: errors in the same round): schedule the pods again rather than fail them
     stale: bool = False
+    #: the instance carries its claim's name already (the request tagged it: a claim launched alone)
+    tagged: bool = False
 
 
 def choose_capacity_type(
@@ -123,11 +130,24 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
     )
 
 
-def launch(
+@dataclass(frozen=True)
+class FleetPlan:
+    """What one claim asks of CreateFleet, its own name aside: claims whose plans share a `key` are
+    launched by one request (`launch_group`)."""
+
+    capacity_type: str
+    overrides: tuple[fleet.FleetOverride, ...]
+    #: instance type -> the launch template it launches from
+    templates: Mapping[str, str]
+    tags: Mapping[str, str]
+    key: str
+
+
+def plan_fleet(
     claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailable: set[tuple[str, str, str]], now: datetime,
-    claim_name: str,
-) -> LaunchAttempt:
-    """One CreateFleet for `claim`, tagged with the ledger's `claim_name` (how orphans are traced back)."""
+) -> FleetPlan | LaunchAttempt:
+    """The claim's CreateFleet request (templates ensured), or the attempt that needs no call: every
+    offering of the claim went unavailable after it was planned (`stale`)."""
     subnet_by_zone = fleet.pick_subnets(discovery.subnets(ctx.nodeclass, deps))
     ct = choose_capacity_type(claim, ctx, unavailable, set(subnet_by_zone))
     if ct is None:
@@ -137,21 +157,90 @@ def launch(
     type_names = list(dict.fromkeys(o[0] for o in sorted(offers, key=lambda o: o[2])))[: deps.settings.max_fleet_types]
     specs = _templates(claim, ctx, deps, ct, type_names)
     lt_of = {t: spec.name for spec in specs for t in spec.instance_types}
-    overrides = [
+    overrides = fleet.cheapest_overrides(
         fleet.FleetOverride(lt_of[t], t, subnet_by_zone[z], z, price) for t, z, price in offers if t in lt_of
-    ]
-    tags = fleet.fleet_tags(deps.settings.cluster_name, ctx.nodepool.name, claim_name, ctx.nodeclass.name,
+    )
+    tags = fleet.fleet_tags(deps.settings.cluster_name, ctx.nodepool.name, "", ctx.nodeclass.name,
                             ctx.nodeclass.spec.tags)
+    tags.pop(labels.TAG_NODECLAIM)
     tags[CREATED_AT_TAG] = now.isoformat()
-    request = fleet.build_fleet_request(claim_name, ct, overrides, tags)
-    outcome = fleet.parse_fleet_response(deps.compute.create_fleet(request))
-    attempt = _attempt(outcome, ct, ctx)
-    if attempt.instance is not None:
-        attempt.launch_template = lt_of.get(attempt.instance.instance_type)
-    return attempt
+    doc = json.dumps([ct, [list(o) for o in overrides], sorted(tags.items())], sort_keys=True)
+    return FleetPlan(ct, tuple(overrides), lt_of, tags, hashlib.sha256(doc.encode()).hexdigest())
+
+
+def launch_group(names: Sequence[str], plan: FleetPlan, ctx: PoolContext, deps: Dependencies) -> dict[str, LaunchAttempt]:
+    """One CreateFleet for every claim of `names` (their plans are identical), one instance each.
+
+    A claim alone is tagged with its name by the request itself. A batch cannot be (the request's tags
+    are the same for every instance), so each instance is tagged with its claim's name right after the
+    launch, as Karpenter's tagging controller does; until then the claims are found again from the
+    instances by the same sorted pairing (`fleet.distribute`). The claims EC2 had no instance for get
+    the response's errors: capacity errors fail them over like a single launch's, alone."""
+    names = sorted(names)
+    tags = dict(plan.tags)
+    if len(names) == 1:
+        tags[labels.TAG_NODECLAIM] = names[0]
+    request = fleet.build_fleet_request("|".join(names), plan.capacity_type, plan.overrides, tags, len(names))
+    outcome = fleet.parse_fleet_response(_create_fleet(request, plan, deps))
+    given, extra = fleet.distribute(outcome, names)
+    if extra:
+        log.error("CreateFleet launched %d instances more than the %d asked for; terminating them", len(extra),
+                  len(names))
+        deps.compute.terminate_instances([i.instance_id for i in extra])
+    out = {}
+    for name in names:
+        inst = given.get(name)
+        shares = fleet.FleetOutcome([inst] if inst else [], outcome.capacity_errors, outcome.other_errors)
+        attempt = _attempt(shares, plan.capacity_type, ctx)
+        if inst is not None:
+            attempt.launch_template = plan.templates.get(inst.instance_type)
+            attempt.tagged = len(names) == 1
+        elif not attempt.capacity_errors and not outcome.other_errors:
+            attempt.error = f"CreateFleet launched {len(given)} of the {len(names)} instances asked for, without errors"
+        out[name] = attempt
+    return out
+
+
+def _create_fleet(request: Mapping[str, Any], plan: FleetPlan, deps: Dependencies) -> dict[str, Any]:
+    """CreateFleet; a launch template missing since it was ensured (deleted by garbage collection while
+    this process still had it cached) is created again and the request sent once more."""
+    try:
+        response = deps.compute.create_fleet(request)
+    except Exception as exc:
+        if not _template_missing(str(exc)):
+            raise
+        response = {"Errors": [{"ErrorCode": "InvalidLaunchTemplateName.NotFoundException"}]}
+    if not any(_template_missing(str(e.get("ErrorCode", ""))) for e in response.get("Errors") or []):
+        return response
+    log.warning("a launch template of the request is gone; creating it again")
+    _ensure_again(deps, set(plan.templates.values()))
+    return dict(deps.compute.create_fleet(request))
+
+
+def _template_missing(text: str) -> bool:
+    return "InvalidLaunchTemplateName.NotFound" in text or "InvalidLaunchTemplateId.NotFound" in text
+
+
+def launch(
+    claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailable: set[tuple[str, str, str]], now: datetime,
+    claim_name: str,
+) -> LaunchAttempt:
+    """One CreateFleet for `claim` alone, tagged with the ledger's `claim_name` (how orphans are traced back)."""
+    plan = plan_fleet(claim, ctx, deps, unavailable, now)
+    if isinstance(plan, LaunchAttempt):
+        return plan
+    return launch_group([claim_name], plan, ctx, deps)[claim_name]
+
+
+#: how long this process trusts that a launch template it created or found still exists (garbage
+#: collection deletes only templates no live claim uses, after a grace period; a miss is repaired)
+TEMPLATE_TTL_SECONDS = 300.0
+_TEMPLATES_KEY = "launch-templates"
 
 
 def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, type_names: list[str]) -> list[templates.LaunchTemplateSpec]:
+    """The claim's launch templates, each created (or found to exist) once per process and
+    `TEMPLATE_TTL_SECONDS`, as Karpenter caches them: a batch of claims shares a few templates."""
     settings = templates.launch_settings(
         ctx.nodeclass, ctx.ami_family, discovery.security_groups(ctx.nodeclass, deps),
         instance_profile=deps.settings.instance_profile or None,
@@ -160,9 +249,22 @@ def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: st
         deps.settings.cluster_name, ctx.ami_family, ctx.amis,
         lambda t: bootstrap(claim, ctx, t, ct, deps), settings, type_names,
     )
+    ensured: dict[str, tuple[float, templates.LaunchTemplateSpec]] = deps.cache.setdefault(_TEMPLATES_KEY, {})
+    now = time.monotonic()
     for spec in specs:
-        deps.compute.ensure_launch_template(templates.create_launch_template_request(spec))
+        seen = ensured.get(spec.name)
+        if seen is None or now - seen[0] > TEMPLATE_TTL_SECONDS:
+            deps.compute.ensure_launch_template(templates.create_launch_template_request(spec))
+            ensured[spec.name] = (now, spec)
     return specs
+
+
+def _ensure_again(deps: Dependencies, names: set[str]) -> None:
+    ensured: dict[str, tuple[float, templates.LaunchTemplateSpec]] = deps.cache.get(_TEMPLATES_KEY, {})
+    for name in sorted(names & set(ensured)):
+        spec = ensured[name][1]
+        deps.compute.ensure_launch_template(templates.create_launch_template_request(spec))
+        ensured[name] = (time.monotonic(), spec)
 
 
 def _attempt(outcome: fleet.FleetOutcome, ct: str, ctx: PoolContext) -> LaunchAttempt:

@@ -14,10 +14,12 @@ of their capacity, and one node).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,11 @@ from carpool.api.k8s import Pod
 from carpool.api.loader import Manifests
 from carpool.app import pools
 from carpool.catalog import Catalog
-from carpool.coexistence import Coexistence
+from carpool.coexistence import Coexistence, Verdict
 from carpool.quantity import MIB
 from carpool.requirements import Requirements
 from carpool.resources import CPU, MEMORY, PODS, Resources, add
+from carpool.resources import parse as parse_resources
 from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import SchedulingResult
@@ -73,8 +76,9 @@ def load_synthetic_types(path: Path | str) -> list[dict[str, Any]]:
 
 def synthetic_options(entries: Sequence[Mapping[str, Any]], unavailable: Unavailable = frozenset(),
                       source: str = "instance types") -> list[si.InstanceOption]:
-    """`[{name, cpu, memoryMiB, pods, arch?, labels?, overhead?: {cpuMillis, memoryMiB}, offerings: [{zone,
-    capacityType, price, available?}]}]` as instance options (allocatable = capacity - overhead)."""
+    """`[{name, cpu, memoryMiB, pods, arch?, labels?, requirements?, resources?, overhead?: {cpuMillis,
+    memoryMiB}, offerings: [{zone, capacityType, price, available?}]}]` as instance options (allocatable =
+    capacity - overhead)."""
     out = []
     for i, e in enumerate(entries):
         where = f"{source}[{i}]"
@@ -89,11 +93,13 @@ def synthetic_options(entries: Sequence[Mapping[str, Any]], unavailable: Unavail
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanInputError(f"{where}: {exc.__class__.__name__}: {exc} (fields: name, cpu, memoryMiB, pods, offerings)") from None
-        capacity = {CPU: cpu * 1000, MEMORY: memory_mib * MIB, PODS: pods}
+        extended = _extended_resources(e.get("resources"), where)
+        capacity = {CPU: cpu * 1000, MEMORY: memory_mib * MIB, PODS: pods, **extended}
         allocatable = {
             CPU: capacity[CPU] - int(overhead.get("cpuMillis", 0)),
             MEMORY: capacity[MEMORY] - int(overhead.get("memoryMiB", 0)) * MIB,
             PODS: pods,
+            **extended,
         }
         family, _, size = name.partition(".")
         labels = {
@@ -105,8 +111,31 @@ def synthetic_options(entries: Sequence[Mapping[str, Any]], unavailable: Unavail
             **({L.INSTANCE_FAMILY: family, L.INSTANCE_SIZE: size} if size else {}),
             **{str(k): str(v) for k, v in (e.get("labels") or {}).items()},
         }
-        out.append(si.InstanceOption(name, Requirements.from_labels(labels), allocatable, offerings, capacity))
+        out.append(si.InstanceOption(name, _type_requirements(labels, e.get("requirements"), where), allocatable,
+                                     offerings, capacity))
     return out
+
+
+def _extended_resources(raw: Any, where: str) -> dict[str, int]:
+    """`resources: {nvidia.com/gpu: 4}`: resources beyond cpu/memory/pods that the type offers (capacity
+    and allocatable alike, as the kubelet reserves none of them)."""
+    try:
+        return parse_resources(raw) if raw else {}
+    except (TypeError, ValueError) as exc:
+        raise PlanInputError(f"{where}.resources: {exc}") from None
+
+
+def _type_requirements(labels: Mapping[str, str], specs: Any, where: str) -> Requirements:
+    """The type's labels as single values, with `requirements: [{key, operator, values}]` replacing a key's
+    label: a type may offer several values of one key (an image that boots several OSes) or state that a
+    label is absent (`DoesNotExist`), which a single label value cannot say."""
+    if not specs:
+        return Requirements.from_labels(labels)
+    try:
+        given = Requirements.from_specs(specs)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanInputError(f"{where}.requirements: {exc}") from None
+    return Requirements.from_labels({k: v for k, v in labels.items() if k not in given}).merge(given)
 
 
 # -- assembly -----------------------------------------------------------------------------------------
@@ -126,22 +155,21 @@ def assemble(
     out.daemonsets = [convert.pod_spec(ds.template_pod()) for ds in manifests.daemonsets]
     nodes = {n.name: n for n in manifests.nodes}
     bound: dict[str, list[Pod]] = {name: [] for name in nodes}
-    classifier = Coexistence(manifests.nodepools)
+    pending = []
     for pod in manifests.pods:
-        if pod.is_daemonset_pod() or pod.is_terminal():
+        if pod.is_terminal() or (pod.is_daemonset_pod() and not pod.spec.node_name):
             continue
-        if pod.spec.node_name:
+        if pod.spec.node_name:  # bound DaemonSet pods use their node's room like any other
             if pod.spec.node_name in bound:
                 bound[pod.spec.node_name].append(pod)
             continue
-        verdict = classifier.serves(pod)
-        out.servers[pod.key] = (verdict.server.value, verdict.reason)
-        if not verdict.leave_alone:  # as the provisioner: node-group pods are Cluster Autoscaler's
-            out.pods.append(convert.pod_spec(pod))
+        pending.append(pod)
+    out.pods = _pending_specs(pending, Coexistence(manifests.nodepools), out.servers)
     usage: dict[str, Resources] = {}
     for name, node in nodes.items():
-        out.existing.append(convert.existing_node(node, bound[name]))
         owner = node.labels.get(L.NODEPOOL)
+        if node.metadata.deletion_timestamp is None:  # a node being deleted takes no new pods
+            out.existing.append(convert.existing_node(node, bound[name], manifests.nodepool(owner) if owner else None))
         if owner:
             cap = node.capacity() or node.allocatable()
             # every resource counts (a pool's limits may name nvidia.com/gpu or any other), plus the node
@@ -165,6 +193,44 @@ def assemble(
         out.notes.setdefault(name, []).extend(
             [*notes, "AMIs are not resolved offline: placeholder images stand for the alias's variants"])
     return out
+
+
+def _pending_specs(pods: Sequence[Pod], classifier: Coexistence,
+                   servers: dict[str, tuple[str, str]]) -> list[si.PodSpec]:
+    """The scheduler's view of the pending pods carpool serves; `servers` gets who serves each pod.
+
+    A plan of many pods is mostly replicas: pods whose spec is identical get the same verdict (it depends on
+    the spec alone), and those that also share namespace, labels and owner the same scheduler view but for
+    their key and uid. So each distinct shape is classified and converted once, which at 100,000 pods turns
+    the per-pod work into one JSON serialization of the spec (done by pydantic-core, in Rust).
+    """
+    verdicts: dict[str, Verdict] = {}
+    shapes: dict[tuple[Any, ...], si.PodSpec] = {}
+    out = []
+    for pod in pods:
+        spec_json = pod.spec.model_dump_json()
+        verdict = verdicts.get(spec_json)
+        if verdict is None:
+            verdict = verdicts[spec_json] = classifier.serves(pod)
+        servers[pod.key] = (verdict.server.value, verdict.reason)
+        if verdict.leave_alone:  # as the provisioner: node-group pods are Cluster Autoscaler's
+            continue
+        owners = tuple((r.kind, r.name, r.controller) for r in pod.metadata.owner_references)
+        shape = (spec_json, pod.namespace, tuple(pod.labels.items()), owners)
+        known = shapes.get(shape)
+        if known is None:
+            shapes[shape] = converted = convert.pod_spec(pod)
+        else:
+            converted = si.PodSpec(pod.key, dict(known.requests), dict(known.labels), known.namespace,
+                                   pod.metadata.uid or pod.key, *_SHARED_FIELDS(known))
+        out.append(converted)
+    return out
+
+
+_POD_FIELDS = tuple(f.name for f in dataclasses.fields(si.PodSpec))
+assert _POD_FIELDS[:5] == ("key", "requests", "labels", "namespace", "uid"), _POD_FIELDS
+#: the PodSpec fields replicas of one shape share (`dataclasses.replace` costs twice as much per pod)
+_SHARED_FIELDS = attrgetter(*_POD_FIELDS[5:])
 
 
 def _offline_learned(

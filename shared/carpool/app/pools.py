@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from carpool import amis as ami_mapping
 from carpool import capacity, labels
-from carpool.amis import ResolvedAmi
+from carpool.amis import ResolvedAmi, node_os
 from carpool.api.loader import Manifests
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
@@ -86,9 +86,10 @@ def _prepare_pool(
     out: Prepared,
 ) -> None:
     reqs = pool.requirements()
-    candidates = [it for it in catalog.types.values() if it.requirements.intersects(reqs) is None]
-    mapping = ami_mapping.map_instance_types(resolved, candidates)
     family = nodeclass.ami_family()
+    views = (node_os.for_family(it, family) for it in catalog.types.values() if node_os.compatible(it, family))
+    candidates = [it for it in views if it.requirements.intersects(reqs) is None]
+    mapping = ami_mapping.map_instance_types(resolved, candidates)
     network = network_settings(cni_env, nodeclass.metadata.annotations or {})
     kubelet = KubeletSettings.from_spec(nodeclass.spec.kubelet)
     sizes: dict[str, NodeSize] = {}
@@ -116,5 +117,5 @@ def _prepare_pool(
         out.notes[pool.name].append("no instance type is both admitted by the requirements and bootable by an AMI")
     out.capacity_sources[pool.name] = sources
     out.contexts[pool.name] = PoolContext(pool, nodeclass, family, {n: mapping[n] for n in sizes}, sizes,
-                                          {n: catalog.types[n] for n in sizes})
+                                          {it.name: it for it in candidates if it.name in sizes})
     out.specs.append(convert.pool_spec(pool, options, usage))

@@ -25,6 +25,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -396,14 +397,28 @@ def _nominate_in_flight(result: SchedulingResult, specs: dict[str, si.PodSpec], 
         outcome.decisions.append(f"{len(keys)} pods nominated to in-flight claim {claim_name}")
 
 
+@dataclass
+class _Reserved:
+    """A claim reserved in this round, with what its launch will ask of EC2."""
+
+    claim: Claim
+    planned: PlannedClaim
+    ctx: launching.PoolContext
+    #: None for a claim settled without a launch
+    plan: launching.FleetPlan | None
+
+
 def _launch_all(
     result: SchedulingResult, prepared: pools.Prepared, deps: Dependencies, reason: str, now: datetime,
     unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome, deadline: Deadline | None = None,
     exclude: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
-    """Launch every planned claim, each on its own; returns the pods to schedule again (capacity errors,
-    or a claim a concurrent provisioner took first)."""
+    """Reserve the planned claims (a pool's together, each claim still reserved or refused on its own),
+    launch them with one CreateFleet per group of claims with identical requests
+    (`launching.launch_group`), and record the launches together; every claim is settled on its own.
+    Returns the pods to schedule again (capacity errors, or a claim a concurrent provisioner took first)."""
     retry: list[str] = []
+    started: list[_Reserved] = []
     for i, planned in enumerate(result.claims):
         if not allows_a_claim(deadline):
             left = [p for c in result.claims[i:] for p in c.pods]
@@ -411,41 +426,109 @@ def _launch_all(
             outcome.decisions.append(f"{len(result.claims) - i} claims not started: the invocation's deadline is near")
             log.warning("deadline near: %d claims (%d pods) left for redelivery", len(result.claims) - i, len(left))
             break
-        retry.extend(_launch_one(planned, prepared.contexts[planned.pool], deps, reason, now, unavailable, outcome,
-                                 exclude))
+        ctx = prepared.contexts[planned.pool]
+        started.append(_Reserved(_claim(planned, ctx, now), planned, ctx, None))
+    reserved = _reserve_all(started, deps, now, outcome, exclude, retry)
+    planned_launches: list[_Reserved] = []
+    for r in reserved:
+        try:
+            plan = launching.plan_fleet(r.planned, r.ctx, deps, unavailable, now)
+        except Exception as exc:
+            _claim_failed(r.claim, r.planned, deps, outcome, exc)
+            continue
+        if isinstance(plan, launching.LaunchAttempt):
+            retry.extend(_settle(r, plan, deps, now, unavailable, outcome))
+        else:
+            planned_launches.append(_Reserved(r.claim, r.planned, r.ctx, plan))
+    launched: list[tuple[_Reserved, launching.LaunchAttempt]] = []
+    for n, group in enumerate(_groups(planned_launches)):
+        # the first launch is covered by the budget its claims were started with; a later one only
+        # while a claim's worst case still fits (every launch before it may have been throttled)
+        if n and not allows_a_claim(deadline):
+            _not_launched(group, deps, outcome)
+            continue
+        retry.extend(_launch_group(group, deps, now, unavailable, outcome, launched))
+    _record_launches(launched, deps, reason, now, outcome)
     return retry
 
 
-def _launch_one(
-    planned: PlannedClaim, ctx: launching.PoolContext, deps: Dependencies, reason: str, now: datetime,
-    unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome, exclude: frozenset[str] | set[str],
-) -> list[str]:
-    """Reserve, launch and record one claim; returns its pods when they should be scheduled again."""
-    claim = _claim(planned, ctx, now)
-    try:
-        deps.ledger.reserve(claim, ctx.nodepool.limits(), now, deps.settings.nomination_ttl_seconds,
-                            replacing=exclude)
-    except ReservationRefused as refused:
-        for pod in planned.pods:
-            outcome.refused[pod] = refused.reason
-        outcome.decisions.append(f"claim for {len(planned.pods)} pods in {planned.pool} refused: {refused.reason}")
-        # a concurrent provisioner took some of its pods (or the same claim): the next round sees its
-        # nominations and schedules what is left, instead of leaving those pods for the next watcher run
-        return [] if "limit" in refused.reason else list(planned.pods)
-    except Exception as exc:
-        _claim_failed(claim, planned, deps, outcome, exc)
-        return []
-    try:
-        attempt = launching.launch(planned, ctx, deps, unavailable, now, claim.name)
-    except Exception as exc:
-        _claim_failed(claim, planned, deps, outcome, exc)
-        return []
-    if attempt.instance is not None:
+def _not_launched(group: list[_Reserved], deps: Dependencies, outcome: ProvisionOutcome) -> None:
+    """Reserved claims whose launch would end past the deadline: released, their pods retried."""
+    for r in group:
+        _release(r.claim, deps)
+        _fail(outcome, r.planned.pods, DEADLINE_REASON)
+    outcome.decisions.append(f"{len(group)} reserved claims not launched: the invocation's deadline is near")
+
+
+def _groups(reserved: list[_Reserved]) -> list[list[_Reserved]]:
+    """Claims of one pool whose CreateFleet requests are identical, in the order they were planned."""
+    groups: dict[tuple[str, str], list[_Reserved]] = {}
+    for r in reserved:
+        groups.setdefault((r.planned.pool, r.plan.key if r.plan else r.claim.name), []).append(r)
+    return list(groups.values())
+
+
+def _reserve_all(started: list[_Reserved], deps: Dependencies, now: datetime, outcome: ProvisionOutcome,
+                 exclude: frozenset[str] | set[str], retry: list[str]) -> list[_Reserved]:
+    """Reserve the claims, a pool's together (`ClaimLedger.reserve_many`); the refused and the failed are
+    settled here (a refused claim's pods go to `retry` unless a limit refused it)."""
+    by_pool: dict[str, list[_Reserved]] = {}
+    for r in started:
+        by_pool.setdefault(r.planned.pool, []).append(r)
+    ok: set[str] = set()
+    for pool, items in by_pool.items():
+        limits = items[0].ctx.nodepool.limits()
         try:
-            _launched(claim, attempt, ctx, deps, reason, outcome, now)
-        except Exception as exc:  # the instance runs but its claim could not be written: undo both
-            _claim_failed(claim, planned, deps, outcome, exc, instance_id=attempt.instance.instance_id)
+            failed = deps.ledger.reserve_many([r.claim for r in items], limits, now,
+                                              deps.settings.nomination_ttl_seconds, replacing=exclude)
+        except Exception as exc:  # nothing tells which claims were reserved: release them all
+            failed = dict.fromkeys((r.claim.name for r in items), exc)
+        for r in items:
+            why = failed.get(r.claim.name)
+            if why is None:
+                ok.add(r.claim.name)
+            elif isinstance(why, ReservationRefused):
+                for pod in r.planned.pods:
+                    outcome.refused[pod] = why.reason
+                outcome.decisions.append(f"claim for {len(r.planned.pods)} pods in {pool} refused: {why.reason}")
+                # a concurrent provisioner took some of its pods (or the same claim): the next round sees its
+                # nominations and schedules what is left, instead of leaving those pods for the next watcher run
+                retry.extend([] if "limit" in why.reason else r.planned.pods)
+            else:
+                _claim_failed(r.claim, r.planned, deps, outcome, why)
+    return [r for r in started if r.claim.name in ok]
+
+
+def _launch_group(group: list[_Reserved], deps: Dependencies, now: datetime, unavailable: set[tuple[str, str, str]],
+                  outcome: ProvisionOutcome, launched: list[tuple[_Reserved, launching.LaunchAttempt]]) -> list[str]:
+    """One CreateFleet for the group; the claims that got an instance go to `launched`, the others are
+    settled one by one. A call that fails as a whole fails every claim of the group (each released,
+    only their pods retried)."""
+    first = group[0]
+    assert first.plan is not None
+    try:
+        attempts = launching.launch_group([r.claim.name for r in group], first.plan, first.ctx, deps)
+    except Exception as exc:
+        for r in group:
+            _claim_failed(r.claim, r.planned, deps, outcome, exc)
         return []
+    if len(group) > 1:
+        outcome.decisions.append(f"{len(group)} claims of {first.planned.pool} launched by one CreateFleet")
+    retry: list[str] = []
+    for r in group:
+        attempt = attempts[r.claim.name]
+        if attempt.instance is not None:
+            launched.append((r, attempt))
+        else:
+            retry.extend(_settle(r, attempt, deps, now, unavailable, outcome))
+    return retry
+
+
+def _settle(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, now: datetime,
+            unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome) -> list[str]:
+    """Give back the reservation of a claim that got no instance; returns its pods when they should be
+    scheduled again (capacity errors, or options used up since it was planned)."""
+    claim, planned = r.claim, r.planned
     _release(claim, deps)
     if attempt.stale:
         return list(planned.pods)  # its options were used up by this round's capacity errors
@@ -461,6 +544,58 @@ def _launch_one(
     observability.emit("LaunchFailures", reason="Error")
     log.error("launch of %s failed: %s", claim.name, attempt.error)
     return []
+
+
+def _record_launches(launched: list[tuple[_Reserved, launching.LaunchAttempt]], deps: Dependencies, reason: str,
+                     now: datetime, outcome: ProvisionOutcome) -> None:
+    """Write every launched claim with its instance (`mark_launched_many`); a claim whose write fails has
+    its instance terminated and its reservation released, the others are recorded. Then the instances
+    a batch launched get their claims' names (`_tag_batched`)."""
+    for r, attempt in launched:
+        _fill(r.claim, attempt, r.ctx, now)
+    try:
+        failed = deps.ledger.mark_launched_many([r.claim for r, _ in launched])
+    except Exception as exc:
+        failed = dict.fromkeys((r.claim.name for r, _ in launched), exc)
+    recorded = []
+    for r, attempt in launched:
+        if r.claim.name in failed:
+            _launch_unrecorded(r, attempt, deps, outcome, failed[r.claim.name])
+        else:
+            _launched(r.claim, reason, outcome)
+            recorded.append((r, attempt))
+    _tag_batched(recorded, deps)
+
+
+#: CreateTags calls in flight at once (below botocore's default pool of 10 connections)
+TAG_WORKERS = 8
+
+
+def _tag_batched(recorded: list[tuple[_Reserved, launching.LaunchAttempt]], deps: Dependencies) -> None:
+    """Tag each instance a batched CreateFleet launched with its claim's name (`karpenter.sh/nodeclaim`,
+    what a claim launched alone gets from its request), a few at a time. The claim already records its
+    instance, so a failed tag is only logged: the tag is how an instance whose claim was never written
+    is found again, and what operators filter instances by."""
+    todo = [(r.claim.name, a.instance.instance_id) for r, a in recorded if not a.tagged and a.instance is not None]
+    if not todo:
+        return
+
+    def tag(item: tuple[str, str]) -> None:
+        name, instance_id = item
+        try:
+            deps.compute.tag_instance(instance_id, {labels.TAG_NODECLAIM: name})
+        except Exception:
+            log.exception("could not tag instance %s with its claim %s", instance_id, name)
+
+    with ThreadPoolExecutor(max_workers=min(TAG_WORKERS, len(todo))) as pool:
+        list(pool.map(tag, todo))
+
+
+def _launch_unrecorded(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, outcome: ProvisionOutcome,
+                       exc: Exception) -> None:
+    """The instance runs but its claim could not be written: undo both."""
+    assert attempt.instance is not None
+    _claim_failed(r.claim, r.planned, deps, outcome, exc, instance_id=attempt.instance.instance_id)
 
 
 def _claim_failed(claim: Claim, planned: PlannedClaim, deps: Dependencies, outcome: ProvisionOutcome,
@@ -516,8 +651,8 @@ def _claim(planned: PlannedClaim, ctx: launching.PoolContext, now: datetime) -> 
     )
 
 
-def _launched(claim: Claim, attempt: launching.LaunchAttempt, ctx: launching.PoolContext, deps: Dependencies,
-              reason: str, outcome: ProvisionOutcome, now: datetime) -> None:
+def _fill(claim: Claim, attempt: launching.LaunchAttempt, ctx: launching.PoolContext, now: datetime) -> None:
+    """The claim as launched: its instance, and what the instance type offers."""
     inst = attempt.instance
     assert inst is not None
     size = ctx.sizes.get(inst.instance_type)
@@ -533,7 +668,9 @@ def _launched(claim: Claim, attempt: launching.LaunchAttempt, ctx: launching.Poo
     if attempt.launch_template:
         claim.labels[launching.LAUNCH_TEMPLATE_LABEL] = attempt.launch_template
     claim.price = offering.price if offering else None
-    deps.ledger.mark_launched(claim)
+
+
+def _launched(claim: Claim, reason: str, outcome: ProvisionOutcome) -> None:
     outcome.launched.append(claim)
     observability.emit("NodeClaimsCreated", nodepool=claim.nodepool, reason=reason)
     observability.emit("EstimatedHourlyCost", claim.price or 0.0, nodepool=claim.nodepool)
@@ -545,6 +682,9 @@ def _launched(claim: Claim, attempt: launching.LaunchAttempt, ctx: launching.Poo
 
 def _mark_unavailable(errors: list[tuple[str, str, str]], deps: Dependencies, now: datetime,
                       unavailable: set[tuple[str, str, str]]) -> None:
+    errors = [e for e in dict.fromkeys(errors) if e not in unavailable]  # a batch's claims share its errors
+    if not errors:
+        return
     until = now + timedelta(seconds=deps.settings.unavailable_seconds)
     unavailable.update(errors)  # this invocation avoids them even if remembering them fails
     try:

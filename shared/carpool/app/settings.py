@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from carpool import environment
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,9 @@ class Settings:
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        e = dict(os.environ if env is None else env)
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """From `env`, else the running function's environment (`carpool.environment`)."""
+        e = dict(environment.current() if env is None else env)
         return cls(
             cluster_name=e.get("CARPOOL_CLUSTER_NAME", "demo"),
             region=e.get("AWS_REGION", e.get("AWS_DEFAULT_REGION", "us-east-1")),

@@ -1,19 +1,39 @@
 """Where the use cases get their slowly-changing inputs: the NodePool/EC2NodeClass config and the
 instance-type catalog. Both are cached per process (a Lambda container), since they change rarely and
-reading them is the expensive part of a cold invocation."""
+reading them is the expensive part of a cold invocation.
+
+The catalog works the way an in-cluster Karpenter controller keeps its own warm, except that carpool's
+processes come and go: building it from EC2 takes a dozen paginated calls and seconds, which no cold start
+of a request path may pay. So one scheduled function (the disruption function, one at a time) refreshes it
+every `REFRESH_EVERY` (Karpenter refreshes instance types and prices every 12 h) and keeps it, built and
+compressed, in the state store; every other process reads it in one call on its cold start and checks
+cheaply for a newer one every `RECHECK_EVERY`. While no live catalog is stored, or the stored one is
+older than `MAX_AGE` (the refresh has been failing for a whole period), or it cannot be decoded, they use
+the snapshot shipped with the package and say so in the log and the `CatalogFallbacks` metric.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
+from carpool import observability
 from carpool.api.loader import Manifests, load
-from carpool.catalog import Catalog
+from carpool.catalog import Catalog, CatalogDecodeError, SnapshotNotFound
 
 log = logging.getLogger(__name__)
+
+#: How often the live catalog is rebuilt from EC2 (Karpenter: instance types and prices every 12 h).
+REFRESH_EVERY = timedelta(hours=12)
+#: A stored catalog older than this is stale: the refresh missed a whole period, so its prices and
+#: offerings are no longer what carpool claims to use; readers fall back to the snapshot.
+MAX_AGE = 2 * REFRESH_EVERY
+#: How often a warm process looks for a newer stored catalog (one small read).
+RECHECK_EVERY = timedelta(minutes=10)
 
 
 class ConfigSource(Protocol):
@@ -21,7 +41,37 @@ class ConfigSource(Protocol):
 
 
 class CatalogSource(Protocol):
-    def get(self, now: datetime) -> Catalog: ...
+    def get(self, now: datetime) -> Catalog:
+        """The catalog to schedule against at `now`."""
+        ...
+
+    def refresh(self, now: datetime) -> bool:
+        """Rebuild the shared catalog from its live source when it is due; True when it did."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredCatalog:
+    """A catalog as the store keeps it: when it was built, and its encoded form (`Catalog.encode`)."""
+
+    refreshed_at: datetime
+    data: bytes
+
+
+class CatalogStore(Protocol):
+    """Where the live catalog is kept between processes (the state table in production)."""
+
+    def read(self, region: str) -> StoredCatalog | None: ...
+
+    def refreshed_at(self, region: str) -> datetime | None:
+        """When the stored catalog was built, without reading it (None: nothing stored)."""
+        ...
+
+    def write(self, region: str, stored: StoredCatalog) -> None: ...
+
+
+class CatalogUnavailable(RuntimeError):
+    """Neither a live catalog nor a shipped snapshot exists for the region (the request is retried)."""
 
 
 class TextConfigSource:
@@ -43,7 +93,7 @@ class TextConfigSource:
 
 
 class StaticCatalogSource:
-    """The shipped offline snapshot (used by `plan` and when EC2 cannot be read)."""
+    """The shipped offline snapshot (used by `plan` and the tests); there is nothing to refresh."""
 
     def __init__(self, region: str) -> None:
         self._region = region
@@ -51,22 +101,119 @@ class StaticCatalogSource:
     def get(self, now: datetime) -> Catalog:
         return Catalog.snapshot(self._region)
 
+    def refresh(self, now: datetime) -> bool:
+        return False
 
-class Ec2CatalogSource:
-    """Live catalog from DescribeInstanceTypes/Offerings + prices, refreshed every `ttl` (spot prices move
-    slowly; Karpenter refreshes every 12 h). `fetch` returns the keyword arguments of
-    `carpool.catalog.builder.from_ec2`."""
 
-    def __init__(self, fetch: Callable[[], dict[str, Any]], ttl: timedelta = timedelta(hours=12)) -> None:
+class StoredCatalogSource:
+    """The live catalog from `store`, decoded once per process; the shipped snapshot while none usable is
+    stored (see the module docstring). `fetch(now)` builds a catalog from the live source (EC2); only
+    `refresh` calls it, never `get`."""
+
+    def __init__(
+        self,
+        store: CatalogStore,
+        region: str,
+        fetch: Callable[[datetime], Catalog] | None = None,
+        *,
+        refresh_every: timedelta = REFRESH_EVERY,
+        max_age: timedelta = MAX_AGE,
+        recheck_every: timedelta = RECHECK_EVERY,
+    ) -> None:
+        self._store = store
+        self._region = region
         self._fetch = fetch
-        self._ttl = ttl
+        self._refresh_every = refresh_every
+        self._max_age = max_age
+        self._recheck_every = recheck_every
         self._catalog: Catalog | None = None
-        self._at: datetime | None = None
+        #: when the catalog in hand was built (None: it is the snapshot)
+        self._built: datetime | None = None
+        self._checked: datetime | None = None
 
+    # -- reading --------------------------------------------------------------------------------------
     def get(self, now: datetime) -> Catalog:
-        if self._catalog is None or self._at is None or now - self._at > self._ttl:
-            from carpool.catalog import builder
-
-            self._catalog = builder.from_ec2(**self._fetch())
-            self._at = now
+        if self._catalog is None:
+            self._load(now)  # cold start: the whole item in one read
+        elif self._checked is None or now - self._checked >= self._recheck_every:
+            self._recheck(now)
+        assert self._catalog is not None
         return self._catalog
+
+    def _recheck(self, now: datetime) -> None:
+        """Warm: read only the stored catalog's build time, and the catalog itself only when it is newer."""
+        self._checked = now
+        stamp = self._store.refreshed_at(self._region)
+        if stamp is None or self._stale(stamp, now):
+            if self._built is not None:  # the live one in hand went stale too
+                self._fall_back(now, "no fresh live catalog is stored any more")
+            return
+        if stamp != self._built:
+            self._load(now)
+
+    def _load(self, now: datetime) -> None:
+        """Read the store: the live catalog when one usable is there, else the snapshot."""
+        self._checked = now
+        stored = self._store.read(self._region)
+        if stored is None:
+            return self._fall_back(now, "no live catalog is stored yet")
+        if self._stale(stored.refreshed_at, now):
+            return self._fall_back(now, f"the stored catalog was built at {stored.refreshed_at.isoformat()}, "
+                                        f"more than {self._max_age} ago")
+        try:
+            catalog = Catalog.decode(stored.data)
+        except CatalogDecodeError as exc:
+            return self._fall_back(now, f"the stored catalog cannot be read ({exc})")
+        if catalog.region != self._region:
+            return self._fall_back(now, f"the stored catalog is of region {catalog.region}")
+        self._catalog, self._built = catalog, stored.refreshed_at
+
+    def _fall_back(self, now: datetime, why: str) -> None:
+        if self._catalog is not None and self._built is None:
+            return  # already on the snapshot: said so when switching to it
+        try:
+            snapshot = Catalog.snapshot(self._region)
+        except SnapshotNotFound as exc:
+            raise CatalogUnavailable(f"{why}, and {exc}; the disruption function builds it within a minute") from exc
+        log.warning("using the shipped instance-type catalog: %s", why)
+        observability.emit("CatalogFallbacks")
+        self._catalog, self._built = snapshot, None
+
+    def _stale(self, built: datetime | None, now: datetime) -> bool:
+        return built is None or now - built > self._max_age
+
+    # -- refreshing -----------------------------------------------------------------------------------
+    def refresh(self, now: datetime) -> bool:
+        """Rebuild the stored catalog from `fetch` when the newest one is `refresh_every` old (or absent).
+
+        A warm process that built or read a fresh one makes no call at all; otherwise one small read tells
+        whether another process refreshed meanwhile."""
+        if self._fetch is None:
+            return False
+        if self._built is not None and now - self._built < self._refresh_every:
+            return False
+        stamp = self._store.refreshed_at(self._region)
+        if stamp is not None and now - stamp < self._refresh_every:
+            return False
+        catalog = self._fetch(now)
+        self._store.write(self._region, StoredCatalog(now, catalog.encode(f"EC2 {catalog.region} at {now.isoformat()}")))
+        self._catalog, self._built, self._checked = catalog, now, now
+        log.info("instance-type catalog refreshed: %d types", len(catalog))
+        return True
+
+
+class MemoryCatalogStore:
+    """A `CatalogStore` in process memory (tests, and runs without a state table)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, StoredCatalog] = {}
+
+    def read(self, region: str) -> StoredCatalog | None:
+        return self.items.get(region)
+
+    def refreshed_at(self, region: str) -> datetime | None:
+        found = self.items.get(region)
+        return found.refreshed_at if found else None
+
+    def write(self, region: str, stored: StoredCatalog) -> None:
+        self.items[region] = stored

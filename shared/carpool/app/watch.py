@@ -5,8 +5,9 @@ pending, so an event lost anywhere downstream only delays a pod by one watcher p
 nominated to a live claim (their node is booting) are the exception: the provisioner would only confirm
 the nomination, so publishing them again costs events, queue traffic and invocations for nothing (a
 10,000-pod burst waits a minute or two for its nodes). Once the nomination expires or its claim is gone,
-the pod is published again. After the resync it follows the API's watch stream until the period is over,
-publishing changes as they happen.
+the pod is published again. Given a watch period, it then follows the API's watch stream for that long;
+everything the run found is published when it ends (the deployed watcher does not watch:
+`carpool.delivery.WATCH_SECONDS` says why).
 
 What a run reads is sized by what can need carpool, not by the cluster: the resync lists unbound Pending
 pods only (server-side field selector `spec.nodeName=,status.phase=Pending`) and every node (a node's
@@ -192,11 +193,11 @@ def _age(pod: Pod, now: datetime) -> float:
 
 
 def _emit_gauges(deps: Dependencies, now: datetime) -> None:
-    """Once a minute, what Karpenter exports continuously: how long pods have waited, pool usage vs limits."""
+    """Once a minute, what Karpenter exports continuously: each pool's usage of every resource it limits.
+    The limits themselves are the deployed config's: the pool alarms and the dashboard read them from it,
+    so they are not a series of their own (`carpool.observability`)."""
     usage = deps.ledger.usage()
     for pool in deps.config.load().nodepools:
         used = usage.get(pool.name, {})
-        for resource, limit in (pool.limits() or {}).items():
-            key = "nodes" if resource == "nodes" else resource
-            observability.emit("NodePoolUsage", float(used.get(key, 0)), nodepool=pool.name, resource=resource)
-            observability.emit("NodePoolLimit", float(limit), nodepool=pool.name, resource=resource)
+        for resource in pool.limits() or {}:
+            observability.emit("NodePoolUsage", float(used.get(resource, 0)), nodepool=pool.name, resource=resource)

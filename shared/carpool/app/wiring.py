@@ -1,13 +1,21 @@
-"""Builds the use cases' collaborators once per process, and lets the simulation and tests swap them.
+"""What the use cases need (`Dependencies`), held once per process; the simulation and tests swap it.
 
-Handlers call `get()`; on a cold start it builds the AWS/EKS adapters from the environment. The
-simulation calls `use(deps)` with a simulated cluster and a simulated clock but the same local-AWS
-adapters, so the handlers it drives run the production code path.
+This module only declares and holds: the adapters' wiring (`carpool.adapters.aws.wiring`) builds the
+production set and nothing here imports it back. A handler names its builder with `provide` when it is
+imported, and calls `get()`, which builds on the cold start. The simulation calls `use(deps)` with a
+simulated cluster and a simulated clock but the same local-AWS adapters, so the handlers it drives run
+the production code path.
+
+The dependencies are held in a `contextvars.ContextVar`: in Lambda the runtime invokes the handler on its
+main thread, so what the cold start built serves every later invocation of the container; in a
+simulation each run installs its own on the thread it runs on, so runs at once in one process never use
+each other's adapters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -41,25 +49,36 @@ class Dependencies:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
-_current: Dependencies | None = None
+_current: ContextVar[Dependencies | None] = ContextVar("carpool_dependencies", default=None)
+_factory: Callable[[], Dependencies] | None = None
+
+
+class NotWired(RuntimeError):
+    """`get()` was called with neither dependencies installed nor a builder provided."""
+
+
+def provide(factory: Callable[[], Dependencies]) -> None:
+    """Name how `get()` builds the dependencies on a cold start (a handler passes the production wiring)."""
+    global _factory
+    _factory = factory
 
 
 def use(deps: Dependencies | None) -> None:
-    """Install `deps` for every subsequent `get()` (None: rebuild from the environment next time)."""
-    global _current
-    _current = deps
+    """Install `deps` for every subsequent `get()` of this context (None: build with the provided factory
+    next time)."""
+    _current.set(deps)
+
+
+def installed() -> Dependencies | None:
+    """What `get()` would answer without building (None: nothing installed or built yet in this context)."""
+    return _current.get()
 
 
 def get() -> Dependencies:
-    global _current
-    if _current is None:
-        _current = build_from_env()
-    return _current
-
-
-def build_from_env(settings: Settings | None = None, cluster: Cluster | None = None) -> Dependencies:
-    """The production wiring: boto3 adapters for AWS, lightkube for the cluster."""
-    from carpool.adapters.aws import wiring as aws
-
-    settings = settings or Settings.from_env()
-    return aws.build(settings, cluster=cluster)
+    deps = _current.get()
+    if deps is None:
+        if _factory is None:
+            raise NotWired("no dependencies installed (wiring.use) and no builder provided (wiring.provide)")
+        deps = _factory()
+        _current.set(deps)
+    return deps

@@ -1,8 +1,9 @@
 """The set of instance types carpool may launch in one region.
 
-A `Catalog` is a read-only mapping name -> `InstanceType`. It comes either from live EC2 responses
-(`builder.from_ec2`) or from the offline snapshot shipped with the package (`Catalog.snapshot`), which lets
-the CLI, the tests and the simulation work without AWS credentials.
+A `Catalog` is a read-only mapping name -> `InstanceType`. It is built from live EC2 responses
+(`builder.from_ec2`), decoded from its stored form (`Catalog.decode`: the live catalog the state store
+keeps warm), or decoded from the offline snapshot shipped with the package (`Catalog.snapshot`), which lets
+the CLI, the tests and the simulation work without AWS credentials. Neither decoding path builds.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
+from carpool.catalog import encoding, snapshot
 from carpool.catalog.instance_type import InstanceType
 
 
@@ -37,10 +40,18 @@ class Catalog(Mapping[str, InstanceType]):
 
     @classmethod
     def snapshot(cls, region: str = "us-east-1") -> Catalog:
-        """The offline catalog shipped with carpool (loaded once per process, then cached)."""
-        from carpool.catalog import snapshot  # late import: snapshot builds Catalogs
+        """The offline catalog shipped with carpool (decoded once per process, then shared)."""
+        return _snapshot(region)
 
-        return snapshot.load(region)
+    @classmethod
+    def decode(cls, data: bytes) -> Catalog:
+        """A catalog from `encode`'s bytes (`encoding.CatalogDecodeError` when they are not one)."""
+        decoded = encoding.decode(data)
+        return cls(decoded.region, decoded.types)
+
+    def encode(self, source: str) -> bytes:
+        """The compact, compressed form (`carpool.catalog.encoding`); `source` says where it came from."""
+        return encoding.encode(self.region, self.types, source)
 
     # -- mapping --------------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> InstanceType:
@@ -66,3 +77,9 @@ class Catalog(Mapping[str, InstanceType]):
     def suggest(self, name: str, limit: int = 3) -> list[str]:
         """Close spellings of `name` among the catalog's types (for "did you mean" messages)."""
         return difflib.get_close_matches(name, list(self.types), n=limit, cutoff=0.6)
+
+
+@lru_cache(maxsize=8)
+def _snapshot(region: str) -> Catalog:
+    decoded = snapshot.load(region)
+    return Catalog(decoded.region, decoded.types)

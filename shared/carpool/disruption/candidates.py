@@ -17,20 +17,19 @@ uninitialized node). Repair still sees it: a node that never becomes Ready is un
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from carpool import labels, resources
 from carpool.api.k8s import Node, Pod, PodDisruptionBudget
-from carpool.disruption import keys, protection
+from carpool.disruption import keys, podview, protection
+from carpool.disruption.podview import PodView
 from carpool.resources import CPU, MEMORY, Resources
-from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.state.models import Claim, ClaimStatus
 
-PodConverter = Callable[[Pod], si.PodSpec]
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+DELETION_COST = podview.DELETION_COST
 
 
 @dataclass(frozen=True)
@@ -114,15 +113,8 @@ def reschedulable(pod: Pod) -> bool:
 
 
 def eviction_cost(pod: Pod) -> float:
-    """Karpenter's per-pod eviction cost: 1, plus pod-deletion-cost / 2^27, plus priority / 2^25, in
-    [-10, 10]. Nodes whose pods are cheap to evict are disrupted first."""
-    cost = 1.0
-    raw = pod.annotations.get(DELETION_COST, "")
-    if raw.lstrip("-").isdigit():  # the API server only admits int32 values
-        cost += int(raw) / 2**27
-    if pod.spec.priority:
-        cost += pod.spec.priority / 2**25
-    return max(-10.0, min(10.0, cost))
+    """Karpenter's per-pod eviction cost (see `podview.eviction_cost`)."""
+    return podview.eviction_cost(pod.annotations, pod.spec.priority)
 
 
 def node_initialized(node_labels: Mapping[str, str]) -> bool:
@@ -147,50 +139,48 @@ def owner_of(node: Node, cluster: str, claims: Mapping[str, Claim]) -> tuple[Cla
 
 def build(
     nodes: Sequence[Node],
-    pods: Sequence[Pod],
+    pods: Sequence[PodView | Pod],
     claims: Sequence[Claim],
     pdbs: Sequence[PodDisruptionBudget],
     cluster: str,
     now: datetime,
     nominated: Mapping[str, str] | None = None,
-    to_spec: PodConverter = convert.pod_spec,
 ) -> ClusterView:
-    """The view of one disruption run. `nominated` is the ledger's pod -> claim nominations."""
+    """The view of one disruption run. `pods` are the unfinished pods (`PodView`s as the disruption pass
+    reads them; `Pod` models are converted); `nominated` is the ledger's pod -> claim nominations."""
     nominated = nominated or {}
+    views = [p if isinstance(p, PodView) else podview.from_pod(p) for p in pods]
     by_name = {c.name: c for c in claims}
-    bound: dict[str, list[Pod]] = {}
-    for p in pods:
-        if p.spec.node_name and not p.is_terminal():
-            bound.setdefault(p.spec.node_name, []).append(p)
-    specs = {p.key: to_spec(p) for p in pods if reschedulable(p)}
+    bound: dict[str, list[PodView]] = {}
+    for p in views:
+        if p.node and not p.terminal:
+            bound.setdefault(p.node, []).append(p)
     targets = _replacement_targets(claims)
     held = set(nominated.values())
-    view = ClusterView([], [], _pending(pods, specs, nominated),
-                       protection.allowances(pdbs, pods), {})
+    selecting = protection.PdbIndex(pdbs)
+    view = ClusterView([], [], _pending(views, nominated), protection.allowances(pdbs, views, selecting), {})
     for node in sorted(nodes, key=lambda n: n.name):
         on_node = bound.get(node.name, [])
         claim, why_not = owner_of(node, cluster, by_name)
         allocatable = node.allocatable() or (dict(claim.allocatable) if claim else {})
-        requested = resources.sum_all(p.requests() for p in on_node)
+        requested = resources.sum_all(p.requests for p in on_node)
         if _schedulable(node) and (claim is None or node_initialized(node.labels)):
             view.existing.append(si.ExistingNode(
                 node.name, dict(node.labels), resources.subtract(allocatable, requested), tuple(node.taints()),
-                tuple(specs[p.key] for p in on_node if p.key in specs), node.labels.get(labels.NODEPOOL)))
+                tuple(p.spec for p in on_node if p.spec is not None), node.labels.get(labels.NODEPOOL)))
         if claim is None:
             view.ignored[node.name] = why_not or ""
             continue
         reserved = targets.get(claim.name) or ("pods are nominated to it" if claim.name in held else None)
-        view.candidates.append(_candidate(node, claim, on_node, specs, allocatable, requested, pdbs, now, reserved))
+        view.candidates.append(_candidate(node, claim, on_node, allocatable, requested, selecting, now, reserved))
     return view
 
 
-def _candidate(node: Node, claim: Claim, on_node: list[Pod], specs: Mapping[str, si.PodSpec],
-               allocatable: Resources, requested: Resources, pdbs: Sequence[PodDisruptionBudget], now: datetime,
-               reserved: str | None) -> Candidate:
-    movable = [p for p in on_node if reschedulable(p)]
-    counts, multi = protection.membership(movable, pdbs)
-    protected = protection.node_protection(node) or next(
-        (r for r in map(protection.pod_protection, movable) if r), None) or multi
+def _candidate(node: Node, claim: Claim, on_node: list[PodView], allocatable: Resources, requested: Resources,
+               selecting: protection.PdbIndex, now: datetime, reserved: str | None) -> Candidate:
+    movable = sorted((p for p in on_node if p.reschedulable), key=lambda p: p.key)
+    counts, multi = protection.membership(movable, selecting)
+    protected = protection.node_protection(node) or next((p.protection for p in movable if p.protection), None) or multi
     lab = node.labels
     return Candidate(
         node=node.name,
@@ -208,11 +198,11 @@ def _candidate(node: Node, claim: Claim, on_node: list[Pod], specs: Mapping[str,
         labels=dict(lab),
         allocatable=allocatable,
         requested=requested,
-        pods=tuple(specs[p.key] for p in sorted(movable, key=lambda p: p.key)),
+        pods=tuple(p.spec for p in movable if p.spec is not None),
         image_id=lab.get(labels.IMAGE_ID) or claim.image_id,
         spec_hash=claim.labels.get(keys.SPEC_HASH),
         quiet_since=quiet_since(claim, [p.key for p in movable], now),
-        eviction_cost=sum(eviction_cost(p) for p in movable),
+        eviction_cost=sum(p.eviction_cost for p in movable),
         protected=protected,
         pdbs=counts,
         disrupting=keys.DISRUPTION in claim.labels,
@@ -254,6 +244,6 @@ def _replacement_targets(claims: Sequence[Claim]) -> dict[str, str]:
     return out
 
 
-def _pending(pods: Sequence[Pod], specs: Mapping[str, si.PodSpec], nominated: Mapping[str, str]) -> list[si.PodSpec]:
-    return [specs[p.key] for p in sorted(pods, key=lambda p: p.key)
-            if p.key in specs and not p.spec.node_name and not p.is_terminating() and p.key not in nominated]
+def _pending(pods: Sequence[PodView], nominated: Mapping[str, str]) -> list[si.PodSpec]:
+    return [p.spec for p in sorted(pods, key=lambda p: p.key)
+            if p.spec is not None and not p.node and not p.terminating and p.key not in nominated]

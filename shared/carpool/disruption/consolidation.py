@@ -25,7 +25,7 @@ run, since pods drained now would be pending until that node joins and the provi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from carpool import labels
@@ -50,7 +50,18 @@ class Outcome:
 
 
 class Simulator:
-    """The scheduler over the view's room, updated as decisions are taken."""
+    """The scheduler over the view's room, updated as decisions are taken.
+
+    Each simulation hands the scheduler every node that is room, so its cost grows with the cluster; two
+    reductions keep it small without changing any answer:
+    - a node's labels are cut to the keys something can ask about (`referenced_keys`: the keys of every
+      pod's node affinity, node selector and topology terms, of the pools' requirements and labels, and the
+      keys the scheduler itself reads): a label no requirement or topology term names cannot change where
+      a pod fits;
+    - a node's pods (which the scheduler only counts for topology spread, pod (anti-)affinity and host
+      ports) are left out of a simulation whose moving pods have none of those and where no pod in the
+      cluster has a required anti-affinity (the one constraint of *other* pods a moving pod must respect).
+    """
 
     def __init__(self, view: ClusterView, pools: Sequence[si.PoolSpec], daemonsets: Sequence[si.PodSpec] = ()) -> None:
         self.pools = list(pools)
@@ -59,6 +70,10 @@ class Simulator:
         #: nodes that took pods in this run (pending ones or a decision's): not candidates any more
         self.touched: set[str] = set()
         self._seq = 0
+        self._keys = referenced_keys(view, self.pools, self.daemonsets)
+        self._repelling = any(p.anti_affinity for n in view.existing for p in n.pods)
+        self._reduced: dict[tuple[str, bool], si.ExistingNode] = {}
+        self.simulations = 0
         self._reserve_for_pending(view.pending)
 
     # -- simulation ---------------------------------------------------------------------------------
@@ -66,13 +81,25 @@ class Simulator:
         """Schedule the pods of `removed` as if those nodes (and `exclude`) were gone."""
         gone = {c.node for c in removed} | set(exclude)
         self._seq += 1
+        self.simulations += 1
         seq = self._seq
+        moving = [p for c in removed for p in c.pods]
+        with_pods = self._repelling or any(map(_looks_at_other_pods, moving))
         return schedule(
-            [p for c in removed for p in c.pods], self.pools,
-            existing=[n for name, n in self.existing.items() if name not in gone],
+            moving, self.pools,
+            existing=[self._room(n, with_pods) for name, n in self.existing.items() if name not in gone],
             daemonsets=self.daemonsets,
             options=ScheduleOptions(claim_name=lambda pool, i: f"{pool}-replacement-{seq}-{i}"),
         )
+
+    def _room(self, node: si.ExistingNode, with_pods: bool) -> si.ExistingNode:
+        """The node as a simulation needs it (labels cut to the referenced keys, pods only when counted);
+        built once per node until a decision changes it."""
+        got = self._reduced.get((node.name, with_pods))
+        if got is None:
+            kept = {k: v for k, v in node.labels.items() if k in self._keys}
+            got = self._reduced[(node.name, with_pods)] = replace(node, labels=kept, pods=node.pods if with_pods else ())
+        return got
 
     def commit(self, removed: Sequence[Candidate], result: SchedulingResult | None,
                pods: dict[str, si.PodSpec]) -> None:
@@ -101,6 +128,54 @@ class Simulator:
                 n = self.existing[placement.target]
                 self.existing[n.name] = replace(n, remaining=subtract(n.remaining, pod.requests), pods=(*n.pods, pod))
                 self.touched.add(n.name)
+                self._reduced.pop((n.name, True), None)
+                self._reduced.pop((n.name, False), None)
+                self._repelling = self._repelling or bool(pod.anti_affinity)
+
+
+#: labels the scheduler reads on every node whatever the pods ask
+SCHEDULER_KEYS = frozenset({labels.HOSTNAME, labels.NODEPOOL, labels.ZONE, labels.CAPACITY_TYPE,
+                            labels.INSTANCE_TYPE, labels.ARCH, labels.OS})
+
+
+def _looks_at_other_pods(pod: si.PodSpec) -> bool:
+    """Whether where this pod may go depends on the pods already on a node."""
+    return bool(pod.spread or pod.affinity or pod.anti_affinity or pod.preferred_affinity
+                or pod.preferred_anti_affinity or pod.host_ports)
+
+
+def referenced_keys(view: ClusterView, pools: Sequence[si.PoolSpec], daemonsets: Sequence[si.PodSpec]) -> frozenset[str]:
+    """Every node label key a simulation of this view can look at (with its aliases)."""
+    keys: set[str] = set(SCHEDULER_KEYS)
+    # pods of one workload share their constraint tuples (and pods without any share the empty ones):
+    # each combination is looked at once; `specs` keeps them alive, so their ids stay unique meanwhile
+    seen: set[tuple[int, ...]] = set()
+    specs = [p for c in view.candidates for p in c.pods] + list(view.pending) + list(daemonsets)
+    specs += [p for n in view.existing for p in n.pods]
+    for p in specs:
+        marker = (id(p.requirements), id(p.preferred_node_affinity), id(p.spread), id(p.affinity),
+                  id(p.anti_affinity), id(p.preferred_affinity), id(p.preferred_anti_affinity))
+        if marker in seen:
+            continue
+        seen.add(marker)
+        for term in p.requirements:
+            keys.update(term)
+        for pref in p.preferred_node_affinity:
+            keys.update(pref.requirements)
+        keys.update(s.topology_key for s in p.spread)
+        for terms in (p.affinity, p.anti_affinity):
+            keys.update(t.topology_key for t in terms)
+        for weighted in (p.preferred_affinity, p.preferred_anti_affinity):
+            keys.update(w.term.topology_key for w in weighted)
+    for pool in pools:
+        keys.update(pool.requirements)
+        keys.update(pool.labels)
+    for key in list(keys):
+        keys.update(labels.ALIASES.get(key, ()))
+    for alias_of, aliases in labels.ALIASES.items():
+        if keys.intersection(aliases):
+            keys.add(alias_of)
+    return frozenset(keys)
 
 
 # -- the rule --------------------------------------------------------------------------------------------
@@ -162,15 +237,18 @@ def _first_reason(result: SchedulingResult, key: str) -> str:
 
 
 def multi(cands: Sequence[Candidate], sim: Simulator, *, spot_to_spot: bool = False,
-          max_nodes: int = MAX_MULTI) -> Outcome:
+          max_nodes: int = MAX_MULTI, out_of_time: Callable[[], bool] = lambda: False) -> Outcome:
     """The largest prefix (at least 2) of `cands` that can be consolidated together (binary search, as
-    Karpenter: candidates are in disruption order, so a prefix is the cheapest set to disrupt)."""
+    Karpenter: candidates are in disruption order, so a prefix is the cheapest set to disrupt). At most
+    `max_nodes` candidates are considered (Karpenter's 100), so a search takes about log2(100) = 7
+    simulations whatever the cluster's size; once `out_of_time` says so, the best prefix found so far is
+    the answer (Karpenter's multi-node timeout)."""
     cands = list(cands)[:max_nodes]
     if len(cands) < 2:
         return Outcome(None, "fewer than two candidates")
     best = Outcome(None, "no set of two or more nodes can be consolidated together")
     low, high = 2, len(cands)
-    while low <= high:
+    while low <= high and not out_of_time():
         mid = (low + high) // 2
         got = evaluate(cands[:mid], sim, spot_to_spot=spot_to_spot, avoid_same_type=True)
         if got.decision is not None:

@@ -17,6 +17,7 @@ the run's decisions.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,12 +35,21 @@ from carpool.scheduling import inputs as si
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 
 
+#: how long the consolidation search may take in one run: multi-node, then multi- and single-node
+#: together (Karpenter's are 1 and 3 minutes per method; carpool runs every minute, within its Lambda)
+MULTI_SECONDS = 6.0
+CONSOLIDATION_SECONDS = 12.0
+
+
 @dataclass(frozen=True)
 class Options:
     repair_after: timedelta = repair.DEFAULT_AFTER
     max_unhealthy: float = repair.MAX_UNHEALTHY
     spot_to_spot: bool = False
     max_multi: int = consolidation.MAX_MULTI
+    multi_seconds: float = MULTI_SECONDS
+    consolidation_seconds: float = CONSOLIDATION_SECONDS
+    clock: Callable[[], float] = time.monotonic
 
 
 @dataclass
@@ -209,9 +219,15 @@ class _Planner:
         return out
 
     def _consolidate(self) -> None:
-        self._multi(self._consolidatable())
+        started = self.opt.clock()
+        self._multi(self._consolidatable(), lambda: self.opt.clock() - started >= self.opt.multi_seconds)
         for c in self._consolidatable():
             if not self._fresh(c):
+                continue
+            if self.opt.clock() - started >= self.opt.consolidation_seconds:
+                # Karpenter's single-node timeout: the rest is looked at in a later run
+                self.out.kept[c.node] = (f"not evaluated in this run: the consolidation search took its "
+                                         f"{self.opt.consolidation_seconds:.0f} s")
                 continue
             if self.budgets.remaining(c.pool, Reason.UNDERUTILIZED) <= 0:
                 self._wait(c, "underutilized", self.budgets.describe(c.pool, Reason.UNDERUTILIZED))
@@ -225,19 +241,31 @@ class _Planner:
     def _single(self, c: Candidate) -> Outcome:
         return consolidation.evaluate([c], self.sim, spot_to_spot=self.opt.spot_to_spot)
 
-    def _multi(self, cands: list[Candidate]) -> None:
+    def _multi(self, cands: list[Candidate], out_of_time: Callable[[], bool]) -> None:
         within = _within_budgets(cands, lambda pool: self.budgets.remaining(pool, Reason.UNDERUTILIZED))
         if len(within) < 2:
             return
         outcome = consolidation.multi(within, self.sim, spot_to_spot=self.opt.spot_to_spot,
-                                      max_nodes=self.opt.max_multi)
+                                      max_nodes=self.opt.max_multi, out_of_time=out_of_time)
         d = outcome.decision
         if d is None or len(d.nodes) < 2:
             return
         chosen = [c for c in within if c.node in d.nodes]
-        best_single = max((s.decision.savings for c in chosen if (s := self._single(c)).decision), default=0.0)
-        if d.savings > best_single:
+        if d.savings > self._best_single(chosen, d.savings):
             self._take(d, chosen, outcome)
+
+    def _best_single(self, chosen: list[Candidate], to_beat: float) -> float:
+        """The most one of `chosen` saves alone, as far as it matters against `to_beat`: a node saves at
+        most its own price (deleted), so only nodes priced at or above `to_beat` are simulated (none when
+        the multi-node decision deletes: it saves the sum of the prices)."""
+        best = 0.0
+        for c in chosen:
+            if c.price is not None and c.price < to_beat:
+                continue
+            single = self._single(c)
+            if single.decision is not None:
+                best = max(best, single.decision.savings)
+        return best
 
 
 def _within_budgets(cands: Sequence[Candidate], remaining: Callable[[str], int]) -> list[Candidate]:

@@ -18,21 +18,16 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from carpool import labels
 from carpool.api.k8s import Node, Pod, PodDisruptionBudget
+from carpool.disruption import podview
+from carpool.disruption.podview import PodView
 
-CAS_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-TRUE = "true"
+CAS_SAFE_TO_EVICT = podview.CAS_SAFE_TO_EVICT
+TRUE = podview.TRUE
 
 
 def pod_protection(pod: Pod) -> str | None:
     """Why this pod keeps its node from voluntary disruption, if it does."""
-    ann = pod.annotations
-    if ann.get(labels.DO_NOT_DISRUPT) == TRUE:
-        return f"pod {pod.key} has {labels.DO_NOT_DISRUPT}"
-    if ann.get(labels.CAS_SCALE_DOWN_DISABLED) == TRUE:
-        return f"pod {pod.key} has {labels.CAS_SCALE_DOWN_DISABLED}"
-    if ann.get(CAS_SAFE_TO_EVICT) == "false":
-        return f"pod {pod.key} has {CAS_SAFE_TO_EVICT}: false"
-    return None
+    return podview.protection_of(pod.key, pod.annotations)
 
 
 def node_protection(node: Node) -> str | None:
@@ -56,27 +51,69 @@ def is_healthy(pod: Pod) -> bool:
     return ready is None or ready.status == "True"
 
 
-def allowances(pdbs: Iterable[PodDisruptionBudget], pods: Sequence[Pod]) -> dict[str, int]:
+class PdbIndex:
+    """Which PDBs select a pod, looked up by namespace and asked once per distinct label set: the pods
+    of one workload share their labels, so a cluster of 150,000 pods asks a few hundred times."""
+
+    def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        self._by_namespace: dict[str, list[PodDisruptionBudget]] = {}
+        for pdb in pdbs:
+            self._by_namespace.setdefault(pdb.namespace, []).append(pdb)
+        self._seen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[str, ...]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_namespace)
+
+    def keys(self, pod: PodView) -> tuple[str, ...]:
+        """Keys of the PDBs that select `pod`, sorted."""
+        in_namespace = self._by_namespace.get(pod.namespace)
+        if not in_namespace:
+            return ()
+        lookup = (pod.namespace, frozenset(pod.labels.items()))
+        got = self._seen.get(lookup)
+        if got is None:
+            got = self._seen[lookup] = tuple(sorted(pdb_key(b) for b in in_namespace if podview.pdb_selects(b, pod)))
+        return got
+
+
+def allowances(pdbs: Iterable[PodDisruptionBudget], pods: Sequence[PodView],
+               index: PdbIndex | None = None) -> dict[str, int]:
     """Evictions each PDB allows now: `status.disruptionsAllowed` when the API reported it, else computed
     from the pods it selects (the disruption controller's formula)."""
+    pdbs = list(pdbs)
     out: dict[str, int] = {}
+    counted = [b for b in pdbs if b.status is None or b.status.disruptions_allowed is None]
+    expected: dict[str, int] = {}
+    healthy: dict[str, int] = {}
+    if counted:
+        index = index or PdbIndex(pdbs)
+        wanted = {pdb_key(b) for b in counted}
+        for pod in pods:
+            if pod.terminal:
+                continue
+            for key in index.keys(pod):
+                if key in wanted:
+                    expected[key] = expected.get(key, 0) + 1
+                    healthy[key] = healthy.get(key, 0) + (1 if pod.healthy else 0)
     for pdb in pdbs:
+        key = pdb_key(pdb)
         if pdb.status is not None and pdb.status.disruptions_allowed is not None:
-            out[pdb_key(pdb)] = pdb.status.disruptions_allowed
-            continue
-        selected = [p for p in pods if not p.is_terminal() and pdb.matches(p)]
-        out[pdb_key(pdb)] = pdb.allowed_disruptions(len(selected), sum(1 for p in selected if is_healthy(p)))
+            out[key] = pdb.status.disruptions_allowed
+        else:
+            out[key] = pdb.allowed_disruptions(expected.get(key, 0), healthy.get(key, 0))
     return out
 
 
-def membership(pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[dict[str, int], str | None]:
+def membership(pods: Iterable[PodView], index: PdbIndex) -> tuple[dict[str, int], str | None]:
     """How many of `pods` each PDB selects, and why they cannot be evicted at all (a pod under two PDBs)."""
     counts: dict[str, int] = {}
     problem = None
+    if not index:
+        return counts, problem
     for pod in pods:
-        keys = [pdb_key(b) for b in pdbs if b.matches(pod)]
+        keys = index.keys(pod)
         if len(keys) > 1 and problem is None:
-            problem = f"pod {pod.key} is selected by {len(keys)} PodDisruptionBudgets ({', '.join(sorted(keys))})"
+            problem = f"pod {pod.key} is selected by {len(keys)} PodDisruptionBudgets ({', '.join(keys)})"
         for k in keys:
             counts[k] = counts.get(k, 0) + 1
     return counts, problem

@@ -1,6 +1,9 @@
-"""CreateFleet requests for one NodeClaim, and what the response means.
+"""CreateFleet requests for NodeClaims, and what the response means.
 
-One claim = one instance: `Type=instant`, total capacity 1. EC2 picks among the overrides (instance
+One claim = one instance: `Type=instant`, total capacity 1 per claim. Claims whose requests are identical
+(same capacity type, overrides, launch templates and tags but for the claim's name) are launched by one
+request for as many instances, as Karpenter's CreateFleet batcher does; the response's instances are
+then handed out one per claim (`distribute`), and a claim left without one fails on its own. EC2 picks among the overrides (instance
 type x zone) with the allocation strategy: spot `price-capacity-optimized` (cheap *and* deep pools,
 fewer interruptions), on-demand `lowest-price`. The overrides are capped at the 60 cheapest instance
 types (Karpenter's limit; larger requests are slow and rejected past the API's override cap), and each
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from carpool import labels as wk
@@ -130,9 +133,13 @@ def cheapest_overrides(overrides: Iterable[FleetOverride], limit: int = MAX_INST
 
 
 def build_fleet_request(
-    claim_name: str, capacity_type: str, overrides: Iterable[FleetOverride], tags: Mapping[str, str]
+    claim_name: str, capacity_type: str, overrides: Iterable[FleetOverride], tags: Mapping[str, str],
+    capacity: int = 1,
 ) -> dict[str, Any]:
-    """boto3 `ec2.create_fleet(**request)` kwargs for one instance of `capacity_type`."""
+    """boto3 `ec2.create_fleet(**request)` kwargs for `capacity` instances of `capacity_type`
+    (`claim_name` names the request: the claim, or the claims of a batch joined)."""
+    if capacity < 1:
+        raise ValueError(f"claim {claim_name}: capacity {capacity}, expected at least 1")
     if capacity_type not in (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND):
         raise ValueError(f"capacity type {capacity_type!r}: expected spot or on-demand")
     chosen = cheapest_overrides(overrides)
@@ -141,7 +148,7 @@ def build_fleet_request(
     request: dict[str, Any] = {
         "Type": "instant",
         "LaunchTemplateConfigs": _launch_template_configs(chosen),
-        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
+        "TargetCapacitySpecification": {"TotalTargetCapacity": capacity, "DefaultTargetCapacityType": capacity_type},
         "TagSpecifications": [{"ResourceType": rt, "Tags": tag_list(tags)} for rt in FLEET_TAGGED_RESOURCES],
         "ClientToken": client_token(claim_name, capacity_type, chosen),
     }
@@ -190,6 +197,16 @@ def parse_fleet_response(resp: Mapping[str, Any]) -> FleetOutcome:
         else:
             other.append(FleetError(code, str(err.get("ErrorMessage", ""))))
     return FleetOutcome(instances, capacity, other)
+
+
+def distribute(outcome: FleetOutcome, claims: Sequence[str]) -> tuple[dict[str, FleetInstance], list[FleetInstance]]:
+    """Hand the instances of one batched CreateFleet out, one per claim: both in sorted order (instance
+    id, claim name), so whoever pairs them again (a crash repair) pairs them the same way. Returns the
+    pairs and the instances beyond one per claim (EC2 never launches more than asked; if it did, those
+    belong to no claim)."""
+    ordered = sorted(outcome.instances, key=lambda i: i.instance_id)
+    names = sorted(claims)
+    return dict(zip(names, ordered, strict=False)), ordered[len(names):]
 
 
 def _overrides(item: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -39,6 +39,10 @@ DEFAULT_METADATA_OPTIONS: Mapping[str, Any] = {
     "HttpPutResponseHopLimit": 2,  # pods on the node network namespace + one hop for containers
 }
 _GIB = 2**30
+#: rendered user data kept per process: (AMI family, bootstrap fingerprint) -> base64 user data
+_RENDERED: dict[tuple[str, str], str] = {}
+#: bound on `_RENDERED` (a container serves one cluster: a few node classes x labels x sizes)
+RENDERED_CACHE_SIZE = 512
 
 
 class LaunchTemplateError(ValueError):
@@ -116,7 +120,7 @@ def _spec(
     settings: LaunchSettings,
     capacity_type: str | None,
 ) -> LaunchTemplateSpec:
-    user_data = encode(render(family, boot))
+    user_data = rendered_user_data(family, boot)
     tags = {**settings.tags, **ownership_tags(cluster)}
     bdm = tuple(settings.block_device_mappings)
     meta = dict(settings.metadata_options)
@@ -126,6 +130,19 @@ def _spec(
         template_name(cluster, inputs), ami_id, user_data, boot.max_pods, tuple(names), bdm, meta, sgs,
         settings.instance_profile, tags, capacity_type,
     )  # fmt: skip
+
+
+def rendered_user_data(family: str, boot: NodeBootstrap) -> str:
+    """`encode(render(family, boot))`, rendered once per distinct bootstrap per process: the fingerprint
+    covers every field the rendering reads, and rendering (YAML, MIME, its round-trip check) costs
+    milliseconds per template while a provisioning batch asks for the same few templates per claim."""
+    key = (family, f"{boot.fingerprint()}|{boot.taints!r}|{boot.startup_taints!r}")
+    found = _RENDERED.get(key)
+    if found is None:
+        if len(_RENDERED) >= RENDERED_CACHE_SIZE:
+            _RENDERED.pop(next(iter(_RENDERED)))
+        found = _RENDERED[key] = encode(render(family, boot))
+    return found
 
 
 def template_name(cluster: str, inputs: Any) -> str:
@@ -203,7 +220,7 @@ def default_block_device_mappings(family: str) -> tuple[dict[str, Any], ...]:
 
     if family == "bottlerocket":
         return ({"DeviceName": "/dev/xvda", "Ebs": ebs(4)}, {"DeviceName": "/dev/xvdb", "Ebs": ebs(20)})
-    if family == "windows2022":
+    if family.startswith("windows"):
         return ({"DeviceName": "/dev/sda1", "Ebs": ebs(50)},)
     return ({"DeviceName": "/dev/xvda", "Ebs": ebs(20)},)
 

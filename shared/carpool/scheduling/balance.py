@@ -25,21 +25,20 @@ normal queue afterwards (relaxation, explanations), with every other group still
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from carpool.resources import CPU, MEMORY, PODS
-from carpool.scheduling.topology import AFFINITY
-
-if TYPE_CHECKING:  # pragma: no cover
-    from carpool.scheduling.claim import Bin
-    from carpool.scheduling.scheduler import Scheduler, _GroupState
+from carpool.scheduling.claim import Bin
+from carpool.scheduling.compatibility import compatible_terms
+from carpool.scheduling.pending import PendingGroup
+from carpool.scheduling.placement import Placer
+from carpool.scheduling.topologygroup import AFFINITY
 
 CHUNK = 4  # greedy top-up adds a quarter of what fits, then looks again
 TARGET_TOLERANCE = 0.02  # options this close to the most efficient count as equally good (take the biggest)
 GIB = 2**30
 
 
-def is_free(gs: _GroupState) -> bool:
+def is_free(group: PendingGroup) -> bool:
     """Whether a pod group has no placement rule of its own beyond node affinity and tolerations.
 
     It may still be *counted* by other pods' spreads or preferred anti-affinity (those rules bind the
@@ -47,18 +46,18 @@ def is_free(gs: _GroupState) -> bool:
     (those pods need it placed first, in Karpenter's order) nor of a required anti-affinity (that binds
     it too: anti-affinity is symmetric).
     """
-    pod = gs.pod
+    pod = group.pod
     if (pod.spread or pod.affinity or pod.anti_affinity or pod.preferred_affinity or pod.preferred_anti_affinity
             or pod.host_ports or pod.preferred_node_affinity):
         return False
-    return not gs.inverse_selecting and not any(tg.kind == AFFINITY for tg in gs.counted_by)
+    return not group.inverse_selecting and not any(tg.kind == AFFINITY for tg in group.counted_by)
 
 
 @dataclass(eq=False)
 class _Shape:
     """Free groups that differ only in labels/namespace: interchangeable for this phase."""
 
-    groups: list[_GroupState]
+    groups: list[PendingGroup]
     cpu: int
     memory: int
     left: int = 0
@@ -73,36 +72,37 @@ class _Shape:
 class _Filler:
     """The free phase over one scheduler."""
 
-    def __init__(self, s: Scheduler, groups: list[_GroupState]) -> None:
-        self.s = s
+    def __init__(self, placer: Placer, groups: list[PendingGroup]) -> None:
+        self.placer = placer
         by_key: dict[tuple, _Shape] = {}
-        for gs in groups:
-            req = gs.group.requests
-            key = (frozenset(req.items()), gs.pod.requirements, gs.pod.tolerations)
+        for group in groups:
+            req = group.group.requests
+            key = (frozenset(req.items()), group.pod.requirements, group.pod.tolerations)
             shape = by_key.get(key)
             if shape is None:
                 shape = by_key[key] = _Shape([], req.get(CPU, 0), req.get(MEMORY, 0))
-            shape.groups.append(gs)
+            shape.groups.append(group)
         self.shapes = sorted(by_key.values(), key=lambda sh: (-sh.cpu, -sh.memory))
         for sh in self.shapes:
             sh.recount()
 
     # -- driver -----------------------------------------------------------------------------------
     def run(self) -> None:
-        s = self.s
-        for b in list(s.bins):
+        placer = self.placer
+        active = placer.topology.active
+        for b in list(placer.bins):
             self.fill(b)
         while True:
             seed = next((sh for sh in self.shapes if sh.left and not sh.failed), None)
             if seed is None:
                 return
-            before = len(s.bins)
-            opened = any(s._open_claim(gs, s._vstate(gs), None, limit=1) for gs in seed.groups if gs.remaining)
+            before = len(placer.bins)
+            opened = any(placer.open_claim(g, active(g), None, limit=1) for g in seed.groups if g.remaining)
             seed.recount()
             if not opened:
                 seed.failed = True
                 continue
-            for b in s.bins[before:]:
+            for b in placer.bins[before:]:
                 self.fill(b)
 
     def fill(self, b: Bin) -> None:
@@ -119,10 +119,11 @@ class _Filler:
         for sh in self.shapes:
             if not sh.left or sh.failed or b.id in sh.rejected_by:
                 continue
-            ok = sh.verdicts.get(b.sig.id)
+            ok = sh.verdicts.get(b.signature.id)
             if ok is None:
-                gs = sh.groups[0]
-                ok = sh.verdicts[b.sig.id] = bool(self.s._sig_terms(self.s._vstate(gs), b.sig))
+                placer = self.placer
+                active = placer.topology.active(sh.groups[0])
+                ok = sh.verdicts[b.signature.id] = bool(compatible_terms(active, b.signature, placer.signatures))
             if ok:
                 out.append(sh)
         return out
@@ -132,7 +133,7 @@ class _Filler:
         if b.capacity is not None or b.pool is None:
             return b.room()
         index = b.pool.index
-        target = index.largest(index.efficient(b.options & b.cap, TARGET_TOLERANCE, ratio))
+        target = index.largest(index.efficient(b.options & b.growth_options, TARGET_TOLERANCE, ratio))
         alloc = index.types[target].allocatable
         return {r: alloc.get(r, 0) - b.used.get(r, 0) for r in (CPU, MEMORY, PODS)}
 
@@ -152,33 +153,34 @@ class _Filler:
         items = self._cheaper(b, usable, mixes)  # ... or the remaining demand's own mix
         if not items:
             return
-        if not self.s._place_mix(b, items):
-            for gs, k in items:  # one group at a time (e.g. a node selector narrows the claim)
-                self.s._try_bin(gs, self.s._vstate(gs), b, None, limit=k)
+        placer = self.placer
+        if not placer.place_mix(b, items):
+            for group, k in items:  # one group at a time (e.g. a node selector narrows the claim)
+                placer.try_bin(group, placer.topology.active(group), b, None, limit=k)
         for sh in usable:
             sh.recount()
 
     @staticmethod
     def _mix(low: list[_Shape], high: list[_Shape], alpha: float, beta: float,
-             pods: int) -> list[tuple[_GroupState, int]]:
+             pods: int) -> list[tuple[PendingGroup, int]]:
         count = alpha * sum(sh.left for sh in low) + beta * sum(sh.left for sh in high)
         if count > pods:
             alpha, beta = alpha * pods / count, beta * pods / count
-        items: list[tuple[_GroupState, int]] = []
+        items: list[tuple[PendingGroup, int]] = []
         for side, fraction in ((low, alpha), (high, beta)):
             for sh in side:
                 want = int(sh.left * fraction + 1e-9)
-                for gs in sh.groups:
+                for group in sh.groups:
                     if want <= 0:
                         break
-                    k = min(want, gs.remaining)
+                    k = min(want, group.remaining)
                     if k:
-                        items.append((gs, k))
+                        items.append((group, k))
                         want -= k
         return items
 
     def _cheaper(self, b: Bin, usable: list[_Shape],
-                 mixes: list[list[tuple[_GroupState, int]]]) -> list[tuple[_GroupState, int]]:
+                 mixes: list[list[tuple[PendingGroup, int]]]) -> list[tuple[PendingGroup, int]]:
         """Among candidate mixes, the one leaving the demand that is cheapest to serve afterwards,
         estimated at the pool's best price per unit of the leftover's shape (one-step lookahead: filling
         a bin to the brim only pays when some type suits what it leaves behind). Ties: the first."""
@@ -188,8 +190,8 @@ class _Filler:
         cpu0, mem0 = _totals(usable)
         best, best_cost = mixes[0], float("inf")
         for items in mixes:
-            cpu = cpu0 - sum(gs.group.requests.get(CPU, 0) * k for gs, k in items)
-            mem = mem0 - sum(gs.group.requests.get(MEMORY, 0) * k for gs, k in items)
+            cpu = cpu0 - sum(group.group.requests.get(CPU, 0) * k for group, k in items)
+            mem = mem0 - sum(group.group.requests.get(MEMORY, 0) * k for group, k in items)
             cost = index.unit_cost(cpu, mem)
             if cost < best_cost * (1 - 1e-9):
                 best, best_cost = items, cost
@@ -221,10 +223,11 @@ class _Filler:
 
     def _place(self, sh: _Shape, b: Bin, want: int) -> int:
         placed = 0
-        for gs in sh.groups:
-            if not gs.remaining:
+        placer = self.placer
+        for group in sh.groups:
+            if not group.remaining:
                 continue
-            got = self.s._try_bin(gs, self.s._vstate(gs), b, None, limit=want - placed)
+            got = placer.try_bin(group, placer.topology.active(group), b, None, limit=want - placed)
             if not got:
                 break
             placed += got
@@ -234,10 +237,10 @@ class _Filler:
         return placed
 
 
-def place_free(s: Scheduler, groups: list[_GroupState]) -> None:
+def place_free(placer: Placer, groups: list[PendingGroup]) -> None:
     """Place the free groups, bin by bin, keeping each bin's cpu and memory in step."""
     if groups:
-        _Filler(s, groups).run()
+        _Filler(placer, groups).run()
 
 
 def _ratio(shapes: list[_Shape]) -> float | None:

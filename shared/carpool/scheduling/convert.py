@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from carpool import labels as L
 from carpool.api.k8s import Node, Pod, PodAffinityTerm, TopologySpreadConstraint
 from carpool.api.nodepool import NodePool
 from carpool.api.selectors import LabelSelector as ApiLabelSelector
+from carpool.lifecycle import KNOWN_EPHEMERAL_TAINTS
 from carpool.requirements import Requirements
 from carpool.resources import Resources, subtract
 from carpool.scheduling import inputs as si
+from carpool.taints import Taint
 
 ORDERED_ANNOTATION = "carpool.dev/ordered-requirements"
 SPLIT_ANNOTATION = "carpool.dev/split"
@@ -155,8 +158,13 @@ def instance_option(name: str, requirements: Requirements, offerings: Iterable, 
     return si.InstanceOption(name, requirements, dict(allocatable), offers, dict(capacity) if capacity else None)
 
 
-def existing_node(node: Node, pods: Sequence[Pod]) -> si.ExistingNode:
-    """A registered node with what its bound pods leave free; the pods count for topology."""
+def existing_node(node: Node, pods: Sequence[Pod], nodepool: NodePool | None = None) -> si.ExistingNode:
+    """A registered node with what its bound pods leave free; the pods count for topology.
+
+    A node of a NodePool (`nodepool`, or just its `karpenter.sh/nodepool` label) that is not initialized
+    yet is still coming up: its known ephemeral taints (not-ready, unreachable, cloud-provider
+    uninitialized, unregistered) and its pool's startup taints will go, so pods need not tolerate them,
+    as Karpenter's in-flight nodes (`StateNode.Taints`)."""
     allocatable = node.allocatable()
     used: Resources = {}
     for p in pods:
@@ -166,7 +174,16 @@ def existing_node(node: Node, pods: Sequence[Pod]) -> si.ExistingNode:
         name=node.name,
         labels=dict(node.labels),
         remaining=subtract(allocatable, used),
-        taints=tuple(node.taints()),
+        taints=_lasting_taints(node, nodepool),
         pods=tuple(pod_spec(p) for p in pods),
         pool=node.labels.get("karpenter.sh/nodepool"),
     )
+
+
+def _lasting_taints(node: Node, nodepool: NodePool | None) -> tuple[Taint, ...]:
+    taints = node.taints()
+    managed = nodepool is not None or L.NODEPOOL in node.labels
+    if not managed or node.labels.get(L.NODE_INITIALIZED) == "true":
+        return tuple(taints)
+    passing = [*KNOWN_EPHEMERAL_TAINTS, *(nodepool.startup_taints() if nodepool is not None else ())]
+    return tuple(t for t in taints if not any(t.key == p.key and t.effect == p.effect for p in passing))

@@ -13,27 +13,28 @@ requirements (<keys>)", "no instance type fits requests cpu=.. memory=..", "no o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from carpool import labels as L
 from carpool.resources import add, describe
+from carpool.scheduling.claim import preferred_tier
+from carpool.scheduling.compatibility import blocking_taint
+from carpool.scheduling.domains import Allowed, Domains
+from carpool.scheduling.pending import PendingGroup
+from carpool.scheduling.pools import PoolOrder, PoolState
+from carpool.scheduling.topology import Topology
 
-if TYPE_CHECKING:  # pragma: no cover
-    from carpool.scheduling.pools import PoolState
-    from carpool.scheduling.scheduler import Scheduler, _GroupState
 
-
-def reasons(s: Scheduler, gs: _GroupState) -> dict[str, str]:
+def reasons(group: PendingGroup, order: PoolOrder, topology: Topology, domains: Domains) -> dict[str, str]:
     """A reason for each pool (in the order pools are tried)."""
-    if not s.pools:
+    pools = list(order)
+    if not pools:
         return {"*": "no NodePool"}
-    return {pool.name: pool_reason(s, gs, pool) for pool in s.order}
+    return {pool.name: pool_reason(group, pool, topology, domains) for pool in pools}
 
 
-def pool_reason(s: Scheduler, gs: _GroupState, pool: PoolState) -> str:
-    vs = s._vstate(gs)
-    v = vs.variant
-    taint = s._blocking_taint(pool.taints, v.tolerations)
+def pool_reason(group: PendingGroup, pool: PoolState, topology: Topology, domains: Domains) -> str:
+    """The first check, cheapest first, that excludes every instance type of the pool."""
+    v = topology.active(group).variant
+    taint = blocking_taint(pool.taints, v.tolerations)
     if taint is not None:
         return f"taint {taint} not tolerated"
     compatible = []
@@ -48,7 +49,7 @@ def pool_reason(s: Scheduler, gs: _GroupState, pool: PoolState) -> str:
         assert first_incompatibility is not None
         return str(first_incompatibility)
     index = pool.index
-    total = add(pool.overhead, gs.group.requests)
+    total = add(pool.overhead, group.group.requests)
     labelled = fitting = offered = 0
     for reqs in compatible:
         lm = index.label_mask(reqs)
@@ -60,7 +61,7 @@ def pool_reason(s: Scheduler, gs: _GroupState, pool: PoolState) -> str:
         named = sorted({k for reqs in compatible for k in reqs if k != L.NODEPOOL})
         return f"no instance type matches requirements ({', '.join(named)})"
     if not fitting:
-        text = f"no instance type fits requests {describe(gs.group.requests)}"
+        text = f"no instance type fits requests {describe(group.group.requests)}"
         if pool.overhead:
             text += f" (+ daemonset overhead {describe(pool.overhead)})"
         return text
@@ -69,12 +70,12 @@ def pool_reason(s: Scheduler, gs: _GroupState, pool: PoolState) -> str:
     limit_mask, exhausted = pool.limits.allowed(index)
     if not offered & limit_mask:
         return f"limit {exhausted or _limiting(pool, offered)} exhausted"
-    if not s._tier(pool, offered & limit_mask):
+    if not preferred_tier(pool, offered & limit_mask):
         keys = ", ".join(f"{k}>={n}" for k, n in pool.min_values.items())
         return f"minValues not met for {keys}"
-    topo = _topology_reason(s, gs)
-    if topo:
-        return topo
+    topology_reason = _topology_reason(group, topology, domains)
+    if topology_reason:
+        return topology_reason
     return "no room left within the batch's constraints"
 
 
@@ -86,24 +87,23 @@ def _limiting(pool: PoolState, offered: int) -> str:
     return "?"
 
 
-def _topology_reason(s: Scheduler, gs: _GroupState) -> str | None:
-    vs = s._vstate(gs)
-    for o in vs.host:
-        if o.group.new_host_budget(o.self_selecting) <= 0:
-            return f"{o.group.describe()} cannot be satisfied (no node with a matching pod has room)"
-    if vs.domain:
-        allowed = s._allowed(gs, vs)
+def _topology_reason(group: PendingGroup, topology: Topology, domains: Domains) -> str | None:
+    active = topology.active(group)
+    for c in active.hostname_constraints:
+        if c.group.new_host_budget(c.self_selecting) <= 0:
+            return f"{c.group.describe()} cannot be satisfied (no node with a matching pod has room)"
+    if active.domain_constraints:
+        allowed = domains.allowed(group, active)
         for key, doms in allowed.items():
             if not doms:
-                owned = vs.domain[key]
-                what = " and ".join(o.group.describe() for o in owned)
+                what = " and ".join(c.group.describe() for c in active.domain_constraints[key])
                 return f"{what} cannot be satisfied (no allowed {key} domain)"
-        return f"{' and '.join(o.group.describe() for owned in vs.domain.values() for o in owned)} " \
-               f"cannot be satisfied with the offerings left in domains {_fmt(allowed)}"
-    if gs.pod.host_ports:
+        every = " and ".join(c.group.describe() for cs in active.domain_constraints.values() for c in cs)
+        return f"{every} cannot be satisfied with the offerings left in domains {_format(allowed)}"
+    if group.pod.host_ports:
         return "host port conflict on every candidate node"
     return None
 
 
-def _fmt(allowed: dict[str, dict[str, int]]) -> str:
+def _format(allowed: Allowed) -> str:
     return "; ".join(f"{k}={sorted(v)}" for k, v in allowed.items())

@@ -254,6 +254,10 @@ class InstanceIndex:
             own = treqs.get(key)
             if own is None:
                 ok = absent_ok
+            elif absent_ok and own.allows_absent():
+                # the type lacks the label (DoesNotExist) or excludes values: both sides accept a node
+                # without it, as Karpenter's Intersects treats two negative requirements
+                ok = True
             elif not own.complement and len(own.values) == 1 and not own.patterns:
                 ok = req.has(next(iter(own.values)))
             else:

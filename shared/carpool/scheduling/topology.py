@@ -1,219 +1,197 @@
-"""Topology spread and pod (anti-)affinity as domain counters.
+"""Topology accounting for one batch: which topology groups exist, which pods they count, and the counts.
 
-A `TopologyGroup` is Karpenter's idea (topologygroup.go): "count the pods a selector matches, per domain of
-one topology key". Pods with the same constraint share one group, so 1,000 replicas with self
-anti-affinity are one counter with 1,000 owners, not 1,000 counters.
+Karpenter's `Topology` (topology.go): identical constraints share one `TopologyGroup`
+(`topologygroup.py`); every placement is recorded in each group whose selector matches the placed pods;
+pods already running on existing nodes and in-flight claims are counted before the batch starts.
 
-Kinds:
-- `SPREAD`: a pod may go to domain d when `count[d] + (1 if it matches itself) - min <= maxSkew`, min taken
-  over the domains the pod could use (0 when fewer than `minDomains` exist; always 0 for hostname, since
-  a new node is an empty domain).
-- `AFFINITY`: only domains with at least one matching pod; a pod that matches its own selector may
-  bootstrap into any domain when none has one yet.
-- `ANTI`: only domains with no matching pod.
-- `INVERSE`: the other side of a required anti-affinity: counts the pods *holding* the term, and a pod
-  the term selects may only go where there are none (anti-affinity is symmetric in Kubernetes).
-
-Hostname domains are bins (existing nodes, in-flight and new claims), identified by integer ids; each
-group keeps, per tracked threshold t, a bit mask of the bins holding at least t matching pods, so "bins
-this pod may use" is one AND-NOT over all bins. Other keys (zone, capacity type, any label) count per
-value.
+Two things are carpool's own:
+- a claim whose domain of a key is still open (e.g. its zone is not decided) keeps the counts for that
+  key pending and records them once a later pod narrows it to one domain (`Bin.pending_counts`),
+  instead of not counting them at all;
+- a spread counts only pods on nodes its owner's node affinity selects (nodeAffinityPolicy Honor), and
+  that verdict is cached per (group, requirement signature).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
-from carpool import labels as L
 from carpool.requirements import Requirements
-from carpool.scheduling.inputs import AffinityTerm, LabelSelector, TopologySpread
+from carpool.scheduling.claim import Bin
+from carpool.scheduling.inputs import AffinityTerm, PodSpec, TopologySpread
+from carpool.scheduling.pending import ActiveConstraints, PendingGroup
+from carpool.scheduling.preferences import Variant
+from carpool.scheduling.signature import Signature
+from carpool.scheduling.topologygroup import (
+    AFFINITY,
+    ANTI,
+    INVERSE,
+    SPREAD,
+    UNLIMITED,
+    TopologyConstraint,
+    TopologyGroup,
+    namespaces_of,
+)
 
-SPREAD = "topology spread"
-AFFINITY = "pod affinity"
-ANTI = "pod anti-affinity"
-INVERSE = "inverse pod anti-affinity"
-
-UNLIMITED = 1 << 60
-
-
-class TopologyGroup:
-    """Counts of selected pods per domain of one topology key."""
-
-    __slots__ = (
-        "id", "kind", "key", "selector", "namespaces", "max_skew", "min_domains", "node_filter",
-        "hostname", "counts", "host", "at_least",
-    )
-
-    def __init__(
-        self,
-        id: int,
-        kind: str,
-        key: str,
-        selector: LabelSelector,
-        namespaces: frozenset[str] | None,
-        max_skew: int = UNLIMITED,
-        min_domains: int | None = None,
-        node_filter: tuple[Requirements, ...] = (),
-    ) -> None:
-        self.id = id
-        self.kind = kind
-        self.key = key
-        self.selector = selector
-        self.namespaces = namespaces
-        self.max_skew = max_skew
-        self.min_domains = min_domains
-        self.node_filter = node_filter
-        self.hostname = key == L.HOSTNAME
-        self.counts: dict[str, int] = {}
-        self.host: dict[int, int] = {}
-        self.at_least: dict[int, int] = {1: 0}
-
-    # -- membership ---------------------------------------------------------------------------------
-    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        if self.namespaces is not None and namespace not in self.namespaces:
-            return False
-        return self.selector.matches(labels)
-
-    def filter_matches_labels(self, labels: Mapping[str, str]) -> bool:
-        """Spread counts only pods on nodes the owner's node affinity selects (nodeAffinityPolicy Honor)."""
-        if not self.node_filter:
-            return True
-        return any(term.satisfied_by(labels) is None for term in self.node_filter)
-
-    def filter_matches_requirements(self, requirements: Requirements) -> bool:
-        if not self.node_filter:
-            return True
-        return any(requirements.compatible(term, L.WELL_KNOWN) is None for term in self.node_filter)
-
-    # -- counting -----------------------------------------------------------------------------------
-    def track(self, threshold: int) -> None:
-        """Keep a mask of bins holding >= threshold pods (must be called before counting starts)."""
-        if threshold >= 1 and threshold not in self.at_least:
-            self.at_least[threshold] = 0
-
-    def add(self, domain: str, k: int) -> None:
-        self.counts[domain] = self.counts.get(domain, 0) + k
-
-    def add_host(self, bin_id: int, k: int) -> None:
-        before = self.host.get(bin_id, 0)
-        after = before + k
-        self.host[bin_id] = after
-        bit = 1 << bin_id
-        for t in self.at_least:
-            if before < t <= after:
-                self.at_least[t] |= bit
-
-    def count(self, domain: str) -> int:
-        return self.counts.get(domain, 0)
-
-    def host_count(self, bin_id: int) -> int:
-        return self.host.get(bin_id, 0)
-
-    # -- constraint evaluation ----------------------------------------------------------------------
-    def allowed(self, eligible: frozenset[str], self_selecting: bool) -> dict[str, int]:
-        """Domains (of a non-hostname key) a pod may go to now, each with how many pods of its group may
-        go there before the answer can change (UNLIMITED when placing it does not move the counts)."""
-        counts = self.counts
-        if self.kind == SPREAD:
-            low = min((counts.get(d, 0) for d in eligible), default=0)
-            if self.min_domains is not None and len(eligible) < self.min_domains:
-                low = 0
-            inc = 1 if self_selecting else 0
-            out = {}
-            for d in eligible:
-                c = counts.get(d, 0)
-                if c + inc - low <= self.max_skew:
-                    out[d] = self.max_skew + low - c if self_selecting else UNLIMITED
-            return out
-        if self.kind == AFFINITY:
-            out = {d: UNLIMITED for d in eligible if counts.get(d, 0) > 0}
-            if not out and self_selecting and not any(counts.values()):
-                out = dict.fromkeys(eligible, UNLIMITED)
-            return out
-        # ANTI and INVERSE: only empty domains
-        budget = 1 if self_selecting else UNLIMITED
-        return {d: budget for d in eligible if counts.get(d, 0) == 0}
-
-    def host_exclusion(self, self_selecting: bool) -> int:
-        """The threshold t such that bins with >= t pods are excluded (0: no exclusion)."""
-        if self.kind == SPREAD:
-            return self.max_skew if self_selecting else self.max_skew + 1
-        if self.kind in (ANTI, INVERSE):
-            return 1
-        return 0
-
-    def host_budget(self, bin_id: int, self_selecting: bool) -> int:
-        if not self_selecting:
-            return UNLIMITED
-        if self.kind == SPREAD:
-            return self.max_skew - self.host.get(bin_id, 0)
-        if self.kind in (ANTI, INVERSE):
-            return 1 if self.host.get(bin_id, 0) == 0 else 0
-        return UNLIMITED
-
-    def new_host_budget(self, self_selecting: bool) -> int:
-        """Pods of the group a brand-new bin may take (0 when the constraint forbids a new bin)."""
-        if self.kind == AFFINITY:
-            if self.at_least[1]:
-                return 0
-            return UNLIMITED if self_selecting else 0
-        if not self_selecting:
-            return UNLIMITED
-        if self.kind == SPREAD:
-            return self.max_skew
-        return 1
-
-    def describe(self) -> str:
-        sel = str(self.selector)
-        if self.kind == SPREAD:
-            extra = f" maxSkew={self.max_skew}"
-            if self.min_domains is not None:
-                extra += f" minDomains={self.min_domains}"
-            return f"{self.kind} on {self.key}{extra} ({sel})"
-        return f"{self.kind} on {self.key} ({sel})"
-
-
-@dataclass(frozen=True, slots=True)
-class Owned:
-    """A topology group constraining a pod group, and whether the pod group matches its selector."""
-
-    group: TopologyGroup
-    self_selecting: bool
+__all__ = [
+    "AFFINITY", "ANTI", "INVERSE", "SPREAD", "UNLIMITED", "Topology", "TopologyConstraint", "TopologyGroup",
+    "namespaces_of",
+]
 
 
 class Topology:
-    """The registry of topology groups; identical constraints share one group."""
+    """The registry of topology groups (identical constraints share one) and the batch's counts."""
 
     def __init__(self) -> None:
         self.groups: dict[tuple, TopologyGroup] = {}
+        self._filter_verdicts: dict[tuple[int, int], bool] = {}
 
-    def _get(self, sig: tuple, make) -> TopologyGroup:
-        tg = self.groups.get(sig)
-        if tg is None:
-            tg = self.groups[sig] = make(len(self.groups))
-        return tg
+    # -- registry -----------------------------------------------------------------------------------
+    def _get(self, key: tuple, make) -> TopologyGroup:
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = make(len(self.groups))
+        return group
 
     def spread(self, namespace: str, c: TopologySpread, node_filter: tuple[Requirements, ...]) -> TopologyGroup:
         ns = frozenset({namespace})
-        sig = (SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter)
+        key = (SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter)
         return self._get(
-            sig,
+            key,
             lambda i: TopologyGroup(i, SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter),
         )
 
     def affinity(self, kind: str, namespace: str, term: AffinityTerm) -> TopologyGroup:
         ns = namespaces_of(namespace, term)
-        sig = (kind, term.topology_key, term.selector, ns)
-        return self._get(sig, lambda i: TopologyGroup(i, kind, term.topology_key, term.selector, ns))
+        key = (kind, term.topology_key, term.selector, ns)
+        return self._get(key, lambda i: TopologyGroup(i, kind, term.topology_key, term.selector, ns))
 
     def all(self) -> list[TopologyGroup]:
         return list(self.groups.values())
 
+    # -- what constrains a pod group ----------------------------------------------------------------
+    def owned(self, pod: PodSpec, variant: Variant) -> list[TopologyConstraint]:
+        """The topology groups of a pod's own spreads and (anti-)affinity terms at one relaxation level."""
+        ns, labels = pod.namespace, pod.labels
+        out: list[TopologyConstraint] = []
+        node_filter = variant.strict_terms if pod.requirements else ()
+        for s in variant.spreads:
+            group = self.spread(ns, s, node_filter)
+            out.append(TopologyConstraint(group, group.selects(ns, labels)))
+        for term in variant.affinity:
+            group = self.affinity(AFFINITY, ns, term)
+            out.append(TopologyConstraint(group, group.selects(ns, labels)))
+        for term in variant.anti_affinity:
+            group = self.affinity(ANTI, ns, term)
+            out.append(TopologyConstraint(group, group.selects(ns, labels)))
+        return out
 
-def namespaces_of(namespace: str, term: AffinityTerm) -> frozenset[str] | None:
-    if term.all_namespaces:
-        return None
-    if term.namespaces:
-        return term.namespaces
-    return frozenset({namespace})
+    def active(self, pending: PendingGroup) -> ActiveConstraints:
+        """The group's constraints at its current relaxation level (cached per level)."""
+        variant = pending.preferences.current
+        active = pending.by_variant.get(variant.id)
+        if active is None:
+            hostname: list[TopologyConstraint] = []
+            domain: dict[str, list[TopologyConstraint]] = {}
+            for c in self.owned(pending.pod, variant) + pending.inverse_selecting:
+                if c.group.hostname:
+                    hostname.append(c)
+                else:
+                    domain.setdefault(c.group.key, []).append(c)
+            active = pending.by_variant[variant.id] = ActiveConstraints(variant, hostname, domain)
+        return active
+
+    # -- setup --------------------------------------------------------------------------------------
+    def prepare(self, pending: Sequence[PendingGroup], fixed: Sequence[tuple[Bin, Sequence[PodSpec]]]) -> None:
+        """Create every group the batch can need, tell each pod group what counts it, and count the pods
+        already on existing nodes and in-flight claims. Must run before any placement."""
+        for group in pending:
+            group.inverse_owned = [self.affinity(INVERSE, group.pod.namespace, t) for t in group.pod.anti_affinity]
+        for _, pods in fixed:
+            for p in pods:
+                for t in p.anti_affinity:
+                    self.affinity(INVERSE, p.namespace, t)
+        for group in pending:
+            self.owned(group.pod, group.preferences.current)
+        every = self.all()
+        cache: dict[tuple, list[TopologyGroup]] = {}
+        for group in pending:
+            selecting = _selecting(group.pod, every, cache)
+            group.counted_by = [tg for tg in selecting if tg.kind != INVERSE]
+            group.inverse_selecting = [
+                TopologyConstraint(tg, tg in group.inverse_owned) for tg in selecting if tg.kind == INVERSE
+            ]
+            for c in self.active(group).hostname_constraints:
+                c.group.track(c.group.host_exclusion(c.self_selecting))
+        for target, pods in fixed:
+            for p in pods:
+                for tg in _selecting(p, every, cache):
+                    if tg.kind == INVERSE:
+                        continue
+                    if tg.kind == SPREAD and not self.filter_admits(tg, target.signature):
+                        continue
+                    self.count(tg, target, 1)
+                for t in p.anti_affinity:
+                    self.count(self.affinity(INVERSE, p.namespace, t), target, 1)
+
+    # -- counting -----------------------------------------------------------------------------------
+    def filter_admits(self, group: TopologyGroup, signature: Signature) -> bool:
+        """Whether pods on bins of this signature count in the group (its owner's node filter)."""
+        key = (group.id, signature.id)
+        got = self._filter_verdicts.get(key)
+        if got is None:
+            if signature.labels is not None:
+                got = group.filter_matches_labels(signature.labels)
+            else:
+                got = group.filter_matches_requirements(signature.requirements)
+            self._filter_verdicts[key] = got
+        return got
+
+    def record(self, pending: PendingGroup, target: Bin, pods: int) -> None:
+        """Count `pods` pods of the group on the target bin in every topology group that selects them."""
+        signature = target.signature
+        for tg in pending.counted_by:
+            if tg.kind == SPREAD and tg.node_filter and not self.filter_admits(tg, signature):
+                continue
+            self.count(tg, target, pods)
+        for tg in pending.inverse_owned:
+            self.count(tg, target, pods)
+
+    @staticmethod
+    def count(group: TopologyGroup, target: Bin, pods: int) -> None:
+        """Add `pods` pods on the target bin; a claim still open between several domains counts
+        anti-affinity in all of them and keeps the rest pending until it is narrowed."""
+        if group.hostname:
+            group.add_host(target.id, pods)
+            return
+        domains = target.signature.domains(group.key)
+        if len(domains) == 1:
+            group.add(next(iter(domains)), pods)
+        elif group.kind in (ANTI, INVERSE):
+            for d in domains:
+                group.add(d, pods)
+        elif domains:
+            target.pending_counts.append((group, pods))
+
+    @staticmethod
+    def flush_pending(target: Bin) -> None:
+        """Record the pending counts whose key the bin's (new) signature has narrowed to one domain."""
+        if not target.pending_counts:
+            return
+        keep = []
+        for group, k in target.pending_counts:
+            domains = target.signature.domains(group.key)
+            if len(domains) == 1:
+                group.add(next(iter(domains)), k)
+            else:
+                keep.append((group, k))
+        target.pending_counts = keep
+
+
+def _selecting(pod: PodSpec, groups: Iterable[TopologyGroup], cache: dict[tuple, list[TopologyGroup]]) -> list[TopologyGroup]:
+    """The groups whose selector matches a pod (cached by namespace and labels)."""
+    key = (pod.namespace, frozenset(pod.labels.items()))
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = [tg for tg in groups if tg.selects(pod.namespace, pod.labels)]
+    return got

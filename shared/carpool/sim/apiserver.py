@@ -191,6 +191,9 @@ class ListPages:
         self._snapshots: dict[int, list[bytes]] = {}
         self._expire_next = 0
         self.served: list[tuple[str, str | None, int]] = []
+        self._log_position = 0
+        self._by_node: dict[str, set[str]] = {}
+        self._node_of: dict[str, str] = {}
 
     def expire_next_continue(self, times: int = 1) -> None:
         """Compaction overtakes the next `times` open lists: their next continue token is too old (410)."""
@@ -241,9 +244,29 @@ class ListPages:
 
     def _items(self, kind: str, terms: list[tuple[str, bool, str]]) -> list[bytes]:
         """The snapshot: each matching object's JSON as of now (encoded once per change, like the
-        watch cache's serialized objects)."""
+        watch cache's serialized objects). A pod list selecting one `spec.nodeName` is answered from an
+        index of pods by node, as the watch cache answers it (kube-apiserver registers a `spec.nodeName`
+        indexer for pods, `pod.Indexers` in pkg/registry/core/pod/strategy.go), so a drain's list costs
+        the node's pods, not the cluster's."""
         store = self._cluster.store(kind)
-        return [self._cluster.encoded(store[k]) for k in sorted(store) if _matches(store[k].raw, terms)]
+        node = next((v for path, equal, v in terms if path == "spec.nodeName" and equal), None)
+        keys = sorted(store) if kind != "Pod" or node is None else sorted(self._pods_by_node().get(node, ()))
+        return [self._cluster.encoded(store[k]) for k in keys if k in store and _matches(store[k].raw, terms)]
+
+    def _pods_by_node(self) -> dict[str, set[str]]:
+        """The index of pods by `spec.nodeName` ("" for unbound pods), brought up to date from the
+        cluster's change log."""
+        self._log_position, changed = self._cluster.changed_keys("Pod", self._log_position)
+        pods = self._cluster.store("Pod")
+        for key in changed:
+            old = self._node_of.pop(key, None)
+            if old is not None:
+                self._by_node[old].discard(key)
+            if key in pods:
+                node = str((pods[key].raw.get("spec") or {}).get("nodeName") or "")
+                self._node_of[key] = node
+                self._by_node.setdefault(node, set()).add(key)
+        return self._by_node
 
 
 class EncodedItems(Sequence[dict[str, Any]]):

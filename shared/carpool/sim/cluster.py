@@ -22,6 +22,8 @@ from typing import Any
 
 from carpool import resources as res
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.disruption import podview
+from carpool.disruption.podview import PodView
 from carpool.ports import EvictionBlocked, NodeChange, NodeConflict, NodeGone, NodePatch, WatchEvent
 from carpool.requirements import Requirements
 from carpool.sim.apiserver import (
@@ -221,6 +223,12 @@ class SimulatedCluster:
     def pods_on_node(self, node_name: str) -> list[Pod]:
         """What the field selector `spec.nodeName=<node>` answers."""
         return [self._model("Pod", r) for r in self.pods.values() if (r.raw.get("spec") or {}).get("nodeName") == node_name]
+
+    def pod_views(self, node_name: str | None = None) -> list[PodView]:
+        """What the field selector `status.phase!=Succeeded,status.phase!=Failed` (plus
+        `spec.nodeName=<node>` when given) answers, as `PodView`s."""
+        return [podview.from_pod(p) for p in self.active_pods()
+                if node_name is None or (p.spec.node_name or "") == node_name]
 
     def pod_keys(self) -> set[str]:
         return set(self.pods)
@@ -468,6 +476,13 @@ class SimulatedCluster:
         if rec.encoding is None or rec.encoding[0] != rec.rv or rec.encoding[1] != id(rec.raw):
             rec.encoding = (rec.rv, id(rec.raw), json.dumps(rec.raw).encode())
         return rec.encoding[2]
+
+    def changed_keys(self, kind: str, position: int) -> tuple[int, set[str]]:
+        """Keys of the `kind` objects changed since the change log's `position`, and the position now
+        (the log only grows): what keeps an index of the API server's cache up to date."""
+        keys = {pod_key(rec.raw) if kind == "Pod" else rec.raw["metadata"]["name"]
+                for _, k, rec in self._log[position:] if k == kind}
+        return len(self._log), keys
 
     def store(self, kind: str) -> Mapping[str, _Record]:
         """The objects of one kind by key (what `carpool.sim.apiserver` lists)."""

@@ -37,6 +37,7 @@ from carpool.sim.agents import Agents, NodeFacts
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.nodeboot import NodeKubelet
 from carpool.sim.scenario import KubeletFault, Truth
+from carpool.sizing.eni_limits import EKS_DEFAULT_CARD_ENIS
 from carpool.taints import Taint
 
 _MIB = 1024 * 1024
@@ -53,6 +54,7 @@ LEGACY_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
 LEGACY_ZONE = "failure-domain.beta.kubernetes.io/zone"
 LEGACY_REGION = "failure-domain.beta.kubernetes.io/region"
 ZONE_ID = "topology.k8s.aws/zone-id"
+PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 #: Share of a volume's size the filesystem offers (xfs metadata and log take the rest).
 FILESYSTEM_SHARE = 0.999
 #: The root (or, on Bottlerocket, data) volume size when the launch template names none.
@@ -86,7 +88,7 @@ class InstanceFacts:
             vcpus=int((it.get("VCpuInfo") or {}).get("DefaultVCpus", 2)),
             memory_mib=int((it.get("MemoryInfo") or {}).get("SizeInMiB", 4096)),
             arch=_ARCH.get(arches[0], arches[0]),
-            max_enis=_default_card_enis(net),
+            max_enis=EKS_DEFAULT_CARD_ENIS.get(it["InstanceType"], _default_card_enis(net)),
             ipv4_per_eni=int(net.get("Ipv4AddressesPerInterface", 10)),
             gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
             gpu_name=(gpus[0].get("Name", "") if gpus else "").lower(),
@@ -100,7 +102,8 @@ class InstanceFacts:
 
 
 def _default_card_enis(net: Mapping[str, Any]) -> int:
-    """nodeadm's InstanceInfo.DefaultMaxENIs: the default network card's ENIs, not the instance's total."""
+    """nodeadm's InstanceInfo.DefaultMaxENIs: the default network card's ENIs, not the instance's total.
+    (nodeadm reads its embedded instance-info table first: `EKS_DEFAULT_CARD_ENIS` holds where it differs.)"""
     index = int(net.get("DefaultNetworkCardIndex", 0) or 0)
     for card in net.get("NetworkCards") or []:
         if int(card.get("NetworkCardIndex", 0)) == index and card.get("MaximumNetworkInterfaces"):
@@ -130,6 +133,9 @@ def node_resources(facts: InstanceFacts, kubelet: NodeKubelet, memory_mib: int,
     cap_json, alloc_json = _as_json(capacity), _as_json(allocatable)
     if facts.gpu_count and facts.gpu_manufacturer == "nvidia":
         cap_json["nvidia.com/gpu"] = alloc_json["nvidia.com/gpu"] = str(facts.gpu_count)
+    if kubelet.family == nodeboot.WINDOWS:
+        # the VPC resource controller advertises the primary ENI's secondary IPs for Windows pods
+        cap_json[PRIVATE_IPV4] = alloc_json[PRIVATE_IPV4] = str(max(facts.ipv4_per_eni - 1, 0))
     return cap_json, alloc_json
 
 
@@ -298,7 +304,7 @@ class Kubelets:
         """Read the user data and work out the kubelet configuration and what the node will report."""
         boot = Boot(inst, now)
         text, volumes = self._launch_data(inst)
-        config = userdata.parse(text)
+        config = nodeboot.parse_windows(text) if nodeboot.is_windows_user_data(text) else userdata.parse(text)
         facts = self.facts(inst["InstanceType"])
         fault = self._fault(inst)
         boot.join_at = now + self.truth.boot_seconds + (fault.extra_join_seconds if fault else 0.0)
@@ -313,6 +319,8 @@ class Kubelets:
         memory = memory_capacity_mib(facts, family, self.truth, fault.memory_short_mib if fault else 0)
         boot.kubelet = kubelet
         boot.capacity, boot.allocatable = node_resources(facts, kubelet, memory, _volume_gib(volumes, family))
+        if family == nodeboot.WINDOWS and facts.arch != "amd64" and not boot.no_join:
+            boot.no_join = f"Windows does not boot on {facts.arch} ({facts.name})"
         return boot
 
     def _fault(self, inst: Mapping[str, Any]) -> KubeletFault | None:
@@ -360,8 +368,11 @@ class Kubelets:
         facts = self.facts(inst["InstanceType"])
         name = inst.get("PrivateDnsName") or inst["InstanceId"]
         zone = inst["Placement"]["AvailabilityZone"]
-        labels = {L.HOSTNAME: name, L.OS: "linux", L.ARCH: facts.arch, LEGACY_OS: "linux", LEGACY_ARCH: facts.arch,
+        os_name = "windows" if kubelet.family == nodeboot.WINDOWS else "linux"
+        labels = {L.HOSTNAME: name, L.OS: os_name, L.ARCH: facts.arch, LEGACY_OS: os_name, LEGACY_ARCH: facts.arch,
                   **kubelet.labels}
+        if os_name == "windows":  # the Windows kubelet reports its OS build (pkg/kubelet/kubelet_node_status.go)
+            labels[L.WINDOWS_BUILD] = nodeboot.windows_build(self.image_name(inst["ImageId"]))
         taints = list(dict.fromkeys([*kubelet.taints, UNINITIALIZED_TAINT, NOT_READY_TAINT]))
         node = {
             "apiVersion": "v1", "kind": "Node",
@@ -373,7 +384,7 @@ class Kubelets:
             "status": {"capacity": dict(boot.capacity), "allocatable": dict(boot.allocatable),
                        "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}],
                        "nodeInfo": {"kubeletVersion": "v1.32.0", "osImage": kubelet.family,
-                                    "operatingSystem": "linux", "architecture": facts.arch}},
+                                    "operatingSystem": os_name, "architecture": facts.arch}},
         }
         created = self.cluster.add_node(node)
         self._initialize(created, inst, facts)
@@ -436,7 +447,7 @@ def _capacity_type(inst: Mapping[str, Any]) -> str:
 
 def _volume_gib(volumes: Iterable[Mapping[str, Any]], family: str) -> int:
     """The size of the volume that holds pod storage: Bottlerocket's data volume, others' root volume."""
-    device = "/dev/xvdb" if family == "bottlerocket" else "/dev/xvda"
+    device = {"bottlerocket": "/dev/xvdb", nodeboot.WINDOWS: "/dev/sda1"}.get(family, "/dev/xvda")
     for v in volumes:
         if v.get("DeviceName") == device and (v.get("Ebs") or {}).get("VolumeSize"):
             return int(v["Ebs"]["VolumeSize"])

@@ -5,6 +5,10 @@ The simulation proves the production path, so it loads each `functions/<name>/ha
 SQS batches built from real `ReceiveMessage` answers) and applies SQS's partial-batch semantics to the
 answer. The handlers' log output (Powertools writes JSON lines to stdout) is captured as the decision log
 instead of reaching the terminal.
+
+Several simulations may run in one process (one after another, or at once in threads): output is routed
+by the context that writes it (`captured_output`), so each run's decision log holds its own handlers'
+lines only.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -69,15 +75,17 @@ class LambdaContext:
     region: str = "us-east-1"
     timeout_seconds: float = 60.0
     started: float = field(default_factory=time.monotonic)
+    account: str = ACCOUNT
 
     @classmethod
-    def deployed(cls, function_name: str, region: str = "us-east-1") -> LambdaContext:
+    def deployed(cls, function_name: str, region: str = "us-east-1", account: str = ACCOUNT) -> LambdaContext:
         """The context of an invocation starting now, with the function's deployed timeout."""
-        return cls(function_name, region=region, timeout_seconds=delivery.TIMEOUT_SECONDS.get(function_name, 60))
+        return cls(function_name, region=region, timeout_seconds=delivery.TIMEOUT_SECONDS.get(function_name, 60),
+                   account=account)
 
     @property
     def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:carpool-{self.function_name}"
+        return f"arn:aws:lambda:{self.region}:{self.account}:function:carpool-{self.function_name}"
 
     @property
     def log_group_name(self) -> str:
@@ -97,18 +105,19 @@ class LambdaContext:
         return max(0, int((self.timeout_seconds - (time.monotonic() - self.started)) * 1000))
 
 
-def scheduled_event(rule: str, at: datetime, region: str) -> dict[str, Any]:
+def scheduled_event(rule: str, at: datetime, region: str, account: str = ACCOUNT) -> dict[str, Any]:
     """What EventBridge Scheduler/rules deliver to a scheduled Lambda."""
     return {
         "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": ACCOUNT, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
-        "resources": [f"arn:aws:events:{region}:{ACCOUNT}:rule/{rule}"], "detail": {},
+        "account": account, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
+        "resources": [f"arn:aws:events:{region}:{account}:rule/{rule}"], "detail": {},
     }
 
 
 def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
     """One `ReceiveMessage` message in the Lambda SQS event record shape."""
     attrs = message.get("Attributes") or {}
+    account = queue_arn.split(":")[4] if queue_arn.count(":") >= 5 else ACCOUNT
     return {
         "messageId": message["MessageId"],
         "receiptHandle": message["ReceiptHandle"],
@@ -116,7 +125,7 @@ def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[
         "attributes": {
             "ApproximateReceiveCount": attrs.get("ApproximateReceiveCount", "1"),
             "SentTimestamp": attrs.get("SentTimestamp", "0"),
-            "SenderId": attrs.get("SenderId", ACCOUNT),
+            "SenderId": attrs.get("SenderId", account),
             "ApproximateFirstReceiveTimestamp": attrs.get("ApproximateFirstReceiveTimestamp", "0"),
         },
         "messageAttributes": {},
@@ -182,43 +191,132 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
         return json.loads(json.dumps(data, default=str))
 
 
-class _RecordHandler(logging.Handler):
-    """Standard-library log records of `carpool.*` go to the decision log too."""
+#: The decision log of the simulation whose context is running (None: not inside a simulation).
+_sink: ContextVar[DecisionLog | None] = ContextVar("carpool_sim_output", default=None)
 
-    def __init__(self, log: DecisionLog) -> None:
+
+class _Router(io.TextIOBase):
+    """`sys.stdout` while any simulation runs: a write goes to the decision log of the simulation whose
+    context makes it, any other write to the stream that was `sys.stdout` before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outer: Any = None
+
+    def writable(self) -> bool:
+        return True
+
+    def _target(self) -> Any:
+        if sys.stdout is not self:  # a handler that kept this stream after the simulations ended
+            return sys.stdout
+        return self.outer if self.outer is not None else sys.__stdout__
+
+    def write(self, text: str) -> int:
+        log = _sink.get()
+        if log is not None:
+            return log.write(text)
+        return int(self._target().write(text))
+
+    def flush(self) -> None:
+        if _sink.get() is None:
+            target = self._target()
+            if target is not None:
+                target.flush()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._target(), "encoding", None) or "utf-8")
+
+
+class _RecordHandler(logging.Handler):
+    """Standard-library log records of `carpool.*` go to the decision log of the simulation that logs them."""
+
+    def __init__(self) -> None:
         super().__init__(logging.INFO)
-        self._log = log
 
     def emit(self, record: logging.LogRecord) -> None:
+        log = _sink.get()
+        if log is None:
+            return
         if isinstance(record.msg, dict):
-            self._log.add(self._log.source, str(record.msg.get("message", "")), record.levelname, record.msg)
+            log.add(log.source, str(record.msg.get("message", "")), record.levelname, record.msg)
         else:
-            self._log.add(self._log.source, record.getMessage(), record.levelname)
+            log.add(log.source, record.getMessage(), record.levelname)
+
+
+class _OutputRouting:
+    """The process-wide part of capturing output: `sys.stdout`, the streams of handlers writing to it and
+    the `carpool` logger's record handler, installed by the first simulation that starts and put back by
+    the last one that ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._router = _Router()
+        self._records = _RecordHandler()
+        self._swapped: list[tuple[logging.StreamHandler[Any], Any]] = []
+        self._level = logging.NOTSET
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._users += 1
+            if self._users == 1:
+                self._install()
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                self._uninstall()
+
+    def _install(self) -> None:
+        outs = {id(sys.stdout), id(sys.__stdout__)}
+        functions = {f"carpool-{name}" for name in HANDLERS}  # the handlers' Powertools loggers
+        for logger in [logging.getLogger(), *[lg for lg in logging.Logger.manager.loggerDict.values()
+                                              if isinstance(lg, logging.Logger)]]:
+            for h in logger.handlers:
+                # Powertools' loggers keep the stream they were created with: stdout in Lambda, whatever
+                # stood for it when they were first created in this process
+                if isinstance(h, logging.StreamHandler) and h.stream is not self._router and (
+                        id(h.stream) in outs or (logger.name in functions and type(h) is logging.StreamHandler)):
+                    self._swapped.append((h, h.setStream(self._router)))
+        self._router.outer = sys.stdout
+        sys.stdout = self._router
+        carpool_logger = logging.getLogger("carpool")
+        carpool_logger.addHandler(self._records)
+        self._level = carpool_logger.level
+        if carpool_logger.level == logging.NOTSET or carpool_logger.level > logging.INFO:
+            carpool_logger.setLevel(logging.INFO)
+
+    def _uninstall(self) -> None:
+        carpool_logger = logging.getLogger("carpool")
+        carpool_logger.removeHandler(self._records)
+        carpool_logger.setLevel(self._level)
+        if sys.stdout is self._router:
+            sys.stdout = self._router.outer
+        self._router.outer = None
+        for h, stream in self._swapped:
+            if h.stream is self._router:
+                h.setStream(stream)
+        self._swapped.clear()
+
+
+_ROUTING = _OutputRouting()
+
+
+def routed_to(log: DecisionLog) -> bool:
+    """Whether output of the running context goes to `log` (it runs inside that simulation)."""
+    return _sink.get() is log
 
 
 @contextlib.contextmanager
 def captured_output(log: DecisionLog) -> Iterator[None]:
-    """Route stdout and every stream handler writing to stdout (Powertools' loggers keep a reference
-    to the stream they were created with) into `log`, and restore everything afterwards."""
-    swapped: list[tuple[logging.StreamHandler[Any], Any]] = []
-    outs = {id(sys.stdout), id(sys.__stdout__)}
-    for logger in [logging.getLogger(), *[lg for lg in logging.Logger.manager.loggerDict.values()
-                                          if isinstance(lg, logging.Logger)]]:
-        for h in logger.handlers:
-            # a DecisionLog left from an earlier run: loggers created during it kept it as their stream
-            if isinstance(h, logging.StreamHandler) and (id(h.stream) in outs or isinstance(h.stream, DecisionLog)):
-                swapped.append((h, h.setStream(log)))
-    carpool_logger = logging.getLogger("carpool")
-    record_handler = _RecordHandler(log)
-    carpool_logger.addHandler(record_handler)
-    old_level = carpool_logger.level
-    if carpool_logger.level == logging.NOTSET or carpool_logger.level > logging.INFO:
-        carpool_logger.setLevel(logging.INFO)
+    """Route what this context writes to stdout (Powertools' JSON log lines and metrics) and logs through
+    `carpool.*` loggers into `log`, until the block ends. Other simulations' contexts keep their own."""
+    _ROUTING.acquire()
+    token = _sink.set(log)
     try:
-        with contextlib.redirect_stdout(log):
-            yield
+        yield
     finally:
-        carpool_logger.removeHandler(record_handler)
-        carpool_logger.setLevel(old_level)
-        for h, stream in swapped:
-            h.setStream(stream)
+        _sink.reset(token)
+        _ROUTING.release()

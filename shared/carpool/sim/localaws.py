@@ -3,8 +3,19 @@
 `LocalAws` starts `ThreadedMotoServer` on a free port of 127.0.0.1 (never 0.0.0.0: nothing outside the
 machine may reach it), points `AWS_ENDPOINT_URL` and fake credentials at it, and creates what the CDK
 stack creates (state and idempotency tables, the event bus, rules, queues and dead-letter queues) with the
-same names, so the production adapters and handlers run unchanged against it. `stop()` (or leaving the
-`with` block) shuts the server down and restores every environment variable it changed.
+same names, so the production adapters and handlers run unchanged against it. The variables it sets
+(endpoint, credentials, region, table, bus and parameter names) are kept in `env`, the environment the
+stack would give carpool's functions, and also exported to `os.environ` unless `export=False` (a
+simulation installs `env` per function through `carpool.environment` instead, so several can run in one
+process). `stop()` (or leaving the `with` block) shuts the server down and restores every variable it
+exported.
+
+Each LocalAws is an AWS account of its own: its server names the account on every request it serves
+(moto's `x-moto-account-id` request header, which moto's responses read before the access key), so two
+local AWS in one process never share EC2, SQS, DynamoDB or any other state in moto's process-wide
+backends; seeding through the backends uses the same account, and `stop()` drops the account's state.
+Unless asked for one, a LocalAws takes the first account no running LocalAws holds, starting with moto's
+default `123456789012`.
 
 What moto does not do like AWS is done here:
 - Writes under `/aws/service/...` are refused by SSM's API, so AMI alias parameters are written through
@@ -59,6 +70,60 @@ HEALTH_EVENT = "AWS Health Event"
 QUEUE_ROLES = ("provisioner", "registrar", "interruption")
 
 
+class _AccountAndClock:
+    """WSGI middleware: every request is served in this server's account, on its clock (see `_SqsClock`)."""
+
+    def __init__(self, app: Callable[..., Any], account: str, clock: Callable[[], Callable[[], float] | None]) -> None:
+        self._app = app
+        self._account = account
+        self._clock = clock
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        environ["HTTP_X_MOTO_ACCOUNT_ID"] = self._account
+        before = getattr(_request, "clock", None)
+        _request.clock = self._clock()
+        try:
+            # Materialise the body while the clock is set: the work happens while it is produced.
+            return list(self._app(environ, start_response))
+        finally:
+            _request.clock = before
+
+
+#: The request being served on this thread: `clock` is its server's clock (None: real time).
+_request = threading.local()
+
+
+class _Accounts:
+    """The accounts of running LocalAws in this process (each runs in one of its own)."""
+
+    FIRST = 123456789012  # moto's default account, which tests and ARNs commonly assume
+    _lock = threading.Lock()
+    _held: set[str] = set()
+
+    @classmethod
+    def take(cls, wanted: str | None) -> str:
+        with cls._lock:
+            account = wanted
+            candidate = cls.FIRST
+            while account is None:
+                if str(candidate) not in cls._held:
+                    account = str(candidate)
+                candidate += 1
+            cls._held.add(account)
+            return account
+
+    @classmethod
+    def release(cls, account: str) -> None:
+        """Drop the account's state from every moto backend, and let another LocalAws take it."""
+        from moto.core.base_backend import BackendDict, backend_lock
+
+        with backend_lock:
+            for backends in list(BackendDict._instances):  # type: ignore[misc]  # moto's own registry
+                backends.pop(account, None)
+        with cls._lock:
+            cls._held.discard(account)
+
+
 class _SerializedDynamoDb:
     """WSGI middleware: one DynamoDB request at a time (see the module docstring); the rest concurrent."""
 
@@ -84,20 +149,23 @@ class _MotoPatch:
 
     _installs = 0
     _replaced: _Replaced = []
+    _lock = threading.Lock()  # one for every patch: LocalAws may start and stop on several threads
 
     @classmethod
     def install(cls) -> None:
-        cls._installs += 1
-        if cls._installs == 1:
-            cls._replaced = cls._apply()
+        with _MotoPatch._lock:
+            cls._installs += 1
+            if cls._installs == 1:
+                cls._replaced = cls._apply()
 
     @classmethod
     def uninstall(cls) -> None:
-        cls._installs = max(0, cls._installs - 1)
-        if cls._installs == 0:
-            for owner, name, original in reversed(cls._replaced):
-                setattr(owner, name, original)
-            cls._replaced = []
+        with _MotoPatch._lock:
+            cls._installs = max(0, cls._installs - 1)
+            if cls._installs == 0:
+                for owner, name, original in reversed(cls._replaced):
+                    setattr(owner, name, original)
+                cls._replaced = []
 
     @classmethod
     def _apply(cls) -> _Replaced:
@@ -113,7 +181,7 @@ class _JournaledTransactions(_MotoPatch):
     is installed, tables are not copied inside moto's DynamoDB backend; before the transaction runs, the
     items it names are copied, and if it fails they are put back exactly (absent ones removed). Answers
     and stored items are unchanged. It is only safe because LocalAws serves DynamoDB requests one at a
-    time.
+    time (each LocalAws its own account's tables, so servers running at once never touch the same table).
     """
 
     @classmethod
@@ -136,6 +204,51 @@ class _JournaledTransactions(_MotoPatch):
         models.copy = _TablesKeptInPlace(Table)  # type: ignore[assignment]
         models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
         return [(models, "copy", copy), (models.DynamoDBBackend, "transact_write_items", original)]
+
+
+class _NoDefaultAmis(_MotoPatch):
+    """Only seeded images exist (deterministic lookups): moto's EC2 backends skip loading its default AMIs.
+
+    moto reads `MOTO_EC2_LOAD_DEFAULT_AMIS` from the process environment when it creates an account's
+    EC2 backend; answering its setting here keeps that choice out of the environment other code shares.
+    """
+
+    @classmethod
+    def _apply(cls) -> _Replaced:
+        from moto import settings
+
+        original = settings.__dict__.get("ec2_load_default_amis")
+        if original is None:
+            return []
+        settings.ec2_load_default_amis = lambda: False  # type: ignore[attr-defined]
+        return [(settings, "ec2_load_default_amis", original)]
+
+
+class _SqsClock(_MotoPatch):
+    """moto's SQS reads the time through `unix_time`/`unix_time_millis` of its models module: answered
+    from the clock of the server serving the request (`LocalAws.clock`, a simulation's clock: a message's
+    `DelaySeconds`, visibility timeout and retention count simulated seconds, as they count real ones in
+    AWS), else real time. The clock is chosen per request, so servers on different clocks share the patch."""
+
+    @classmethod
+    def _apply(cls) -> _Replaced:
+        from moto.sqs import models
+
+        seconds, millis = models.__dict__.get("unix_time"), models.__dict__.get("unix_time_millis")
+        if seconds is None or millis is None:
+            return []
+
+        def unix_time(dt: datetime | None = None) -> float:
+            clock = getattr(_request, "clock", None)
+            return float(seconds(dt)) if dt is not None or clock is None else float(clock())
+
+        def unix_time_millis(dt: datetime | None = None) -> float:
+            clock = getattr(_request, "clock", None)
+            return float(millis(dt)) if dt is not None or clock is None else float(clock()) * 1000.0
+
+        models.unix_time = unix_time  # type: ignore[attr-defined]
+        models.unix_time_millis = unix_time_millis  # type: ignore[attr-defined]
+        return [(models, "unix_time", seconds), (models, "unix_time_millis", millis)]
 
 
 class _PagedLaunchTemplates(_MotoPatch):
@@ -337,10 +450,15 @@ class _QuietRequestHandler(MotoRequestHandler):
 
 
 class _Server(ThreadedMotoServer):
-    """ThreadedMotoServer whose app serializes DynamoDB requests (and logs requests only when verbose)."""
+    """ThreadedMotoServer whose app serves its own account on its own clock, serializes DynamoDB requests
+    (and logs requests only when verbose)."""
+
+    account = str(_Accounts.FIRST)
+    clock: Callable[[], Callable[[], float] | None] = staticmethod(lambda: None)  # type: ignore[assignment]
 
     def _server_entry(self) -> None:
-        app = _SerializedDynamoDb(DomainDispatcherApplication(create_backend_app))
+        app = _AccountAndClock(_SerializedDynamoDb(DomainDispatcherApplication(create_backend_app)),
+                               self.account, self.clock)
         handler = MotoRequestHandler if self._verbose else _QuietRequestHandler
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=handler)
         self._server_ready_event.set()
@@ -387,21 +505,33 @@ class LocalAws:
     """moto on 127.0.0.1 with carpool's resources. Usable as a context manager."""
 
     def __init__(
-        self, cluster: str = "carpool-test", region: str = "us-east-1", verbose: bool = False
+        self, cluster: str = "carpool-test", region: str = "us-east-1", verbose: bool = False, *,
+        account: str | None = None, export: bool = True,
     ) -> None:
         self.cluster = cluster
         self.region = region
         self._verbose = verbose
         self._server: _Server | None = None
         self._saved_env: dict[str, str | None] = {}
+        self._wanted_account = account
+        self.account = ""
         self.endpoint = ""
+        #: the environment the stack would give carpool's functions on this local AWS
+        self.env: dict[str, str] = {}
+        #: exported to `os.environ` too (tests); a simulation installs `env` per function instead
+        self.export = export
+        #: seconds since the epoch for the requests this server serves (a simulated clock); None: real time
+        self.clock: Callable[[], float] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> LocalAws:
         if self._server is not None:
             return self
-        self._setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # only seeded images: deterministic lookups
+        self.account = _Accounts.take(self._wanted_account)
+        _NoDefaultAmis.install()
+        _SqsClock.install()
         server = _Server(ip_address="127.0.0.1", port=0, verbose=self._verbose)
+        server.account, server.clock = self.account, lambda: self.clock
         server.start()
         _JournaledTransactions.install()
         _PagedLaunchTemplates.install()
@@ -416,7 +546,6 @@ class LocalAws:
         self._setenv("AWS_DEFAULT_REGION", self.region)
         self._setenv("AWS_REGION", self.region)
         self._setenv("AWS_PROFILE", None)  # a developer's profile must not leak into local runs
-        self._forget_cached_clients()
         return self
 
     def stop(self) -> None:
@@ -427,6 +556,9 @@ class LocalAws:
             _PagedLaunchTemplates.uninstall()
             _ModelledSpotPrices.uninstall()
             _FleetAllocation.uninstall()
+            _SqsClock.uninstall()
+            _NoDefaultAmis.uninstall()
+            _Accounts.release(self.account)
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -442,18 +574,25 @@ class LocalAws:
         self.stop()
 
     def _setenv(self, key: str, value: str | None) -> None:
-        """Set (or with None, unset) a variable, remembering its first original value for `stop()`."""
+        """Set (or with None, unset) a variable of `env`; when exporting, in `os.environ` too, remembering
+        its first original value for `stop()`."""
+        if value is None:
+            self.env.pop(key, None)
+        else:
+            self.env[key] = value
+        if not self.export:
+            return
         self._saved_env.setdefault(key, os.environ.get(key))
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
 
-    @staticmethod
-    def _forget_cached_clients() -> None:
+    def _forget_cached_clients(self) -> None:
+        """Drop the clients carpool's session built for this endpoint (they would talk to nothing)."""
         from carpool.adapters.aws import session
 
-        session.reset()
+        session.reset(self.env)
 
     def client(self, service: str) -> Any:
         """A plain boto3 client on the local server (for tests' own setup and assertions)."""
@@ -470,7 +609,10 @@ class LocalAws:
 
     @property
     def account_id(self) -> str:
-        return str(self.client("sts").get_caller_identity()["Account"])
+        """The account this local AWS serves (what STS GetCallerIdentity answers on it)."""
+        if not self.account:
+            raise RuntimeError("LocalAws is not started")
+        return self.account
 
     # -- state ------------------------------------------------------------------------------------------
     def create_state(self, cluster: str | None = None) -> StateTables:

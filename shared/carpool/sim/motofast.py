@@ -60,7 +60,8 @@ class _LazyMessages:
 
         # `Message.visible`/`delayed` read the clock per message; messages received a moment ago (held
         # invisible while a batch is handled) would cost a clock read each on every receive. The clock is
-        # read through the SQS models module, as moto's own code does (the runner sets it to simulated time)
+        # read through the SQS models module, as moto's own code does (LocalAws answers it on the clock of
+        # the server serving the request: a simulation's)
         now = models.unix_time_millis()
         for message in list(self._queue._messages):
             if now > message.visible_at and not now < message.delayed_until:
@@ -249,6 +250,7 @@ def _partition(table: Any, conditions: list[tuple[str, Any]], base: bool) -> lis
     return sorted(kept, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
 
 
+_MISSING = object()
 #: Parsed expressions kept at most (the simulation uses a handful; the bound only guards a runaway).
 _MEMO_LIMIT = 4096
 
@@ -284,7 +286,8 @@ def _install_parsed_conditions() -> None:
         key = _expression_key(expr, names, values)
         if key is None:
             return original(expr, names, values)
-        return parsed[key] if key in parsed else _remember(parsed, key, original(expr, names, values))
+        hit = parsed.get(key, _MISSING)  # one lookup: another server's thread may clear the memo meanwhile
+        return hit if hit is not _MISSING else _remember(parsed, key, original(expr, names, values))
 
     for module in (comparisons, responses, dynamodb_models, table):
         if module.__dict__.get("get_filter_expression") is original:
@@ -313,10 +316,11 @@ class _ParsedOnce:
         self._key, self._memo, self._make = key, memo, make
 
     def parse(self) -> Any:
-        if self._key not in self._memo:
+        found = self._memo.get(self._key)
+        if found is None:
             parser = self._make()
-            _remember(self._memo, self._key, (parser.parse(), parser.expr_attr_names_found))
-        result, self.expr_attr_names_found = self._memo[self._key]
+            found = _remember(self._memo, self._key, (parser.parse(), parser.expr_attr_names_found))
+        result, self.expr_attr_names_found = found
         return result
 
     def __getattr__(self, name: str) -> Any:  # anything else: a real parser, parsed

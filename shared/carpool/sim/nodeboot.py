@@ -17,6 +17,10 @@ allocatable depends on those defaults as much as on what carpool wrote. Modelled
 - AL2 (bootstrap.sh): the config file gets the same kubeReserved (memory from the eni-max-pods value)
   and evictionHard as nodeadm's, and `maxPods` unless `--use-max-pods false`; `--kubelet-extra-args`
   flags replace config fields.
+- Windows (the EKS Windows AMI's Start-EKSBootstrap.ps1, called from a `<powershell>` block): the script
+  writes a kubelet config with neither maxPods, kubeReserved nor evictionHard and appends
+  `-KubeletExtraArgs` to the kubelet's command line, so the node gets exactly those flags over the
+  kubelet's own defaults (110 pods, nothing reserved, the built-in eviction thresholds).
 - Anything else (custom images): the kubelet's own defaults.
 
 The kubelet's built-in `evictionHard`, used when the configuration sets none, is memory.available 100Mi,
@@ -28,11 +32,13 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from carpool.sim.userdata import BootConfig
+from carpool.sim.userdata import BootConfig, read_flags
 from carpool.taints import Taint
 
 #: The kubelet's default maxPods.
@@ -149,9 +155,57 @@ def _custom(boot: BootConfig, _vcpus: int, standard: int, _enis: int, _ips: int)
     )
 
 
+def _windows(boot: BootConfig, _vcpus: int, standard: int, _enis: int, _ips: int) -> NodeKubelet:
+    return NodeKubelet(
+        family=WINDOWS, max_pods=boot.max_pods if boot.max_pods is not None else KUBELET_DEFAULT_MAX_PODS,
+        pods_per_core=boot.pods_per_core, kube_reserved=dict(boot.kube_reserved or {}),
+        system_reserved=dict(boot.system_reserved or {}),
+        eviction_hard=dict(boot.eviction_hard) if boot.eviction_hard else dict(KUBELET_DEFAULT_EVICTION),
+        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard,
+    )
+
+
 _RESOLVERS: dict[str, Callable[[BootConfig, int, int, int, int], NodeKubelet]] = {
-    "al2023": _nodeadm, "bottlerocket": _bottlerocket, "al2": _bootstrap_sh,
+    "al2023": _nodeadm, "bottlerocket": _bottlerocket, "al2": _bootstrap_sh, "windows": _windows,
 }
+
+
+# -- Windows -------------------------------------------------------------------------------------------
+WINDOWS = "windows"
+#: Windows Server release year in an EKS Windows AMI name -> the build its kubelet reports as
+#: `node.kubernetes.io/windows-build` (major.minor.build of the OS).
+WINDOWS_BUILDS = {"2019": "10.0.17763", "2022": "10.0.20348", "2025": "10.0.26100"}
+_POWERSHELL = re.compile(r"<powershell>(.*?)</powershell>", re.IGNORECASE | re.DOTALL)
+_PS_ARG = re.compile(r"-(\w+)\s+'((?:[^']|'')*)'")
+
+
+def is_windows_user_data(text: str) -> bool:
+    """EC2Launch runs the first `<powershell>` block of the user data."""
+    return _POWERSHELL.search(text) is not None
+
+
+def parse_windows(text: str) -> BootConfig:
+    """What the bootstrap call in the first `<powershell>` block passes to the kubelet (`-KubeletExtraArgs`).
+
+    Without a `Start-EKSBootstrap.ps1` call the node never joins: the family stays `custom`."""
+    match = _POWERSHELL.search(text)
+    block = match.group(1) if match else ""
+    call = next((line for line in block.splitlines() if line.lstrip().startswith("& $EKSBootstrapScriptFile")), "")
+    if "Start-EKSBootstrap.ps1" not in block or not call:
+        return BootConfig()
+    cfg = BootConfig(family=WINDOWS)
+    args = {name: value.replace("''", "'") for name, value in _PS_ARG.findall(call)}
+    try:
+        read_flags(cfg, shlex.split(args.get("KubeletExtraArgs", "")))
+    except ValueError:
+        return BootConfig()
+    return cfg
+
+
+def windows_build(image_name: str) -> str:
+    """The build a Windows node reports, from its EKS AMI's name (`Windows_Server-2022-English-Core-...`)."""
+    match = re.search(r"Windows_Server-(\d{4})-", image_name)
+    return WINDOWS_BUILDS.get(match.group(1), "") if match else ""
 
 
 def _layer(base: Mapping[str, str], user: Mapping[str, str] | None, replaces: bool) -> dict[str, str]:

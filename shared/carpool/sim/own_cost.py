@@ -1,8 +1,10 @@
-"""What carpool itself costs on AWS per month: Lambda, DynamoDB, EventBridge, SQS, CloudWatch, X-Ray.
+"""What carpool itself costs on AWS per month: Lambda, DynamoDB, EventBridge, SQS, CloudWatch, X-Ray, and
+the stack's fixed monitoring (alarms, dashboard, the alarm topic's key).
 
 Pure arithmetic over what a run used (`Usage`: invocations, billed durations, memory sizes, DynamoDB
 read/write units, bus entries, queue requests, log bytes, metric series), extrapolated from the run's
-window to a month. The simulation measures the usage (`carpool.sim.usage`); the benchmark builds it
+window to a month, plus what the stack costs by existing (`Usage.alarm_metrics` and the others: a
+simulation runs no stack and leaves them at zero; the benchmark counts them on the synthesized one). The simulation measures the usage (`carpool.sim.usage`); the benchmark builds it
 from a model of a steady month (`bench/own_cost.py`). Both price it here, so the two agree.
 
 Prices: AWS public list prices, us-east-1, first (most expensive) tier, checked 2026-11 on each service's
@@ -23,8 +25,14 @@ with whatever else runs there, so carpool is charged as if it had none.
   each make a 20-second ReceiveMessage (AWS Lambda Developer Guide, "Scaling behavior of SQS event
   source mappings"; SQS Developer Guide: empty receives are billed like any other request).
 - CloudWatch: $0.30 per custom metric per month (a metric is one name + dimension set; embedded metric
-  format included; prorated by the hour in which it is sent, charged here for the whole month);
-  logs: $0.50 per GB ingested (Standard class; EMF documents are log events too).
+  format included), prorated by the hour: a metric costs $0.30 / 730 for each hour in which it receives
+  data (`Usage.metric_series` counts metric-months: a series sent every hour is 1, one sent in a tenth of
+  the hours 0.1; `hourly_share` gives the share for a rate of sends); logs: $0.50 per GB ingested
+  (Standard class; EMF documents are log events too). Alarms: $0.10 per month per metric an alarm reads
+  (standard resolution; a metric-math alarm is billed for each metric in its expression). Dashboards:
+  $3.00 per month each.
+- KMS: $1.00 per customer managed key per month (the alarm topic's; requests for it are a handful a
+  month).
 - X-Ray: $5.00 per million traces recorded (tracing is active on every function; Lambda samples the
   first request each second and 5 % of the rest, which at carpool's rates is nearly every invocation:
   every invocation is charged).
@@ -61,7 +69,14 @@ PLATFORM_LOG_BYTES = 420
 SQS_IDLE_POLLERS = 5
 SQS_RECEIVES_PER_POLLER_MINUTE = 3
 
-SERVICES = ("Lambda", "DynamoDB", "EventBridge", "SQS", "CloudWatch metrics", "CloudWatch Logs", "X-Ray")
+CLOUDWATCH_ALARM_METRIC_MONTH_USD = 0.10
+CLOUDWATCH_DASHBOARD_MONTH_USD = 3.00
+KMS_KEY_MONTH_USD = 1.00
+
+SERVICES = ("Lambda", "DynamoDB", "EventBridge", "SQS", "CloudWatch metrics", "CloudWatch Logs", "X-Ray",
+            "CloudWatch alarms", "CloudWatch dashboards", "KMS")
+#: What the stack costs by existing, whatever the load.
+FIXED_SERVICES = ("CloudWatch alarms", "CloudWatch dashboards", "KMS")
 
 _READ_KB, _WRITE_KB = 4096, 1024
 _GB = 1024**3
@@ -105,8 +120,13 @@ class Usage:
     schedules: dict[str, float] = field(default_factory=dict)
     #: queues an event source mapping polls all month long
     polled_queues: int = 0
-    #: distinct metric series (name + dimension set) sent; each is charged for the month
-    metric_series: int = 0
+    #: metric-months: each distinct series (name + dimension set) counts the share of the month's hours in
+    #: which it receives data (a simulation counts every series it saw as sent all month)
+    metric_series: float = 0.0
+    #: metrics the stack's alarms read, its dashboards and customer managed KMS keys
+    alarm_metrics: int = 0
+    dashboards: int = 0
+    kms_keys: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,10 +141,26 @@ class MonthlyCost:
     def total(self) -> float:
         return sum(self.services.values())
 
+    @property
+    def fixed(self) -> float:
+        """What the stack costs by existing (`FIXED_SERVICES`)."""
+        return sum(v for k, v in self.services.items() if k in FIXED_SERVICES)
+
+    @property
+    def usage_total(self) -> float:
+        """What carpool's work costs: everything but the fixed part."""
+        return self.total - self.fixed
+
 
 def billed_ms(seconds: float) -> float:
     """Lambda bills each invocation's duration rounded up to the next millisecond (at least 1 ms)."""
     return float(max(1, math.ceil(seconds * 1000.0 - 1e-9)))
+
+
+def hourly_share(sends_per_hour: float) -> float:
+    """The share of a month's hours in which a series sent `sends_per_hour` times an hour on average, at
+    random times (Poisson), receives data: what CloudWatch's hourly proration charges of its $0.30."""
+    return 1.0 - math.exp(-max(sends_per_hour, 0.0))
 
 
 def sqs_polling_requests_per_month(queues: int) -> float:
@@ -168,11 +204,15 @@ def monthly(usage: Usage) -> MonthlyCost:
         "CloudWatch metrics": usage.metric_series * CLOUDWATCH_METRIC_MONTH_USD,
         "CloudWatch Logs": total("logBytes") / _GB * LOGS_INGESTED_GB_USD,
         "X-Ray": invocations * XRAY_TRACE_USD,
+        "CloudWatch alarms": usage.alarm_metrics * CLOUDWATCH_ALARM_METRIC_MONTH_USD,
+        "CloudWatch dashboards": usage.dashboards * CLOUDWATCH_DASHBOARD_MONTH_USD,
+        "KMS": usage.kms_keys * KMS_KEY_MONTH_USD,
     }
     quantities = {
         "invocations": invocations, "gbSeconds": total("gbSeconds"), "readUnits": total("readUnits"),
         "writeUnits": total("writeUnits"), "busEvents": total("busEvents"), "sqsRequests": sqs,
         "metricSeries": float(usage.metric_series), "logGB": total("logBytes") / _GB,
+        "alarmMetrics": float(usage.alarm_metrics),
     }  # fmt: skip
     return MonthlyCost(services={k: round(v, 4) for k, v in services.items()},
                        quantities={k: round(v, 3) for k, v in quantities.items()}, lambda_by_function=by_function)

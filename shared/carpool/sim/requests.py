@@ -22,25 +22,24 @@ Each function also gets its own process-level caches (`isolate`): in Lambda ever
 process that fills its own catalog, AMI and subnet caches, so a request one function makes must not be
 saved by another function's cache, or the recorded requests would under-state what that function needs.
 
-`python -m carpool.sim.requests SCENARIO.yaml --out FILE` runs one scenario and writes its requests,
-plus the production requests that never reach local AWS (`production_only_calls`).
+`python -m carpool.sim.record SCENARIO.yaml --out FILE` runs one scenario and writes its requests, plus
+the production requests that never reach local AWS (`production_only_calls`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
 import os
-import sys
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field
 
+from carpool import environment
 from carpool.sim import lambdas
 
 #: The EC2 resource types an ID prefix names (CreateTags/DeleteTags take bare IDs).
@@ -216,9 +215,11 @@ RECORD_ENV = "CARPOOL_RECORD_REQUESTS"
 
 
 def recording_wanted() -> bool:
-    """Recording is for the IAM check (`record`, or e2e runs with `CARPOOL_REQUESTS_DIR`): it reads local EC2
-    for every request and gives each function its own dependencies, which costs a simulation a large share
-    of its time, so other runs skip it."""
+    """Whether a simulation that was not told records requests. Recording is for the IAM check
+    (`carpool.sim.record` asks for it; e2e runs with `CARPOOL_REQUESTS_DIR` or `CARPOOL_RECORD_REQUESTS`
+    set in the process environment record too): it reads local EC2 for every request and gives each
+    function its own dependencies, which costs a simulation a large share of its time, so other runs skip
+    it."""
     return bool(os.environ.get(RECORD_ENV) or os.environ.get("CARPOOL_REQUESTS_DIR"))
 
 
@@ -235,19 +236,25 @@ class RequestRecorder:
         self._deps_factory: Callable[[], Any] | None = None
         self._deps: dict[str, Any] = {}
         self._sessions: list[Any] = []
+        #: the account local AWS serves the run in (resource ARNs name it)
+        self.account = lambdas.ACCOUNT
+        #: the recording `finish` closed the run with
+        self.finished: Recording | None = None
 
-    def install(self) -> None:
-        """Hook the session carpool's adapters build clients from, and any client it already built."""
+    def install(self, account: str = lambdas.ACCOUNT) -> None:
+        """Hook the session carpool's adapters build clients from in the running function's environment,
+        and any client it already built."""
+        self.account = account
         if not self.enabled:
             return
         from carpool.adapters.aws import session
 
         sess = session.session()
         sess.events.register("before-parameter-build", self._on_request, unique_id=_HOOK_ID)
-        for client in list(getattr(session, "_clients", {}).values()):
+        for client in session.clients():
             client.meta.events.register("before-parameter-build", self._on_request, unique_id=_HOOK_ID)
         self._sessions.append(sess)
-        self._facts = _LocalFacts()
+        self._facts = _LocalFacts(environment.current())
 
     def isolate(self, factory: Callable[[], Any]) -> None:
         """Give each function its own dependencies (and so its own caches), built by `factory`."""
@@ -259,7 +266,7 @@ class RequestRecorder:
         """Attribute requests to `function` while its handler runs, with its own dependencies."""
         from carpool.app import wiring
 
-        previous = wiring._current
+        previous = wiring.installed()
         if self._deps_factory is not None:
             if function not in self._deps:
                 self._deps[function] = self._deps_factory()
@@ -273,16 +280,18 @@ class RequestRecorder:
                 wiring.use(previous)
 
     def recording(self, scenario: str, cluster: str, region: str) -> Recording:
-        """What was recorded so far, with the names the simulation gave the stack's resources."""
+        """What was recorded so far, with the names the simulation gave the stack's resources (from the
+        running function's environment)."""
         keys = ("CARPOOL_TABLE", "CARPOOL_IDEMPOTENCY_TABLE", "CARPOOL_EVENT_BUS", "CARPOOL_CONFIG_PARAMETER",
                 "CARPOOL_NODE_ROLE_ARN", "CARPOOL_INSTANCE_PROFILE")
-        environment = {k: os.environ[k] for k in keys if os.environ.get(k)}
-        return Recording(scenario=scenario, cluster=cluster, region=region, environment=environment,
-                         calls=list(self.calls.values()))
+        env = environment.current()
+        return Recording(scenario=scenario, cluster=cluster, region=region, account=self.account,
+                         environment={k: env[k] for k in keys if env.get(k)}, calls=list(self.calls.values()))
 
-    def finish(self, scenario: str, cluster: str, region: str) -> Recording:
+    def finish(self, scenario: str, cluster: str, region: str, account: str | None = None) -> Recording:
         """Close the run: keep its recording for `recordings()` and stop attributing requests."""
-        recording = self.recording(scenario, cluster, region)
+        self.account = account or self.account
+        recording = self.finished = self.recording(scenario, cluster, region)
         if self.enabled:
             _FINISHED.append(recording)
         for sess in self._sessions:
@@ -298,8 +307,9 @@ class RequestRecorder:
         if function is None or self._facts is None:
             return
         service = str(model.service_model.signing_name)
-        region = str((context or {}).get("client_region") or os.environ.get("AWS_REGION", "us-east-1"))
-        call = AwsCall(function=function, service=service, operation=str(model.name), region=region)
+        region = str((context or {}).get("client_region") or environment.get("AWS_REGION", "us-east-1"))
+        call = AwsCall(function=function, service=service, operation=str(model.name), region=region,
+                       account=self.account)
         self._facts.describe(call, params)
         key = json.dumps([function, service, call.operation,
                           [c.model_dump() for c in authorizations(call)]], sort_keys=True)
@@ -313,16 +323,21 @@ class _LocalFacts:
     """Fills a call's `params` (what authorization depends on) and `facts` (the named resources, read from
     local AWS with plain clients that are not recorded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
         self._clients: dict[tuple[str, str], Any] = {}
 
     def _client(self, service: str, region: str) -> Any:
+        """A plain client on the local AWS (endpoint and credentials) of the functions' environment."""
         import boto3
 
         key = (service, region)
         if key not in self._clients:
-            self._clients[key] = boto3.client(service, region_name=region,  # type: ignore[call-overload]
-                                              endpoint_url=os.environ.get("AWS_ENDPOINT_URL"))
+            env = self._env
+            self._clients[key] = boto3.client(  # type: ignore[call-overload]
+                service, region_name=region, endpoint_url=env.get("AWS_ENDPOINT_URL"),
+                aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"), aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
+                aws_session_token=env.get("AWS_SESSION_TOKEN"))
         return self._clients[key]
 
     def describe(self, call: AwsCall, params: Mapping[str, Any]) -> None:
@@ -504,8 +519,9 @@ def _role_of_profile(profile: str) -> str:
     """The role an instance profile holds: the stack creates the profile for the node role it passes in
     `CARPOOL_NODE_ROLE_ARN`; any other profile is unknown (and then no role is granted to pass)."""
     name = profile.rsplit("/", 1)[-1]
-    if name == os.environ.get("CARPOOL_INSTANCE_PROFILE") and os.environ.get("CARPOOL_NODE_ROLE_ARN"):
-        return os.environ["CARPOOL_NODE_ROLE_ARN"]
+    role = environment.get("CARPOOL_NODE_ROLE_ARN")
+    if name == environment.get("CARPOOL_INSTANCE_PROFILE") and role:
+        return role
     return f"arn:aws:iam::{lambdas.ACCOUNT}:role/unknown-role-of-profile-{name}"
 
 
@@ -518,7 +534,8 @@ def recordings() -> list[Recording]:
     return list(_FINISHED)
 
 
-def production_only_calls(cluster: str, region: str, catalog_builders: set[str]) -> list[AwsCall]:
+def production_only_calls(cluster: str, region: str, catalog_builders: set[str],
+                          account: str | None = None) -> list[AwsCall]:
     """The requests the simulation cannot see because they never leave the process against local AWS,
     made here by the same production code against a fresh local AWS:
 
@@ -534,23 +551,23 @@ def production_only_calls(cluster: str, region: str, catalog_builders: set[str])
     from carpool.sim.localaws import LocalAws
 
     recorder = RequestRecorder()
-    with LocalAws(cluster=cluster, region=region) as aws:
-        os.environ["AWS_ENDPOINT_URL_PRICING"] = aws.endpoint
-        try:
-            recorder.install()
-            settings = dataclasses.replace(Settings.from_env(), cluster_name=cluster, cluster_endpoint="",
-                                           cluster_ca="")
-            for name in lambdas.HANDLERS:
-                with recorder.invocation(name), _quiet("carpool"):
-                    eks.complete(settings)
-                    if name in catalog_builders:
-                        OnDemandPrices(region=region).prices()
-            calls = list(recorder.calls.values())
-        finally:
-            os.environ.pop("AWS_ENDPOINT_URL_PRICING", None)
-            for sess in recorder._sessions:
-                sess.events.unregister("before-parameter-build", unique_id=_HOOK_ID)
-            session.reset()
+    with LocalAws(cluster=cluster, region=region, account=account, export=False) as aws:
+        env = ChainMap({"AWS_ENDPOINT_URL_PRICING": aws.endpoint}, aws.env)
+        with environment.using(env):
+            try:
+                recorder.install(aws.account)
+                settings = dataclasses.replace(Settings.from_env(), cluster_name=cluster, cluster_endpoint="",
+                                               cluster_ca="")
+                for name in lambdas.HANDLERS:
+                    with recorder.invocation(name), _quiet("carpool"):
+                        eks.complete(settings)
+                        if name in catalog_builders:
+                            OnDemandPrices(region=region).prices()
+                calls = list(recorder.calls.values())
+            finally:
+                for sess in recorder._sessions:
+                    sess.events.unregister("before-parameter-build", unique_id=_HOOK_ID)
+                session.reset(env)
     return calls
 
 
@@ -565,42 +582,3 @@ def _quiet(logger: str) -> Iterator[None]:
         yield
     finally:
         log.setLevel(level)
-
-
-def record(scenario_path: Path, result_path: Path | None = None) -> Recording:
-    """Run one scenario and return its requests plus the production-only ones (`result_path`: where to
-    write the simulation's own result, to see what the functions did)."""
-    from carpool.sim.runner import simulate
-    from carpool.sim.scenario import load_scenario
-
-    scenario = load_scenario(scenario_path)
-    before = len(_FINISHED)
-    os.environ[RECORD_ENV] = "1"
-    result = simulate(scenario)
-    if result_path is not None:
-        result_path.write_text(json.dumps(result.to_json_dict(), indent=1))
-    if len(_FINISHED) == before:
-        raise RuntimeError(f"scenario {scenario.name}: the simulation recorded no requests")
-    recording = _FINISHED[-1]
-    builders = {c.function for c in recording.calls if (c.service, c.operation) == ("ec2", "DescribeInstanceTypes")}
-    recording.calls += production_only_calls(scenario.cluster.name, scenario.cluster.region, builders)
-    return recording
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Record the AWS requests carpool makes in a scenario")
-    parser.add_argument("scenario", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--result", type=Path, help="also write the simulation result here")
-    args = parser.parse_args(argv)
-    recording = record(args.scenario, args.result)
-    args.out.write_text(recording.model_dump_json(indent=1))
-    print(f"{len(recording.calls)} distinct requests of {', '.join(sorted(recording.functions()))}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    # Through the package module: the runner records into its `_FINISHED`, not into `__main__`'s.
-    from carpool.sim.requests import main as _main
-
-    raise SystemExit(_main())

@@ -14,27 +14,31 @@ Per tick of simulated time:
 
 Nothing here decides anything for carpool: the handlers do, through `carpool.app.wiring` dependencies that
 are the production AWS adapters pointed at moto, with only the cluster and the clock simulated.
+
+A run keeps all of its state in its `SimRunner`, so runs can follow each other or run at once on threads
+of one process: its local AWS is an account of its own on a server of its own, served on the run's
+clock; its functions see the environment the stack would give them through `carpool.environment` (never
+`os.environ`), their dependencies through `carpool.app.wiring`'s context, and their output goes to the
+run's decision log (`carpool.sim.lambdas.captured_output`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fnmatch
 import json
-import os
 import statistics
 import time
 import traceback
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections import ChainMap, Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from carpool import delivery
+from carpool import delivery, environment
 from carpool import labels as L
 from carpool.sim import lambdas, motofast, spot_prices
 from carpool.sim.agents import Agents
@@ -89,7 +93,8 @@ class _EventPath:
 class SimRunner:
     """Runs one scenario. `run()` starts local AWS, plays the scenario and returns the result."""
 
-    def __init__(self, scenario: Scenario, progress: Progress | None = None) -> None:
+    def __init__(self, scenario: Scenario, progress: Progress | None = None, *,
+                 record_requests: bool | None = None) -> None:
         self.scenario = scenario
         self.progress = progress
         self.clock = SimClock()
@@ -102,36 +107,48 @@ class SimRunner:
         self._next_disruption = 0.0
         self._prices: dict[str, float] = {}
         #: carpool's AWS requests per function (what `tests/infra/test_iam_requests.py` checks IAM against)
-        self.requests = RequestRecorder(enabled=recording_wanted())
+        self.requests = RequestRecorder(enabled=recording_wanted() if record_requests is None else record_requests)
         #: what the handlers use on AWS, for carpool's own monthly cost
         self.usage = UsageMeter()
+        #: the functions' own variables; with local AWS's (endpoint, credentials, tables...) their environment
+        self._function_env: dict[str, str] = {}
+        self.env: Mapping[str, str] = self._function_env
+        self.account = lambdas.ACCOUNT
 
     # -- the whole run -----------------------------------------------------------------------------
     def run(self) -> SimResult:
         started = time.monotonic()
-        env_before = dict(os.environ)
         from carpool.sim.localaws import LocalAws
 
-        aws = LocalAws(cluster=self.scenario.cluster.name, region=self.scenario.cluster.region).start()
+        aws = LocalAws(cluster=self.scenario.cluster.name, region=self.scenario.cluster.region, export=False)
+        aws.clock = lambda: self.clock.now().timestamp()  # local SQS keeps time on the simulated clock
+        self.env = ChainMap(self._function_env, aws.env)
+        aws.start()
+        self.account = aws.account
         try:
-            with lambdas.captured_output(self.log), motofast.faster_moto(), _sqs_on(self.clock):
-                self._setup(aws)
-                self._loop()
-            result = self._result()
-            self.requests.finish(self.scenario.name, self.scenario.cluster.name, self.scenario.cluster.region)
-            self.usage.finish()
+            with environment.using(self.env):
+                try:
+                    with lambdas.captured_output(self.log), motofast.faster_moto():
+                        self._setup(aws)
+                        self._loop()
+                    result = self._result()
+                    self.requests.finish(self.scenario.name, self.scenario.cluster.name, self.scenario.cluster.region,
+                                         self.account)
+                    self.usage.finish()
+                finally:
+                    self._teardown()
         finally:
-            self._teardown(aws, env_before)
+            aws.stop()
         result.wall_seconds = round(time.monotonic() - started, 2)
         return result
 
     def _setup(self, aws: Any) -> None:
+        from carpool.adapters.aws.wiring import build_from_env
         from carpool.api.loader import load
         from carpool.app import wiring
 
         sc = self.scenario
         self.region = sc.cluster.region
-        os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = self.region
         self.aws = aws
         self.ec2, self.sqs, self.events = aws.client("ec2"), aws.client("sqs"), aws.client("events")
         aws.create_state(sc.cluster.name)
@@ -148,15 +165,15 @@ class SimRunner:
         self.kubelets = Kubelets(self.ec2, self.cluster, sc.cluster.name, self.region, sc.truth,
                                  lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents)
         self._seed_node_groups()
-        self.requests.install()
+        self.requests.install(self.account)
         self.usage.install(self.log)
-        deps = wiring.build_from_env(settings, cluster=self.cluster)
+        deps = build_from_env(settings, cluster=self.cluster)
         deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
         wiring.use(deps)
         self.deps = deps
         # Each function is its own Lambda process with its own caches.
         self.requests.isolate(lambda: dataclasses.replace(
-            wiring.build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock))
+            build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock))
         self.faults = CapacityFaults(sc.capacity, lambda: self.clock.elapsed, self._zone_of_subnet)
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambdas.load_handler(name) for name in lambdas.HANDLERS}
@@ -165,16 +182,17 @@ class SimRunner:
         self.handlers = {name: self.crashes.guard(h) for name, h in self.handlers.items()}
 
     def _settings(self) -> Any:
-        """carpool's settings as the stack's environment would give them (LocalAws set the table, bus
-        and config parameter variables already)."""
+        """carpool's settings as the stack's environment would give them (LocalAws set the endpoint, table,
+        bus and config parameter variables already)."""
         from carpool.app.settings import Settings
 
         sc = self.scenario
-        os.environ.update({
+        self._function_env.update({
+            "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
             "CARPOOL_CLUSTER_NAME": sc.cluster.name, "CARPOOL_CLUSTER_VERSION": sc.cluster.version,
             "CARPOOL_CLUSTER_ENDPOINT": f"https://{sc.cluster.name}.sim.eks.local",
             "CARPOOL_CLUSTER_CA": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==",
-            "CARPOOL_NODE_ROLE_ARN": f"arn:aws:iam::{lambdas.ACCOUNT}:role/carpool-node",
+            "CARPOOL_NODE_ROLE_ARN": f"arn:aws:iam::{self.account}:role/carpool-node",
             "CARPOOL_INSTANCE_PROFILE": "carpool-node",
             "POWERTOOLS_SERVICE_NAME": "carpool", "POWERTOOLS_METRICS_NAMESPACE": "carpool",
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -191,7 +209,7 @@ class SimRunner:
             path.arns[name] = attrs["QueueArn"]
         return path
 
-    def _teardown(self, aws: Any, env_before: Mapping[str, str]) -> None:
+    def _teardown(self) -> None:
         from carpool.app import wiring
 
         if getattr(self, "deps", None) is not None:
@@ -199,11 +217,6 @@ class SimRunner:
             if getattr(self, "crashes", None) is not None:
                 self.crashes.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
         wiring.use(None)
-        try:
-            aws.stop()
-        finally:
-            os.environ.clear()
-            os.environ.update(env_before)
 
     # -- config and fixed parts of the world ------------------------------------------------------
     def _put_config(self, docs: list[dict[str, Any]]) -> None:
@@ -330,7 +343,7 @@ class SimRunner:
 
     def _put_aws_event(self, source: str, detail_type: str, detail: Mapping[str, Any], instance_id: str) -> None:
         """AWS services put their events on the account's default bus."""
-        arn = f"arn:aws:ec2:{self.region}:{lambdas.ACCOUNT}:instance/{instance_id}"
+        arn = f"arn:aws:ec2:{self.region}:{self.account}:instance/{instance_id}"
         self.events.put_events(Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail),
                                          "Resources": [arn], "EventBusName": "default", "Time": self.clock.now()}])
 
@@ -345,7 +358,7 @@ class SimRunner:
     def _invoke(self, name: str, event: Mapping[str, Any]) -> Any:
         self.invocations[name] += 1
         self.log.source = name
-        context = lambdas.LambdaContext.deployed(name, region=self.region)
+        context = lambdas.LambdaContext.deployed(name, region=self.region, account=self.account)
         try:
             with self.requests.invocation(name), self.usage.invocation(name, event):
                 answer = self.handlers[name](dict(event), context)
@@ -361,7 +374,7 @@ class SimRunner:
         return answer
 
     def _invoke_scheduled(self, name: str) -> None:
-        self._invoke(name, lambdas.scheduled_event(f"carpool-{name}", self.clock.now(), self.region))
+        self._invoke(name, lambdas.scheduled_event(f"carpool-{name}", self.clock.now(), self.region, self.account))
 
     def _drain_queues(self) -> None:
         for _ in range(3):  # handlers may publish for each other (interruption -> provisioner)
@@ -516,21 +529,6 @@ class SimRunner:
             attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
             out[name] = int(attrs["Attributes"].get("ApproximateNumberOfMessages", 0))
         return out
-
-
-@contextlib.contextmanager
-def _sqs_on(clock: SimClock) -> Iterator[None]:
-    """Local SQS keeps time on the simulated clock: a message sent with `DelaySeconds`, a visibility
-    timeout and the retention period count simulated seconds, as they count real ones in AWS."""
-    from moto.sqs import models
-
-    saved = (models.unix_time, models.unix_time_millis)
-    models.unix_time = lambda *_a: clock.now().timestamp()  # type: ignore[assignment]
-    models.unix_time_millis = lambda *_a: clock.now().timestamp() * 1000.0  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        models.unix_time, models.unix_time_millis = saved  # type: ignore[assignment]
 
 
 def _failed_ids(answer: Any, records: list[dict[str, Any]]) -> set[str]:

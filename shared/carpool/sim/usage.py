@@ -1,8 +1,9 @@
 """Measures what carpool's handlers use on AWS during a simulation, for `carpool.sim.own_cost`.
 
 - Invocations and their wall time, per function, at the memory the stack deploys
-  (`carpool.delivery.MEMORY_MIB`). The watcher blocks on its watch stream for its watch period in AWS,
-  which the simulated cluster answers at once, so a watcher run is billed at least that period.
+  (`carpool.delivery.MEMORY_MIB`). A watcher that follows its watch stream
+  (`carpool.delivery.WATCH_SECONDS`, off by default) blocks on it for that period in AWS, which the
+  simulated cluster answers at once, so such a run is billed that period on top.
 - DynamoDB units from the items themselves: written items from the request, read items from the answer;
   an update or delete is sized by the item as last read or written (plus what an update sets), as
   DynamoDB charges the larger of the item before and after; no extra request is made to learn it.
@@ -26,13 +27,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from carpool import delivery
-from carpool.sim import own_cost
+from carpool.sim import lambdas, own_cost
 
 _HOOK_ID = "carpool-sim-usage"
 #: Global secondary indexes of the state table by their partition key (`infra/state.py`, projecting all).
 _INDEX_KEYS = ("gsi1pk",)
 #: How long the deployed watcher follows its watch stream (`functions/watcher/handler.py`).
-WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", "50"))
+WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", delivery.WATCH_SECONDS))
 
 
 class UsageMeter:
@@ -42,6 +43,10 @@ class UsageMeter:
         self.function: str | None = None
         self.functions: dict[str, own_cost.FunctionUsage] = {}
         self.metric_series: set[str] = set()
+        #: data points sent per series, by the function that sent them (for rates beyond the run)
+        self.series_sends: dict[str, dict[str, int]] = {}
+        #: each invocation's billed milliseconds, by function (the mean hides a rare long run)
+        self.billed: dict[str, list[float]] = {}
         self._log_bytes = 0
         self._sessions: list[Any] = []
         #: what each stored item is known to weigh (bytes, in an index), by table and key
@@ -54,7 +59,7 @@ class UsageMeter:
         from carpool.adapters.aws import session
 
         sess = session.session()
-        for target in [sess.events, *[c.meta.events for c in getattr(session, "_clients", {}).values()]]:
+        for target in [sess.events, *[c.meta.events for c in session.clients()]]:
             target.register("before-parameter-build", self._before, unique_id=f"{_HOOK_ID}-before")
             target.register("after-call", self._after, unique_id=f"{_HOOK_ID}-after")
         self._sessions.append(sess)
@@ -68,7 +73,7 @@ class UsageMeter:
             return int(write(text))
 
         log.write = counting
-        self._handler = _LineBytes(self)
+        self._handler = _LineBytes(self, log)
         logging.getLogger("carpool").addHandler(self._handler)
 
     def finish(self) -> None:
@@ -96,6 +101,7 @@ class UsageMeter:
             if function == "watcher":
                 seconds += WATCH_SECONDS
             usage.add(seconds, self._log_bytes)
+            self.billed.setdefault(function, []).append(own_cost.billed_ms(seconds))
             self.function = None
 
     def usage(self, seconds: float) -> own_cost.Usage:
@@ -103,6 +109,16 @@ class UsageMeter:
             seconds=seconds, functions=dict(self.functions),
             schedules={k: float(v) for k, v in delivery.SCHEDULE_SECONDS.items()},
             polled_queues=len(delivery.BY_FUNCTION), metric_series=len(self.metric_series))
+
+    def item_bytes(self) -> dict[str, float]:
+        """Mean size of the stored items known at the end of the run, by kind (the partition key's prefix:
+        CLAIM, POOL, ...), as DynamoDB sizes them for request units."""
+        kinds: dict[str, list[int]] = {}
+        for ref, (size, _indexed) in self.sizes.items():
+            _table, key = json.loads(ref)
+            pk = next(iter((key.get("pk") or key.get("id") or {"S": ""}).values()))
+            kinds.setdefault(str(pk).split("#")[0], []).append(size)
+        return {kind: round(sum(sizes) / len(sizes), 1) for kind, sizes in sorted(kinds.items())}
 
     def _of(self, function: str) -> own_cost.FunctionUsage:
         return self.functions.setdefault(function, own_cost.FunctionUsage(delivery.MEMORY_MIB[function]))
@@ -120,7 +136,10 @@ class UsageMeter:
                 for dims in directive.get("Dimensions") or [[]]:
                     values = ", ".join(f"{d}={doc.get(d, '')}" for d in sorted(dims))
                     for metric in directive.get("Metrics") or []:
-                        self.metric_series.add(f"{directive.get('Namespace')} {metric.get('Name')} {{{values}}}")
+                        series = f"{directive.get('Namespace')} {metric.get('Name')} {{{values}}}"
+                        self.metric_series.add(series)
+                        sends = self.series_sends.setdefault(series, {})
+                        sends[self.function or ""] = sends.get(self.function or "", 0) + 1
 
     # -- AWS requests ----------------------------------------------------------------------------------
     def _before(self, params: Mapping[str, Any], model: Any, context: dict[str, Any] | None = None,
@@ -158,12 +177,14 @@ class _LineBytes(logging.Handler):
     #: "[INFO]\t2026-01-01T00:00:00.000Z\t<36-character request id>\t" and the newline
     PREFIX_BYTES = 71
 
-    def __init__(self, meter: UsageMeter) -> None:
+    def __init__(self, meter: UsageMeter, log: Any) -> None:
         super().__init__(logging.INFO)
         self._meter = meter
+        self._log = log
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self._meter.function is not None:
+        # only this simulation's records: another one may be logging on another thread of the process
+        if self._meter.function is not None and lambdas.routed_to(self._log):
             self._meter._log_bytes += self.PREFIX_BYTES + len(record.getMessage().encode())
 
 

@@ -17,6 +17,10 @@ from carpool.sizing import max_pods as mp
 from carpool.sizing import reserved as rs
 from carpool.sizing.settings import AmiProfile, KubeletSettings, LearnedCapacity, NetworkSettings, ami_profile
 
+#: Windows pods get their IP from the VPC resource controller, which advertises the primary ENI's secondary
+#: IPs as this resource on Windows nodes and adds a request for one to every Windows pod (Karpenter counts
+#: it in a Windows type's capacity the same way).
+PRIVATE_IPV4_ADDRESS = "vpc.amazonaws.com/PrivateIPv4Address"
 _DEFAULT_NETWORK = NetworkSettings()
 _DEFAULT_KUBELET = KubeletSettings()
 
@@ -109,6 +113,8 @@ def _capacity(
         ephemeral = learned.ephemeral_storage_bytes
     capacity: Resources = {CPU: cpu, MEMORY: memory_bytes, EPHEMERAL_STORAGE: ephemeral, PODS: max_pods}
     capacity.update(_devices(it))
+    if profile.windows:
+        capacity[PRIVATE_IPV4_ADDRESS] = max(it.ipv4_per_eni - 1, 0)
     return capacity
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from carpool.catalog.instance_type import InstanceType
+from carpool.sizing.eni_limits import default_card_enis
 from carpool.sizing.settings import AmiProfile, KubeletSettings, NetworkSettings
 
 #: Pods that use host networking and need no pod IP (aws-node and kube-proxy).
@@ -47,7 +48,7 @@ class MaxPods:
 def pod_enis(it: InstanceType, network: NetworkSettings) -> int:
     """ENIs of the default network card that carry pod IPs: minus reserved ENIs, minus the primary ENI
     under custom networking (its pods would live in the node subnet, which custom networking avoids)."""
-    enis = it.max_enis - network.reserved_enis - (1 if network.custom_networking else 0)
+    enis = default_card_enis(it) - network.reserved_enis - (1 if network.custom_networking else 0)
     return max(enis, 0)
 
 
@@ -123,9 +124,9 @@ def _network_notes(it: InstanceType, network: NetworkSettings, profile: AmiProfi
         return []
     notes = []
     if network.custom_networking:
-        notes.append(f"custom networking: the primary ENI carries no pods ({pod_enis(it, network)} of {it.max_enis} ENIs used)")
+        notes.append(f"custom networking: the primary ENI carries no pods ({pod_enis(it, network)} of {default_card_enis(it)} ENIs used)")
     if network.reserved_enis:
-        notes.append(f"{network.reserved_enis} ENI(s) reserved: {pod_enis(it, network)} of {it.max_enis} ENIs used for pods")
+        notes.append(f"{network.reserved_enis} ENI(s) reserved: {pod_enis(it, network)} of {default_card_enis(it)} ENIs used for pods")
     if pod_enis(it, network) == 0:
         notes.append("no ENI is left for pods: max pods 0")
     return notes

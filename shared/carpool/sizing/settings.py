@@ -89,7 +89,7 @@ class AmiProfile:
     """How an AMI family's bootstrap sizes the kubelet (mirrors Karpenter's per-family feature flags).
 
     - `carpool_user_data`: carpool renders this family's user data, stating max pods and kube-reserved
-      (custom AMIs get the user's user data verbatim; Windows is not rendered).
+      (custom AMIs get the user's user data verbatim).
     - `pods_per_core`: `kubelet.podsPerCore` is honoured (Bottlerocket has no such setting).
     - `eni_pod_density`: max pods follows the ENI/IP limits; otherwise it is the kubelet default 110.
     """
@@ -110,7 +110,7 @@ AL2 = AmiProfile("al2", carpool_user_data=True, pods_per_core=True, eni_pod_dens
 BOTTLEROCKET = AmiProfile("bottlerocket", carpool_user_data=True, pods_per_core=False, eni_pod_density=True)
 CUSTOM = AmiProfile("custom", carpool_user_data=False, pods_per_core=True, eni_pod_density=True)
 WINDOWS = AmiProfile(
-    "windows", carpool_user_data=False, pods_per_core=True, eni_pod_density=False, default_ephemeral_gib=50
+    "windows", carpool_user_data=True, pods_per_core=True, eni_pod_density=False, default_ephemeral_gib=50
 )
 
 _PROFILES = {p.name: p for p in (AL2023, AL2, BOTTLEROCKET, CUSTOM, WINDOWS)}

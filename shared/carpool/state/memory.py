@@ -7,7 +7,7 @@ mirroring DynamoDB's TransactWriteItems.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from carpool import capacity as capacity_rules
@@ -66,9 +66,24 @@ class MemoryLedger:
             for k, v in requests.items():
                 claim.requested[k] = claim.requested.get(k, 0) + v
 
+    def reserve_many(self, claims: Sequence[Claim], limits: Mapping[str, int] | None, now: datetime,
+                     ttl_seconds: int, replacing: Collection[str] = ()) -> dict[str, Exception]:
+        failed: dict[str, Exception] = {}
+        for claim in claims:
+            try:
+                self.reserve(claim, limits, now, ttl_seconds, replacing)
+            except ReservationRefused as refused:
+                failed[claim.name] = refused
+        return failed
+
     def mark_launched(self, claim: Claim) -> None:
         with self._lock:
             self.claims[claim.name] = claim.model_copy(deep=True)
+
+    def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
+        for claim in claims:
+            self.mark_launched(claim)
+        return {}
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
         with self._lock:

@@ -8,7 +8,7 @@ race on the same pods therefore cannot both launch for them, and cannot together
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -38,8 +38,18 @@ class ClaimLedger(Protocol):
         Raises ReservationRefused when a pod is already nominated or the claim is gone."""
         ...
 
+    def reserve_many(self, claims: Sequence[Claim], limits: Mapping[str, int] | None, now: datetime,
+                     ttl_seconds: int, replacing: Collection[str] = ()) -> dict[str, Exception]:
+        """`reserve` for several claims of one NodePool at once, each still all or nothing and refused or
+        failed on its own. Returns the claims not reserved: name -> ReservationRefused or the error."""
+        ...
+
     def mark_launched(self, claim: Claim) -> None:
         """Persist launch results (instance id/type, zone, capacity type, image, allocatable)."""
+        ...
+
+    def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
+        """`mark_launched` for several claims; returns the ones not written, name -> the error."""
         ...
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:

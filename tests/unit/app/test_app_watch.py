@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from carpool import observability
 from carpool.app import watch
 from carpool.app.settings import Settings
@@ -97,10 +99,17 @@ def test_pods_nominated_to_a_live_claim_are_not_published_again() -> None:
     assert published == ["b", "c"]
 
 
-def test_pool_usage_and_limit_gauges_are_emitted() -> None:
-    before = observability.total("NodePoolLimit", nodepool="default", resource="cpu")
-    watch.run(_deps(SimulatedCluster(lambda: NOW), Publisher()))
-    assert observability.total("NodePoolLimit", nodepool="default", resource="cpu") - before == 100_000
+def test_pool_usage_gauges_are_emitted_for_limited_resources_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    deps = _deps(SimulatedCluster(lambda: NOW), Publisher())
+    limited = set(deps.config.load().nodepools[0].limits() or {})
+    assert "cpu" in limited
+    sent: list[tuple[str, dict[str, str]]] = []
+    emit = observability.emit
+    monkeypatch.setattr(observability, "emit", lambda name, *a, **dims: (sent.append((name, dims)), emit(name, *a, **dims)))
+    watch.run(deps)
+    assert {d["resource"] for n, d in sent if n == "NodePoolUsage"} == limited
+    # the limit is the deployed config's: no series of its own
+    assert "NodePoolLimit" not in {n for n, _ in sent}
 
 
 def test_follow_adds_changes_after_the_resync() -> None:

@@ -55,6 +55,30 @@ def test_a_breakdown_is_published_under_its_own_series_and_the_cluster_total(
     ]
 
 
+def test_a_breakdown_no_alarm_totals_is_published_under_its_own_series_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # every series is billed each hour it receives data: no total that nothing reads
+    monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
+    assert "Disruptions" not in observability.CLUSTER_TOTALS
+    observability.emit("Disruptions", reason="Empty")
+    (line,) = emf_lines(capsys)
+    assert series(line) == [{"reason": "Empty", "cluster": "blue", "service": "carpool"}]
+
+
+def test_a_metric_no_alarm_reads_is_a_log_line_not_a_series(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
+    assert "PodsServedBy" in observability.LOG_ONLY
+    observability.emit("PodsServedBy", 3.0, server="carpool")
+    (line,) = emf_lines(capsys)
+    assert "_aws" not in line  # no EMF directive: CloudWatch makes no series of it
+    assert line == {"metric": "PodsServedBy", "value": 3.0, "unit": "Count", "server": "carpool", "cluster": "blue",
+                    "service": "carpool"}
+    assert observability.total("PodsServedBy", cluster="blue", server="carpool") >= 3.0
+
+
 def test_configure_wins_over_the_environment_and_over_the_caller(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -223,10 +223,10 @@ def test_al2_ipv6_cluster() -> None:
 
 
 # -- common -----------------------------------------------------------------------------------------
-def test_custom_family_is_the_users_user_data_and_windows_is_refused() -> None:
+def test_custom_family_is_the_users_user_data_and_an_unknown_family_is_refused() -> None:
     assert render("custom", replace(BASE, user_data="echo hi")) == "echo hi"
-    with pytest.raises(UserDataError, match="windows2022"):
-        render("windows2022", BASE)
+    with pytest.raises(UserDataError, match="windows2016"):
+        render("windows2016", BASE)
 
 
 def test_encode_is_base64_and_fingerprint_sees_every_input() -> None:

@@ -75,7 +75,7 @@ def test_sqs_requests_include_the_mappings_idle_polling() -> None:
     assert busy.quantities["sqsRequests"] == pytest.approx(polls + 1000 * MONTH)
 
 
-def test_cloudwatch_metric_series_are_monthly() -> None:
+def test_a_series_sent_every_hour_costs_a_month() -> None:
     cost = monthly(Usage(seconds=60.0, metric_series=20))
     assert _only(cost.services, "CloudWatch metrics") == pytest.approx(20 * 0.30)
 
@@ -90,11 +90,33 @@ def test_log_ingestion_per_gb() -> None:
 
 
 def test_every_service_has_a_line_and_the_total_adds_up() -> None:
-    cost = monthly(Usage(seconds=HOUR, polled_queues=1, metric_series=1,
+    cost = monthly(Usage(seconds=HOUR, polled_queues=1, metric_series=1, alarm_metrics=1, dashboards=1, kms_keys=1,
                          functions={"watcher": FunctionUsage(512, 1, 1000.0, 10, 1.0, 1.0, 1, 1)}))
     assert tuple(cost.services) == own_cost.SERVICES
     assert all(v > 0 for v in cost.services.values())
     assert cost.total == pytest.approx(sum(cost.services.values()))
+    assert cost.total == pytest.approx(cost.usage_total + cost.fixed)
+
+
+def test_metric_series_are_billed_for_the_hours_they_receive_data() -> None:
+    # a series sent every minute is there every hour; one sent once a day in 1/24 of the hours
+    assert own_cost.hourly_share(60.0) == pytest.approx(1.0)
+    assert own_cost.hourly_share(1 / 24) == pytest.approx(1 / 24, rel=0.03)
+    assert own_cost.hourly_share(0.0) == 0.0
+    # two sends an hour at random times leave about one hour in seven empty
+    assert own_cost.hourly_share(2.0) == pytest.approx(1 - 0.1353, abs=1e-3)
+    cost = monthly(Usage(seconds=HOUR, metric_series=1.0 + own_cost.hourly_share(1 / 24)))
+    assert _only(cost.services, "CloudWatch metrics") == pytest.approx(0.30 * (1 + 1 / 24), rel=1e-3)
+
+
+def test_the_stacks_fixed_monitoring_is_priced_apart_from_usage() -> None:
+    # 30 alarm metrics, one dashboard, the alarm topic's key; nothing else ran
+    cost = monthly(Usage(seconds=HOUR, alarm_metrics=30, dashboards=1, kms_keys=1))
+    assert cost.services["CloudWatch alarms"] == pytest.approx(3.00)
+    assert cost.services["CloudWatch dashboards"] == pytest.approx(3.00)
+    assert cost.services["KMS"] == pytest.approx(1.00)
+    assert cost.fixed == pytest.approx(7.00) and cost.usage_total == pytest.approx(0.0)
+    assert cost.quantities["alarmMetrics"] == 30
 
 
 def test_item_sizes_follow_dynamodb_rules() -> None:

@@ -31,6 +31,7 @@ from carpool.sizing import (
     prefix_delegation_pods,
     size_node,
 )
+from carpool.sizing.eni_limits import default_card_enis
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 ENI_TABLE = DATA / "eni-max-pods.txt"
@@ -40,16 +41,13 @@ CALCULATOR_ARGS = ("--cni-version", "1.19.0", "--cni-prefix-delegation-enabled")
 PD = NetworkSettings(prefix_delegation=True)
 MIB = 2**20
 
-#: Types whose published value differs from the default-network-card formula, and why.
-#: The table's own header says multi-card types are computed against card 0, and the VPC CNI attaches pod
-#: ENIs on the default card only; for these four the table counts both cards (15 = 8 + 7 and 24 = 12 + 12
-#: ENIs). Same-generation multi-card siblings (c8gn.48xlarge 590 = 12 ENIs, c6in.32xlarge 394 = 8 ENIs)
-#: follow the default-card rule, so we keep it and list the exceptions here.
-TABLE_COUNTS_ALL_CARDS = {
-    "i7ie.48xlarge": (394, 737),
-    "i7ie.metal-48xl": (394, 737),
-    "i8ge.48xlarge": (590, 1178),
-    "i8ge.metal-48xl": (590, 1178),
+#: Multi-card types whose catalog snapshot splits the interfaces over two cards (8 + 7, 12 + 12) while the
+#: EKS tooling (VPC CNI table, nodeadm's instance-info, this table) lists one default card with all of them.
+CATALOG_SPLITS_ONE_CARD = {
+    "i7ie.48xlarge": (15, 737),
+    "i7ie.metal-48xl": (15, 737),
+    "i8ge.48xlarge": (24, 1178),
+    "i8ge.metal-48xl": (24, 1178),
 }
 
 
@@ -81,16 +79,31 @@ def test_eni_limited_pods_match_the_published_eks_table(catalog: Catalog) -> Non
     mismatches = {
         name: (eni_limited_pods(catalog[name]), table[name])
         for name in common
-        if name not in TABLE_COUNTS_ALL_CARDS and eni_limited_pods(catalog[name]) != table[name]
+        if eni_limited_pods(catalog[name]) != table[name]
     }
     assert mismatches == {}
 
 
-def test_documented_exceptions_still_differ_as_documented(catalog: Catalog) -> None:
-    """If moto's data or the table changes, the exception list must be revisited (not silently kept)."""
-    table = published()
-    for name, (ours, theirs) in TABLE_COUNTS_ALL_CARDS.items():
-        assert (eni_limited_pods(catalog[name]), table[name]) == (ours, theirs)
+@pytest.mark.parametrize(("name", "enis_and_pods"), sorted(CATALOG_SPLITS_ONE_CARD.items()))
+def test_split_card_types_use_every_interface_the_eks_tooling_lists(
+    catalog: Catalog, name: str, enis_and_pods: tuple[int, int]
+) -> None:
+    enis, pods = enis_and_pods
+    it = catalog[name]
+    assert it.max_enis < enis  # the snapshot's default card holds only part of them
+    assert default_card_enis(it) == enis
+    assert size(it).max_pods == published()[name] == pods
+    # custom networking and reserved ENIs count from the full default card too
+    assert eni_limited_pods(it, NetworkSettings(custom_networking=True)) == (enis - 1) * 49 + 2
+    assert eni_limited_pods(it, NetworkSettings(reserved_enis=2)) == (enis - 2) * 49 + 2
+
+
+def test_every_override_is_needed(catalog: Catalog) -> None:
+    """An override the catalog already agrees with (or a type it lacks) is stale and must go."""
+    from carpool.sizing.eni_limits import EKS_DEFAULT_CARD_ENIS
+
+    for name, enis in EKS_DEFAULT_CARD_ENIS.items():
+        assert name in catalog and catalog[name].max_enis != enis
 
 
 def test_table_file_is_the_published_one() -> None:

@@ -1,7 +1,9 @@
 """The EC2 reads behind the live instance catalog, returned as boto3 shapes for
 `carpool.catalog.builder.from_ec2` (which stays pure and testable without AWS).
 
-Every call is paginated: DescribeInstanceTypes alone is ~900 types in 9+ pages in us-east-1.
+Every call is paginated: DescribeInstanceTypes alone is ~900 types in 9+ pages in us-east-1, and the
+spot price history thousands of items, so a live build takes seconds: only the scheduled refresh
+(`carpool.app.sources.StoredCatalogSource.refresh`) makes it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from carpool.adapters.aws import session
 from carpool.adapters.aws.pricing import OnDemandPrices
+from carpool.catalog import Catalog, builder
 
 #: Spot prices of Linux instances in a VPC (the only kind carpool launches).
 LINUX_SPOT = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
@@ -84,3 +87,8 @@ def fetch_catalog_inputs(
         "ondemand_prices": pricing.prices(),
         "region": ec2.region,
     }
+
+
+def live_catalog(now: datetime, region: str | None = None) -> Catalog:
+    """The catalog built from EC2's and the Pricing API's answers at `now`."""
+    return builder.from_ec2(**fetch_catalog_inputs(now, Ec2Catalog(region=region)))

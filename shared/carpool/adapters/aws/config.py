@@ -8,11 +8,11 @@ caller's job (`carpool.app.sources.TextConfigSource` re-parses only when the tex
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SSMProvider
 
+from carpool import environment
 from carpool.adapters.aws import session
 
 CONFIG_PARAMETER_ENV = "CARPOOL_CONFIG_PARAMETER"
@@ -32,7 +32,7 @@ class SsmConfigText:
         max_age: int = DEFAULT_MAX_AGE_SECONDS,
         provider: SSMProvider | None = None,
     ) -> None:
-        self.parameter_name = parameter_name or os.environ.get(CONFIG_PARAMETER_ENV, "")
+        self.parameter_name = parameter_name or environment.get(CONFIG_PARAMETER_ENV, "")
         if not self.parameter_name:
             raise ConfigNotConfigured(
                 f"set {CONFIG_PARAMETER_ENV} to the SSM parameter holding the config YAML"
@@ -59,7 +59,7 @@ _readers: dict[str, SsmConfigText] = {}
 
 def read_config_text(parameter_name: str | None = None, max_age: int = DEFAULT_MAX_AGE_SECONDS) -> str:
     """The config YAML from SSM, through one cached reader per parameter name for the whole process."""
-    name = parameter_name or os.environ.get(CONFIG_PARAMETER_ENV, "")
+    name = parameter_name or environment.get(CONFIG_PARAMETER_ENV, "")
     reader = _readers.get(name)
     if reader is None:
         reader = _readers[name] = SsmConfigText(name or None, max_age)

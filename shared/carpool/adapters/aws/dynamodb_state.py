@@ -20,10 +20,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import random
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -34,6 +33,7 @@ from botocore.exceptions import ClientError
 from pydantic.alias_generators import to_camel
 
 from carpool import capacity as capacity_rules
+from carpool import environment
 from carpool.adapters.aws import session
 from carpool.state.models import (
     ACTIVE_STATUSES,
@@ -52,6 +52,8 @@ GSI = "gsi1"
 TTL_ATTR = "expiresAt"
 #: TransactWriteItems' limit on items per transaction.
 MAX_TRANSACTION_ITEMS = 100
+#: BatchWriteItem's limit on items per call.
+BATCH_WRITE_ITEMS = 25
 #: `reserve` puts the claim and the usage update in its first transaction, so it has room for 98 pods.
 FIRST_CHUNK_PODS = MAX_TRANSACTION_ITEMS - 2
 #: attempts for a transaction that lost a TransactionConflict
@@ -210,7 +212,7 @@ class _Table:
     """The state table: name from `CARPOOL_TABLE` unless given, client from `session` unless given."""
 
     def __init__(self, table_name: str | None = None, client: Any | None = None) -> None:
-        self.name = table_name or os.environ.get(TABLE_ENV, "")
+        self.name = table_name or environment.get(TABLE_ENV, "")
         if not self.name:
             raise ValueError(f"no state table: set {TABLE_ENV}")
         self.client = client if client is not None else session.client("dynamodb")
@@ -253,6 +255,26 @@ class _Table:
                 raise RuntimeError(f"{left} keys left unprocessed in {self.name} (throttled)")
         return out
 
+    def batch_put_left(self, items: Sequence[Mapping[str, Any]], sleep: Callable[[float], None]) -> list[int]:
+        """BatchWriteItem of at most 25 `items`, resending unprocessed ones with backoff; returns the
+        indexes of the items still not written (the call failing as a whole leaves them all)."""
+        requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
+        if len(requests) > 25:
+            raise ValueError(f"{len(requests)} items: BatchWriteItem takes at most 25")
+        index = {_request_key(r): n for n, r in enumerate(requests)}
+        pending = requests
+        for attempt in range(UNPROCESSED_ATTEMPTS):
+            try:
+                out = self.client.batch_write_item(RequestItems={self.name: pending})
+            except ClientError:
+                log.warning("BatchWriteItem of %d items failed; they are written one by one", len(pending))
+                break
+            pending = out.get("UnprocessedItems", {}).get(self.name, [])
+            if not pending:
+                return []
+            sleep(random.random() * min(2.0, 0.05 * 2**attempt))
+        return sorted(index[_request_key(r)] for r in pending)
+
     def batch_put(self, items: Iterable[Mapping[str, Any]], sleep: Callable[[float], None]) -> None:
         """BatchWriteItem in groups of 25, resending unprocessed items with backoff."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
@@ -266,6 +288,11 @@ class _Table:
                 sleep(random.random() * min(2.0, 0.05 * 2**attempt))
             else:
                 raise RuntimeError(f"{len(pending)} items left unprocessed in {self.name}")
+
+
+def _request_key(request: Mapping[str, Any]) -> tuple[str, str]:
+    item = request["PutRequest"]["Item"]
+    return (item["pk"]["S"], item["sk"]["S"])
 
 
 # -- transactions ---------------------------------------------------------------------------------------
@@ -368,6 +395,60 @@ class DynamoLedger:
                 with contextlib.suppress(Exception):
                     self.release(claim)
                 raise
+
+    def reserve_many(self, claims: Sequence[Claim], limits: Mapping[str, int] | None, now: datetime,
+                     ttl_seconds: int, replacing: Collection[str] = ()) -> dict[str, Exception]:
+        """Several claims of one pool in as few transactions as they fit: each claim whole in one
+        transaction (its Put and its nominations), with one usage update per transaction for their sum.
+
+        A transaction cancelled for some of its claims (a pod nominated elsewhere, a claim that exists)
+        is sent again without them, which are refused with `reserve`'s reason. One cancelled on the pool's
+        limit, or failing for any other reason (throttling past the retries), is done again claim by claim
+        (`reserve`): near a limit some of the claims may still fit, and a claim whose own write fails must
+        fail alone. So every claim is reserved, refused or failed exactly as if it had been reserved alone."""
+        failed: dict[str, Exception] = {}
+        together: list[Claim] = []
+        for claim in claims:
+            if len(set(claim.pods)) > FIRST_CHUNK_PODS:
+                self._reserve_alone(claim, limits, now, ttl_seconds, replacing, failed)
+            else:
+                together.append(claim)
+        for chunk in _transaction_chunks(together):
+            self._reserve_chunk(chunk, limits, now, ttl_seconds, replacing, failed)
+        return failed
+
+    def _reserve_alone(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
+                       replacing: Collection[str], failed: dict[str, Exception]) -> None:
+        try:
+            self.reserve(claim, limits, now, ttl_seconds, replacing)
+        except Exception as exc:
+            failed[claim.name] = exc
+
+    def _reserve_chunk(self, chunk: list[Claim], limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
+                       replacing: Collection[str], failed: dict[str, Exception]) -> None:
+        until = now + timedelta(seconds=ttl_seconds)
+        while len(chunk) > 1 and not _exceeds(chunk, limits):
+            total = chunk[0].model_copy(update={"reserved": _summed(c.reserved for c in chunk)})
+            ops = [self._usage_reserve(total, limits)]
+            for claim in chunk:
+                ops.append(self._claim_put(claim))
+                ops += [self._nominate(p, claim.name, now, until, replacing) for p in dict.fromkeys(claim.pods)]
+            try:
+                _transact(self._table, ops, self._sleep)
+                return
+            except _Cancelled as c:
+                refused = _refused_claims(c, chunk)
+                if refused is None:
+                    break
+            except Exception:
+                log.warning("reserving %d claims together failed; reserving them one by one", len(chunk))
+                break
+            for claim in chunk:
+                if claim.name in refused:
+                    failed[claim.name] = ReservationRefused(_refusal_reason(refused[claim.name], claim, limits))
+            chunk = [c for c in chunk if c.name not in refused]
+        for claim in chunk:
+            self._reserve_alone(claim, limits, now, ttl_seconds, replacing, failed)
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
                  ttl_seconds: int) -> None:
@@ -480,6 +561,21 @@ class DynamoLedger:
     def mark_launched(self, claim: Claim) -> None:
         """Store the whole claim as it is now (like MemoryLedger, which replaces it)."""
         self._table.client.put_item(TableName=self._table.name, Item=serialize(claim_item(claim)))
+
+    def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
+        """BatchWriteItem, 25 claims a call; a claim a batch could not write (left unprocessed past the
+        retries, or the call failed) is written alone, so only a claim whose own write fails fails."""
+        failed: dict[str, Exception] = {}
+        for start in range(0, len(claims), BATCH_WRITE_ITEMS):
+            chunk = claims[start : start + BATCH_WRITE_ITEMS]
+            left = range(len(chunk)) if len(chunk) == 1 else self._table.batch_put_left(
+                [claim_item(c) for c in chunk], self._sleep)
+            for i in left:
+                try:
+                    self.mark_launched(chunk[i])
+                except Exception as exc:
+                    failed[chunk[i].name] = exc
+        return failed
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
         try:
@@ -650,6 +746,52 @@ class DynamoLedger:
             pool = plain.pop("nodepool")
             out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS}
         return out
+
+
+def _transaction_chunks(claims: list[Claim]) -> Iterator[list[Claim]]:
+    """Claims in order, as many per transaction as fit beside its one usage update."""
+    chunk: list[Claim] = []
+    size = 1
+    for claim in claims:
+        items = 1 + len(set(claim.pods))
+        if chunk and size + items > MAX_TRANSACTION_ITEMS:
+            yield chunk
+            chunk, size = [], 1
+        chunk.append(claim)
+        size += items
+    if chunk:
+        yield chunk
+
+
+def _summed(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in parts:
+        for k, v in part.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _exceeds(chunk: list[Claim], limits: Mapping[str, int] | None) -> bool:
+    """Whether the claims together pass a limit on their own (the usage condition cannot see that for a
+    pool's first reservation, so they go one by one)."""
+    total = _summed(c.reserved for c in chunk)
+    return limits is not None and any(r in limits and v > limits[r] for r, v in total.items())
+
+
+def _refused_claims(cancelled: _Cancelled, chunk: list[Claim]) -> dict[str, _Cancelled] | None:
+    """The claims a cancelled transaction refused, each with its own failures; None when the cause is
+    not any claim's alone (the usage update, a conflict, no reasons given)."""
+    if cancelled.conflict_only or any(op.what == "usage" for op, _, _ in cancelled.failures):
+        return None
+    owner = {p: c.name for c in chunk for p in c.pods}
+    owner.update({c.name: c.name for c in chunk})
+    out: dict[str, list[tuple[_Op, str, dict[str, Any] | None]]] = {}
+    for failure in cancelled.failures:
+        name = owner.get(failure[0].subject)
+        if name is None:
+            return None
+        out.setdefault(name, []).append(failure)
+    return {name: _Cancelled(failures) for name, failures in out.items()}
 
 
 def _refuse_impossible(claim: Claim, limits: Mapping[str, int] | None) -> None:

@@ -85,6 +85,11 @@ class Ec2Compute:
                 self._sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
+    def tag_instance(self, instance_id: str, tags: Mapping[str, str]) -> None:
+        """CreateTags on one instance. The IAM policy allows it only on the cluster's own instances and
+        only for the claim-name tag, so the tags of what carpool launched cannot be rewritten."""
+        self.client.create_tags(Resources=[instance_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+
     def terminate_instances(self, instance_ids: Sequence[str]) -> None:
         """Terminate, tolerating ids that are already gone (termination is retried by several paths)."""
         ids = list(dict.fromkeys(instance_ids))

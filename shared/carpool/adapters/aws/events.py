@@ -12,6 +12,7 @@ are thread-safe; the default connection pool (10) bounds the useful width.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -70,7 +71,9 @@ class EventBridgePublisher:
             results = [self._send_batch(b) for b in clean]
         else:
             with ThreadPoolExecutor(max_workers=min(self._workers, len(clean))) as pool:
-                results = list(pool.map(self._send_batch, clean))
+                # each batch in a copy of the caller's context: its environment and log routing follow it
+                futures = [pool.submit(contextvars.copy_context().run, self._send_batch, b) for b in clean]
+                results = [f.result() for f in futures]
         return [entry for failed in results for entry in failed]
 
     def _send_batch(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:

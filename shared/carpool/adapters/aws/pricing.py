@@ -10,9 +10,9 @@ did not price still has a number.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
+from carpool import environment
 from carpool.adapters.aws import session
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class OnDemandPrices:
 
     def _pricing_client(self) -> Any:
         if self._client is None:
-            if session.endpoint_url() and not os.environ.get("AWS_ENDPOINT_URL_PRICING"):
+            if session.endpoint_url() and not environment.get("AWS_ENDPOINT_URL_PRICING"):
                 # AWS_ENDPOINT_URL sends every client to a local AWS, which has no Pricing API: asking
                 # it only produces server errors and retries before the same fallback.
                 raise PricingUnavailable(f"no Pricing API at {session.endpoint_url()}")

@@ -1,4 +1,4 @@
-"""boto3 clients for every carpool adapter: created lazily, cached per process, one retry policy.
+"""boto3 clients for every carpool adapter: created lazily, cached per environment, one retry policy.
 
 Why a module of its own:
 - A Lambda container lives for many invocations; creating a client costs tens of milliseconds (it loads
@@ -6,6 +6,10 @@ Why a module of its own:
 - `AWS_ENDPOINT_URL` points every client at the local moto server in tests and in the simulation. boto3
   honours the variable by itself, but reading it here makes the switch explicit, and keying the cache on it
   means a process that changes endpoint (a test session starting its server) never gets a stale client.
+- The environment is the running function's (`carpool.environment`): `os.environ` in Lambda, the mapping
+  the stack would set in a simulation. Sessions and clients are cached per environment (endpoint,
+  region, credentials), so two simulations running in one process each talk to their own local AWS
+  with their own credentials, and hooks one puts on its session never see the other's requests.
 - One retry layer, botocore's own "standard" mode, with few attempts: throttling and transient errors
   (RequestLimitExceeded, ProvisionedThroughputExceeded, 5xx, timeouts) are retried with jittered
   exponential backoff, at most 1 s + 2 s of sleep per call with 3 attempts. carpool's adapters do not
@@ -20,13 +24,14 @@ boto3 clients are thread-safe once built; building them is not, hence the lock.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import boto3
 from botocore.config import Config
+
+from carpool import environment
 
 #: Attempts per call (the first included) for every client unless a caller asks otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -35,19 +40,28 @@ RETRY_MODE = "standard"
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 30
 
+#: The variables that make two environments need different sessions (and so different clients).
+_IDENTITY = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
 _lock = threading.Lock()
-_clients: dict[Hashable, Any] = {}
-_session: boto3.session.Session | None = None
+#: (environment identity, service, region, endpoint, retry and timeout settings) -> client
+_clients: dict[tuple[Hashable, ...], Any] = {}
+#: environment identity -> session
+_sessions: dict[tuple[str | None, ...], boto3.session.Session] = {}
 
 
 def endpoint_url() -> str | None:
     """The endpoint every client uses: `AWS_ENDPOINT_URL` when set (local moto), else AWS's own."""
-    return os.environ.get("AWS_ENDPOINT_URL") or None
+    return environment.get("AWS_ENDPOINT_URL") or None
 
 
 def region_name() -> str:
     """The region from the Lambda runtime (`AWS_REGION`) or the usual SDK variable."""
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return environment.get("AWS_REGION") or environment.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+def _identity(env: Mapping[str, str]) -> tuple[str | None, ...]:
+    return tuple(env.get(name) or None for name in _IDENTITY)
 
 
 def config(
@@ -66,12 +80,33 @@ def config(
 
 
 def session() -> boto3.session.Session:
-    """One boto3 session per process (credentials are resolved once and refreshed by botocore)."""
-    global _session
+    """One boto3 session per environment, i.e. per process in Lambda (credentials are resolved once and
+    refreshed by botocore)."""
+    key = _identity(environment.current())
     with _lock:
-        if _session is None:
-            _session = boto3.session.Session()
-        return _session
+        found = _sessions.get(key)
+        if found is None:
+            found = _sessions[key] = _new_session()
+        return found
+
+
+def _new_session() -> boto3.session.Session:
+    """From the process environment (botocore's own credential chain), or from an installed mapping: its
+    credentials, and only its profile (a developer's `AWS_PROFILE` is not the simulated function's)."""
+    if not environment.installed():
+        return boto3.session.Session()
+    import botocore.session
+
+    env = environment.current()
+    core = botocore.session.Session()
+    # an override, so that None means no profile rather than falling back to os.environ's
+    core.get_component("config_store").set_config_variable("profile", env.get("AWS_PROFILE") or None)
+    return boto3.session.Session(
+        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
+        aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
+        aws_session_token=env.get("AWS_SESSION_TOKEN"),
+        botocore_session=core,
+    )
 
 
 def client(
@@ -90,7 +125,7 @@ def client(
     """
     region = region or region_name()
     endpoint = endpoint_url() if use_endpoint else None
-    key = (service, region, endpoint, max_attempts, connect_timeout, read_timeout)
+    key = (_identity(environment.current()), service, region, endpoint, max_attempts, connect_timeout, read_timeout)
     cached = _clients.get(key)
     if cached is not None:
         return cached
@@ -108,9 +143,22 @@ def client(
         return cached
 
 
-def reset() -> None:
-    """Forget every client and the session (tests that switch endpoint or credentials)."""
-    global _session
+def clients() -> list[Any]:
+    """The clients built so far for the running function's environment (to hook them like its session)."""
+    identity = _identity(environment.current())
     with _lock:
-        _clients.clear()
-        _session = None
+        return [c for key, c in _clients.items() if key[0] == identity]
+
+
+def reset(env: Mapping[str, str] | None = None) -> None:
+    """Forget the sessions and clients of `env`'s identity (a local AWS that stopped), or with None every
+    one of them (tests that switch endpoint or credentials)."""
+    with _lock:
+        if env is None:
+            _clients.clear()
+            _sessions.clear()
+            return
+        identity = _identity(env)
+        _sessions.pop(identity, None)
+        for key in [k for k in _clients if k[0] == identity]:
+            del _clients[key]

@@ -1,22 +1,33 @@
 """Production wiring: every port backed by boto3 (and lightkube for the cluster).
 
-Also used by the simulation, which passes its own simulated cluster and clock but keeps these adapters
-pointed at the local AWS endpoint, so the handlers it drives run the same code as in Lambda.
+The handlers provide `build_from_env` to `carpool.app.wiring` (it builds on their cold start). The
+simulation calls it too, passing its own simulated cluster and clock but keeping these adapters pointed at
+the local AWS endpoint, so the handlers it drives run the same code as in Lambda.
+
+The instance-type catalog comes from the state table (`catalog_store`), kept warm by the disruption
+function's refresh (`carpool.app.sources.StoredCatalogSource`); the live EC2 reads behind that refresh
+are made only when it is due, never on a request's path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from carpool.amis import CachedAmiSource
 from carpool.app.settings import Settings
-from carpool.app.sources import Ec2CatalogSource, TextConfigSource
+from carpool.app.sources import StoredCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies, utc_now
-from carpool.ports import Cluster
+from carpool.catalog import Catalog
+from carpool.ports import Cluster, EventPublisher
 
 AMI_TTL_SECONDS = 300
+
+
+def build_from_env(settings: Settings | None = None, cluster: Cluster | None = None) -> Dependencies:
+    """The production dependencies from the environment (`carpool.app.wiring.provide` takes this)."""
+    return build(settings or Settings.from_env(), cluster=cluster)
 
 
 def build(
@@ -25,7 +36,7 @@ def build(
     clock: Callable[[], datetime] = utc_now,
     config_text: Callable[[], str] | None = None,
 ) -> Dependencies:
-    from carpool.adapters.aws.catalog import fetch_catalog_inputs
+    from carpool.adapters.aws.catalog_store import DynamoCatalogStore
     from carpool.adapters.aws.config import SsmConfigText
     from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache, DynamoLedger, DynamoOfferings
     from carpool.adapters.aws.ec2 import Ec2Compute
@@ -39,6 +50,7 @@ def build(
         settings = complete(settings)
         cluster = LightkubeCluster.from_settings(settings)
     read: Any = config_text or SsmConfigText(settings.config_parameter or None)
+    region = settings.region
     return Dependencies(
         settings=settings,
         cluster=cluster,
@@ -46,9 +58,31 @@ def build(
         ledger=DynamoLedger(settings.table),
         offerings=DynamoOfferings(settings.table),
         capacity=DynamoCapacityCache(settings.table),
-        publisher=EventBridgePublisher(settings.event_bus),
+        publisher=_OnFirstUse(lambda: EventBridgePublisher(settings.event_bus)),
         ami_source=CachedAmiSource(AwsAmiSource(), AMI_TTL_SECONDS, clock=lambda: clock().timestamp()),
         config=TextConfigSource(read),
-        catalog=Ec2CatalogSource(lambda: fetch_catalog_inputs(clock())),
+        catalog=StoredCatalogSource(DynamoCatalogStore(settings.table), region, lambda now: _live_catalog(now, region)),
         clock=clock,
     )
+
+
+def _live_catalog(now: datetime, region: str) -> Catalog:
+    """Built from EC2 by the scheduled refresh only: its adapters (Pricing, paginated EC2 reads, the
+    builder) are imported then, not on every cold start."""
+    from carpool.adapters.aws.catalog import live_catalog
+
+    return live_catalog(now, region)
+
+
+class _OnFirstUse:
+    """An `EventPublisher` made when first used: only the watcher publishes, and an EventBridge client costs
+    every other function's cold start tens of milliseconds (its service model is loaded on creation)."""
+
+    def __init__(self, make: Callable[[], EventPublisher]) -> None:
+        self._make = make
+        self._publisher: EventPublisher | None = None
+
+    def put_events(self, entries: Iterable[Mapping[str, Any]]) -> int:
+        if self._publisher is None:
+            self._publisher = self._make()
+        return self._publisher.put_events(entries)

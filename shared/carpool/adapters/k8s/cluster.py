@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -36,9 +35,12 @@ from lightkube.resources.core_v1 import Pod as PodResource
 from lightkube.resources.policy_v1 import PodDisruptionBudget as PdbResource
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
+from carpool import environment
 from carpool.adapters.k8s import convert, reads
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
+from carpool.disruption import podview
+from carpool.disruption.podview import PodView
 from carpool.ports import EvictionBlocked, NodeConflict, NodeGone, NodePatch, WatchEvent
 from carpool.taints import Taint
 
@@ -114,7 +116,7 @@ def cluster_access(
     cluster_name: str, region: str | None = None, eks_client: Any | None = None
 ) -> ClusterAccess:
     """From the environment when the stack set it (no API call on a cold start), else DescribeCluster."""
-    endpoint, ca = os.environ.get(ENDPOINT_ENV, ""), os.environ.get(CA_ENV, "")
+    endpoint, ca = environment.get(ENDPOINT_ENV, ""), environment.get(CA_ENV, "")
     if endpoint and ca:
         return ClusterAccess(endpoint, ca)
     if eks_client is None:
@@ -208,16 +210,19 @@ class LightkubeCluster:
 
     # -- reads ----------------------------------------------------------------------------------------------
     def _list(self, resource: Any, model: type[Any], kind: str | None = None, *, fields: str | None = None,
-              metadata_only: bool = False) -> list[Any]:
-        """Every object of a list (or of its metadata-only form) as `model`, straight from the page bytes.
-        With `kind`, the list's resource version is kept for `watch` to start from."""
-        items, version = self._paged(resource, model, fields=fields, metadata_only=metadata_only)
+              metadata_only: bool = False, per_page: Callable[[list[Any]], list[Any]] | None = None,
+              ) -> list[Any]:
+        """Every object of a list (or of its metadata-only form) as `model`, straight from the page bytes
+        (through `per_page` when given). With `kind`, the list's resource version is kept for `watch`."""
+        items, version = self._paged(resource, model, fields=fields, metadata_only=metadata_only,
+                                     per_page=per_page)
         if kind is not None:
             self.resource_versions[kind] = version
         return items
 
     def _paged(self, resource: Any, model: type[Any], *, fields: str | None = None,
-               metadata_only: bool = False) -> tuple[list[Any], str]:
+               metadata_only: bool = False, per_page: Callable[[list[Any]], list[Any]] | None = None,
+               ) -> tuple[list[Any], str]:
         """Every object of a list, paged by `LIST_CHUNK`, and the list's resource version.
 
         A list that takes longer than etcd keeps old revisions (the API server compacts every 5 minutes)
@@ -227,7 +232,7 @@ class LightkubeCluster:
         carpool decides on what it lists (consolidating a node whose pods were not all seen)."""
         for attempt in range(1, LIST_RESTARTS + 1):
             try:
-                return self._read_pages(resource, model, fields, metadata_only)
+                return self._read_pages(resource, model, fields, metadata_only, per_page)
             except ApiError as e:
                 if status_code(e) != 410 or attempt == LIST_RESTARTS:
                     raise
@@ -236,9 +241,12 @@ class LightkubeCluster:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _read_pages(self, resource: Any, model: type[Any], fields: str | None,
-                    metadata_only: bool) -> tuple[list[Any], str]:
+                    metadata_only: bool, per_page: Callable[[list[Any]], list[Any]] | None = None,
+                    ) -> tuple[list[Any], str]:
         """One paginated list through lightkube's HTTP client (auth, TLS, base URL), each page's bytes
-        validated into `model` at once (`reads.parse_page`): no lightkube objects, no dict round trip."""
+        validated into `model` at once (`reads.parse_page`): no lightkube objects, no dict round trip.
+        `per_page` turns each page's items into what is kept (a projection), so a long list holds one
+        page of parsed items at most."""
         generic = self._client()._client
         namespaced = issubclass(resource, NamespacedResourceG)
         request = generic.prepare_request(
@@ -252,7 +260,10 @@ class LightkubeCluster:
             generic.raise_for_status(response)
             self.read_stats.add(len(response.content))
             page = reads.parse_page(response.content, model)
-            items.extend(reads.without_managed_fields(page.items or ()))
+            if per_page is not None:
+                items.extend(per_page(page.items or []))
+            else:
+                items.extend(reads.without_managed_fields(page.items or ()))
             if not page.metadata.continue_token:
                 return items, page.metadata.resource_version
             request.params["continue"] = page.metadata.continue_token
@@ -267,6 +278,15 @@ class LightkubeCluster:
     def pods_on_node(self, node_name: str) -> list[api.Pod]:
         """Pods bound to one node (field selector `spec.nodeName=<node>`)."""
         return self._list(PodResource, api.Pod, fields=reads.on_node(node_name))
+
+    def pod_views(self, node_name: str | None = None) -> list[PodView]:
+        """Unfinished pods as `PodView`s (every node's, or one node's; "" for unbound pods), each page
+        projected as it arrives (`reads.PodProjection`): a few hundred bytes per pod are kept, and pods
+        of one workload share their scheduling shape."""
+        shapes = podview.Shapes()
+        fields = reads.NOT_FINISHED if node_name is None else f"{reads.on_node(node_name)},{reads.NOT_FINISHED}"
+        return self._list(PodResource, reads.PodProjection, fields=fields,
+                          per_page=lambda page: [p.view(shapes) for p in page])
 
     def pod_keys(self) -> set[str]:
         """Keys of every pod, from a metadata-only list (`PartialObjectMetadataList`: no spec or status is

@@ -2,8 +2,8 @@
 
 `render(family, bootstrap)` returns plain text; `encode` gives the base64 a launch template carries.
 Families: `al2023` (nodeadm NodeConfig in MIME), `bottlerocket` (TOML), `al2` (bootstrap.sh),
+`windows2019`/`windows2022`/`windows2025` (PowerShell calling Start-EKSBootstrap.ps1),
 `custom` (the user's user data verbatim: carpool cannot know how a custom image joins).
-Windows is not rendered yet (a clear error says so).
 
 No value can change a document's structure: every field is checked against the rules of the system that
 reads it (`checks`) and refused with a `UserDataError` naming the field, and each format is written by a
@@ -20,7 +20,8 @@ from carpool.launch.userdata.mime import UserDataError
 
 #: family -> the module of this package that renders it, imported on first use: a cluster on one AMI
 #: family never loads the others (Bottlerocket's brings in the TOML reader and writer).
-_RENDERERS = {"al2023": "al2023", "bottlerocket": "bottlerocket", "al2": "al2"}
+_RENDERERS = {"al2023": "al2023", "bottlerocket": "bottlerocket", "al2": "al2",
+              "windows2019": "windows", "windows2022": "windows", "windows2025": "windows"}
 
 
 def render(family: str, bootstrap: NodeBootstrap) -> str:

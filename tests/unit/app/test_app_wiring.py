@@ -1,0 +1,50 @@
+"""`carpool.app.wiring` holds the dependencies; the handlers name the production builder, which lives with
+the adapters (the app layer never imports it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from carpool.adapters.aws import wiring as aws_wiring
+from carpool.app import wiring
+from carpool.sim import lambdas
+
+
+@pytest.fixture(autouse=True)
+def _restore() -> Iterator[None]:
+    current, factory = wiring._current, wiring._factory
+    wiring.use(None)
+    wiring._factory = None
+    yield
+    wiring._current, wiring._factory = current, factory
+
+
+def test_without_dependencies_or_a_builder_get_says_so() -> None:
+    with pytest.raises(wiring.NotWired):
+        wiring.get()
+
+
+def test_the_provided_builder_runs_once_per_process_until_replaced() -> None:
+    built: list[Any] = []
+
+    def factory() -> Any:
+        built.append(object())
+        return built[-1]
+
+    wiring.provide(factory)
+    first = wiring.get()
+    assert wiring.get() is first and len(built) == 1
+    installed: Any = object()
+    wiring.use(installed)
+    assert wiring.get() is installed
+    wiring.use(None)
+    assert wiring.get() is not first and len(built) == 2
+
+
+@pytest.mark.parametrize("name", lambdas.HANDLERS)
+def test_every_handler_builds_with_the_production_wiring(name: str) -> None:
+    lambdas.load_handler(name)
+    assert wiring._factory is aws_wiring.build_from_env
