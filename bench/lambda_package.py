@@ -1,4 +1,4 @@
-"""Lambda-side figures (issue "Deployment"): handler cold import time and layer size.
+"""Lambda-side figures (what a deployment pays): handler cold import time and layer size.
 
 Cold import: a fresh interpreter per sample imports `functions/<name>/handler.py` exactly as the Lambda
 runtime does (by path, nothing pre-imported), so the time is what a cold start pays before the first

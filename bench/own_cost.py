@@ -25,8 +25,8 @@ The month (1,000 nodes, 30 pods each, 3 NodePools each limiting cpu and memory, 
   (`own_cost.hourly_share`); plus each pool's usage of its two limited resources, every minute, and the
   disruptions behind the churn;
 - the stack's fixed part: the alarms of `infra/monitoring.py` for these pools (counted on the construct),
-  one dashboard, the alarm topic's key. The issue's scope for the target is carpool's usage; the fixed
-  part is reported beside it and in the total.
+  one dashboard, the alarm topic's key. The target covers carpool's usage; the fixed part is
+  reported beside it and in the total.
 
 Karpenter runs two controller replicas, requesting 1 vCPU and 1 GiB each (its Helm chart's defaults):
 on Fargate a pod is billed for its requests plus 256 MiB, rounded up to a Fargate size (1 vCPU takes at

@@ -1,10 +1,10 @@
 """EventBridge bus, rules, SQS work queues and dead-letter queues: how work reaches the functions.
 
 Why a queue between every rule and its function: EventBridge invokes Lambda asynchronously, one event at
-a time. A queue lets the provisioner take up to 100 pending pods in one batch after a 10 s window (the
-same batching Karpenter does in memory), keeps events while a function is failing or throttled, and
-gives per-message retries (``reportBatchItemFailures``) ending in a dead-letter queue after 3 receives,
-so a poison event is parked with its body instead of blocking or vanishing.
+a time. A queue lets the provisioner take up to 1,000 pending pods in one batch after a 10 s window
+(``carpool.delivery``; the same batching Karpenter does in memory), keeps events while a function is
+failing or throttled, and gives per-message retries (``reportBatchItemFailures``) ending in a dead-letter
+queue after 3 receives, so a poison event is parked with its body instead of blocking or vanishing.
 
 Queues use SQS-managed encryption (SSE-SQS): EventBridge can deliver to it without a key policy, which
 the AWS managed ``aws/sqs`` KMS key would not allow, and a customer managed key would add cost and a key

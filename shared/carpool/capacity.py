@@ -291,5 +291,5 @@ def estimate_memory(
     )
 
 
-#: The name design.md uses for the extrapolating estimate.
+#: Short name for the extrapolating estimate.
 estimate = estimate_memory

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.taints import Taint
 
 if TYPE_CHECKING:
@@ -97,6 +98,27 @@ class NodePatch:
         return NodeChange(new_labels, new_annotations, kept if kept != [dict(t) for t in taints] else None)
 
 
+class StorageObjects(NamedTuple):
+    """The storage objects that decide where some pods may run: their claims, the volumes those claims
+    are bound to, and every StorageClass (an unset class means the default one)."""
+
+    claims: list[PersistentVolumeClaim]
+    volumes: list[PersistentVolume]
+    classes: list[StorageClass]
+
+
+def claimed(pods: Iterable[Pod]) -> dict[str, set[str]]:
+    """The claim names each namespace's pods use: `persistentVolumeClaim` volumes and the claims of
+    generic ephemeral volumes (named `<pod>-<volume>` by the ephemeral volume controller)."""
+    out: dict[str, set[str]] = {}
+    for pod in pods:
+        for volume in pod.spec.volumes:
+            name = volume.claim_name(pod.name)
+            if name is not None:
+                out.setdefault(pod.namespace, set()).add(name)
+    return out
+
+
 class Cluster(Protocol):
     """The Kubernetes API, reduced to what carpool reads and does."""
 
@@ -140,6 +162,11 @@ class Cluster(Protocol):
 
     def cni_env(self) -> dict[str, str]:
         """The `aws-node` DaemonSet's container env (prefix delegation / custom networking detection)."""
+        ...
+
+    def storage_for(self, pods: Sequence[Pod]) -> StorageObjects:
+        """The claims `pods` name (read per namespace; a missing one is simply absent), the volumes those
+        claims are bound to, and the StorageClasses. Nothing is read when no pod names a claim."""
         ...
 
     def cordon(self, node_name: str) -> None: ...

@@ -1,5 +1,5 @@
 """AMI selection: selector terms -> SSM paths / DescribeImages filters -> `ResolvedAmi`s with requirement
-sets -> a strict per-instance-type mapping. See `docs/design.md` (contract) and reference.md section 4.
+sets -> a strict per-instance-type mapping. See `docs/design.md` (where it fits) and reference.md section 4.
 
 Modules: `model` (ResolvedAmi, AmiSource, variant requirements), `aliases` (alias -> SSM paths),
 `selectors` (resolution), `mapping` (strict instance-type mapping and explanations), `cache`

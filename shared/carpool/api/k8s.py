@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,6 +42,7 @@ __all__ = [
     "PreferredSchedulingTerm",
     "ResourceRequirements",
     "TopologySpreadConstraint",
+    "Volume",
     "WeightedPodAffinityTerm",
     "pod_from_template",
 ]
@@ -180,6 +181,30 @@ class TopologySpreadConstraint(KubeModel):
         return self.when_unsatisfiable == "DoNotSchedule"
 
 
+# --- volumes ------------------------------------------------------------------------------------------
+class PersistentVolumeClaimVolumeSource(KubeModel):
+    claim_name: str = Field(min_length=1)
+    read_only: bool = False
+
+
+class Volume(KubeModel):
+    """A pod volume. Only the kinds backed by a PersistentVolumeClaim matter for placement: a named claim,
+    or a generic ephemeral volume, whose claim the ephemeral-volume controller names `<pod>-<volume>`."""
+
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    #: presence only (its claim template's fields do not decide placement)
+    ephemeral: dict[str, Any] | None = None
+
+    def claim_name(self, pod_name: str) -> str | None:
+        """The PersistentVolumeClaim this volume mounts, or None for volumes without one (emptyDir...)."""
+        if self.persistent_volume_claim is not None:
+            return self.persistent_volume_claim.claim_name
+        if self.ephemeral is not None:
+            return f"{pod_name}-{self.name}"
+        return None
+
+
 # --- pod ----------------------------------------------------------------------------------------------
 class PodSpec(KubeModel):
     containers: list[Container] = Field(default_factory=list)
@@ -196,6 +221,7 @@ class PodSpec(KubeModel):
     scheduler_name: str | None = None
     restart_policy: str | None = None
     termination_grace_period_seconds: int | None = None
+    volumes: list[Volume] = Field(default_factory=list)
 
 
 class PodCondition(KubeModel):

@@ -25,6 +25,7 @@ from carpool.api.errors import describe, describe_all
 from carpool.api.k8s import DEFAULT_NAMESPACE, DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
+from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.api.workloads import WORKLOAD_KINDS, as_pending
 
 __all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load"]
@@ -40,6 +41,9 @@ _KINDS: dict[str, tuple[str, type[BaseModel], str]] = {
     "Node": ("v1", Node, "nodes"),
     "DaemonSet": ("apps/v1", DaemonSet, "daemonsets"),
     "PodDisruptionBudget": ("policy/v1", PodDisruptionBudget, "pdbs"),
+    "StorageClass": ("storage.k8s.io/v1", StorageClass, "storageclasses"),
+    "PersistentVolume": ("v1", PersistentVolume, "persistentvolumes"),
+    "PersistentVolumeClaim": ("v1", PersistentVolumeClaim, "persistentvolumeclaims"),
 }
 for (_api, _kind), _model in WORKLOAD_KINDS.items():
     _KINDS[_kind] = (_api, _model, "pods")
@@ -80,6 +84,10 @@ class Manifests:
     daemonsets: list[DaemonSet] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    #: what decides a pod's volume zone (see `carpool.scheduling.volumetopology`)
+    storageclasses: list[StorageClass] = field(default_factory=list)
+    persistentvolumes: list[PersistentVolume] = field(default_factory=list)
+    persistentvolumeclaims: list[PersistentVolumeClaim] = field(default_factory=list)
     #: (kind, name or namespace/name) -> the document it came from, for later error messages.
     documents: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
 
@@ -124,6 +132,9 @@ class Manifests:
             (len(self.daemonsets), "DaemonSet", False),
             (len(self.nodes), "node", False),
             (len(self.pdbs), "PodDisruptionBudget", False),
+            (len(self.storageclasses), "StorageClass", False),
+            (len(self.persistentvolumes), "PersistentVolume", False),
+            (len(self.persistentvolumeclaims), "PersistentVolumeClaim", False),
         ]
         return ", ".join(_plural(n, word) for n, word, always in counts if always or n)
 
@@ -378,6 +389,6 @@ class _Loader:
 
 
 def _key(obj: BaseModel) -> str:
-    if isinstance(obj, Pod | PodDisruptionBudget | DaemonSet):
+    if isinstance(obj, Pod | PodDisruptionBudget | DaemonSet | PersistentVolumeClaim):
         return f"{obj.namespace}/{obj.name}"
     return str(getattr(obj, "name", ""))

@@ -9,7 +9,8 @@ admit is assumed bootable (the AMI mapping needs SSM).
 Pods given with `spec.nodeName` set to a node present in the manifests run on it (they use its room and
 count for topology); every other pod (including expanded workloads) is pending. DaemonSets give the
 per-pool overhead; Nodes carrying `karpenter.sh/nodepool` count towards that pool's limits (every resource
-of their capacity, and one node).
+of their capacity, and one node). StorageClasses, PersistentVolumes and PersistentVolumeClaims confine a
+pending pod to its volumes' zones; a pod whose claims are not ready to schedule is reported unschedulable.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from carpool import labels as L
+from carpool import lifecycle
 from carpool.amis import map_instance_types
 from carpool.amis.offline import placeholder_amis
-from carpool.api.k8s import Pod
+from carpool.api.k8s import Node, Pod
 from carpool.api.loader import Manifests
 from carpool.app import pools
 from carpool.catalog import Catalog
@@ -39,6 +41,7 @@ from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions, schedule
+from carpool.scheduling.volumetopology import VolumeTopology, conflict
 from carpool.state.models import CapacityRecord
 
 Unavailable = frozenset[tuple[str, str, str]]
@@ -61,6 +64,8 @@ class PlanInputs:
     servers: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: pool -> instance type -> "learned" | "extrapolated" | "default" (where its memory figure came from)
     capacity_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: pod key -> why it is left out of scheduling (its persistent volume claims cannot be satisfied yet)
+    rejected: dict[str, str] = field(default_factory=dict)
 
 
 # -- instance types -----------------------------------------------------------------------------------
@@ -164,16 +169,40 @@ def assemble(
                 bound[pod.spec.node_name].append(pod)
             continue
         pending.append(pod)
-    out.pods = _pending_specs(pending, Coexistence(manifests.nodepools), out.servers)
+    volumes = VolumeTopology(manifests.storageclasses, manifests.persistentvolumes, manifests.persistentvolumeclaims)
+    out.pods = _pending_specs(pending, Coexistence(manifests.nodepools), out.servers, volumes, out.rejected)
     usage: dict[str, Resources] = {}
-    for name, node in nodes.items():
+    for node in nodes.values():
         owner = node.labels.get(L.NODEPOOL)
-        if node.metadata.deletion_timestamp is None:  # a node being deleted takes no new pods
-            out.existing.append(convert.existing_node(node, bound[name], manifests.nodepool(owner) if owner else None))
         if owner:
             cap = node.capacity() or node.allocatable()
             # every resource counts (a pool's limits may name nvidia.com/gpu or any other), plus the node
             usage[owner] = add(usage.get(owner, {}), cap, {"nodes": 1})
+    _pools(out, manifests, synthetic, catalog, gone, usage, learned_by_type)
+    for name, node in nodes.items():
+        if node.metadata.deletion_timestamp is None:  # a node being deleted takes no new pods
+            owner = node.labels.get(L.NODEPOOL)
+            out.existing.append(convert.existing_node(node, bound[name], manifests.nodepool(owner) if owner else None,
+                                                      _launched_allocatable(node, out.pools)))
+    return out
+
+
+def _launched_allocatable(node: Node, specs: Sequence[si.PoolSpec]) -> Resources | None:
+    """What the claim behind a node still coming up launched: its pool's sized figure for the node's
+    instance type, the allocatable carpool records on a claim at launch. None for an initialized node (its
+    kubelet's report is final) and for nodes of no pool or of a type the pool does not offer."""
+    owner, instance_type = node.labels.get(L.NODEPOOL), node.labels.get(L.INSTANCE_TYPE)
+    if not owner or not instance_type or lifecycle.is_initialized(node):
+        return None
+    spec = next((p for p in specs if p.name == owner), None)
+    option = next((o for o in spec.instance_types if o.name == instance_type), None) if spec else None
+    return dict(option.allocatable) if option is not None else None
+
+
+def _pools(out: PlanInputs, manifests: Manifests, synthetic: Sequence[Mapping[str, Any]] | None,
+           catalog: Catalog | None, gone: Unavailable, usage: Mapping[str, Resources],
+           learned_by_type: Mapping[str, CapacityRecord] | None) -> None:
+    """The pools' scheduler specs (with their instance types) and notes, into `out`."""
     if synthetic is not None:
         options = synthetic_options(synthetic, gone)
         for pool in manifests.nodepools:
@@ -181,28 +210,30 @@ def assemble(
             if not options:
                 out.notes[pool.name].append("no instance type is admitted by the requirements")
             out.pools.append(convert.pool_spec(pool, options, usage.get(pool.name, {})))
-        return out
+        return
     assert catalog is not None
     # the same assembly as the provisioner, with placeholder AMIs (no AWS offline) and the node classes'
     # CNI annotations only (no aws-node DaemonSet to read)
     learned = _offline_learned(manifests, catalog, learned_by_type or {})
-    prepared = pools.prepare(manifests, catalog, placeholder_amis, {}, learned, set(gone), usage)
+    prepared = pools.prepare(manifests, catalog, placeholder_amis, {}, learned, set(gone), dict(usage))
     out.pools = prepared.specs
     out.capacity_sources = prepared.capacity_sources
     for name, notes in prepared.notes.items():
         out.notes.setdefault(name, []).extend(
             [*notes, "AMIs are not resolved offline: placeholder images stand for the alias's variants"])
-    return out
 
 
-def _pending_specs(pods: Sequence[Pod], classifier: Coexistence,
-                   servers: dict[str, tuple[str, str]]) -> list[si.PodSpec]:
+def _pending_specs(pods: Sequence[Pod], classifier: Coexistence, servers: dict[str, tuple[str, str]],
+                   volumes: VolumeTopology | None = None, rejected: dict[str, str] | None = None) -> list[si.PodSpec]:
     """The scheduler's view of the pending pods carpool serves; `servers` gets who serves each pod.
 
     A plan of many pods is mostly replicas: pods whose spec is identical get the same verdict (it depends on
     the spec alone), and those that also share namespace, labels and owner the same scheduler view but for
     their key and uid. So each distinct shape is classified and converted once, which at 100,000 pods turns
     the per-pod work into one JSON serialization of the spec (done by pydantic-core, in Rust).
+    Pods with volumes are converted one by one: their claims (a generic ephemeral volume's is named after
+    the pod) and so their zones differ from replica to replica. A pod whose claims cannot be satisfied
+    yet goes to `rejected` with the reason, as Karpenter skips it (`ValidatePersistentVolumeClaims`).
     """
     verdicts: dict[str, Verdict] = {}
     shapes: dict[tuple[Any, ...], si.PodSpec] = {}
@@ -215,6 +246,14 @@ def _pending_specs(pods: Sequence[Pod], classifier: Coexistence,
         servers[pod.key] = (verdict.server.value, verdict.reason)
         if verdict.leave_alone:  # as the provisioner: node-group pods are Cluster Autoscaler's
             continue
+        if volumes is not None and pod.spec.volumes and any(v.claim_name(pod.name) for v in pod.spec.volumes):
+            claimed = _with_claims(pod, volumes)
+            if isinstance(claimed, str):
+                if rejected is not None:
+                    rejected[pod.key] = claimed
+            else:
+                out.append(claimed)
+            continue
         owners = tuple((r.kind, r.name, r.controller) for r in pod.metadata.owner_references)
         shape = (spec_json, pod.namespace, tuple(pod.labels.items()), owners)
         known = shapes.get(shape)
@@ -226,6 +265,20 @@ def _pending_specs(pods: Sequence[Pod], classifier: Coexistence,
         out.append(converted)
     return out
 
+
+def _with_claims(pod: Pod, volumes: VolumeTopology) -> si.PodSpec | str:
+    """The scheduler's view of a pod with persistent volume claims, confined to its volumes' topology;
+    or why it cannot be scheduled (its claims are not ready, or no zone suits both it and its volumes)."""
+    problem = volumes.problem(pod)
+    if problem is not None:
+        return problem
+    volume_terms = volumes.requirements(pod)
+    converted = convert.pod_spec(pod, volume_terms)
+    return conflict(converted.requirements, volume_terms) or converted
+
+
+#: the provisioner converts pods with claims the same way
+with_claims = _with_claims
 
 _POD_FIELDS = tuple(f.name for f in dataclasses.fields(si.PodSpec))
 assert _POD_FIELDS[:5] == ("key", "requests", "labels", "namespace", "uid"), _POD_FIELDS
@@ -268,4 +321,9 @@ def load_capacity_rows(path: Path | str, now: datetime) -> dict[str, CapacityRec
 
 
 def plan(inputs: PlanInputs, options: ScheduleOptions | None = None) -> SchedulingResult:
-    return schedule(inputs.pods, inputs.pools, existing=inputs.existing, daemonsets=inputs.daemonsets, options=options)
+    """Schedule the inputs; pods left out for their volume claims are reported unschedulable with why."""
+    result = schedule(inputs.pods, inputs.pools, existing=inputs.existing, daemonsets=inputs.daemonsets,
+                      options=options)
+    for key, reason in inputs.rejected.items():
+        result.unschedulable[key] = {"*": reason}
+    return result

@@ -34,7 +34,7 @@ from carpool import coexistence, labels, observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import confirm, discovery, images, launching, pools
+from carpool.app import confirm, discovery, images, launching, planning, pools
 from carpool.app.deadline import Deadline, allows_a_claim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
@@ -43,6 +43,7 @@ from carpool.resources import CPU, MEMORY, PODS, Resources, add, maximum
 from carpool.scheduling import convert, scheduler
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
+from carpool.scheduling.volumetopology import VolumeTopology
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim, ClaimStatus, UnavailableOffering
 from carpool.state.ports import ReservationRefused
 
@@ -158,9 +159,8 @@ def provision_pods(
     outcome = ProvisionOutcome()
     pods = list(pods)
     try:
-        # --- Cluster Autoscaler coexistence filter (carpool.coexistence; owned by the disruption issue) ---
+        # Cluster Autoscaler coexistence: pods a node group serves are left to it (`carpool.coexistence`)
         pods = _leave_alone_what_others_serve(pods, deps, outcome)
-        # --- end of coexistence filter ---
         pending = _not_nominated(pods, deps, now, exclude_claims, outcome)
     except Exception as exc:
         _fail(outcome, [p.key for p in pods], f"{type(exc).__name__}: {exc}")
@@ -214,7 +214,7 @@ def _schedule_and_launch(
 ) -> None:
     by_key = {p.key: p for p in pending}
     try:
-        world = _World.read(deps, now)
+        world = _World.read(deps, now, pending)
         if price_ceiling is not None:
             world.unavailable |= priced_out(world.catalog, price_ceiling)
     except Exception as exc:  # before any launch: every pod is retried
@@ -290,7 +290,8 @@ def _forget_overcome_refusals(outcome: ProvisionOutcome) -> None:
 @dataclass
 class _World:
     """What one invocation reads once: config, catalog, learned capacity, unavailable offerings, the CNI
-    mode and the DaemonSets, and each node class's AMIs (resolved on first use)."""
+    mode and the DaemonSets, each node class's AMIs (resolved on first use), and, when some pod mounts a
+    persistent volume claim, the storage objects that decide where such pods may run."""
 
     manifests: Any
     catalog: Any
@@ -299,9 +300,11 @@ class _World:
     cni: dict[str, str]
     daemonsets: list[si.PodSpec]
     resolve: Callable[[Any], list]
+    #: None when no pod of the batch mounts a claim (nothing was read)
+    volumes: VolumeTopology | None = None
 
     @classmethod
-    def read(cls, deps: Dependencies, now: datetime) -> _World:
+    def read(cls, deps: Dependencies, now: datetime, pods: Sequence[Pod] = ()) -> _World:
         resolved: dict[str, list] = {}
 
         def resolve(nc: Any) -> list:  # once per node class per invocation
@@ -313,8 +316,22 @@ class _World:
             manifests=deps.config.load(), catalog=deps.catalog.get(now), learned=deps.capacity.all(now),
             unavailable=set(deps.offerings.unavailable(now)), cni=deps.cluster.cni_env(),
             daemonsets=[convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()],
-            resolve=resolve,
+            resolve=resolve, volumes=_volume_topology(deps, pods),
         )
+
+
+def _has_claims(pod: Pod) -> bool:
+    return any(v.claim_name(pod.name) is not None for v in pod.spec.volumes)
+
+
+def _volume_topology(deps: Dependencies, pods: Sequence[Pod]) -> VolumeTopology | None:
+    """The claims, volumes and StorageClasses of the pods that mount claims, read once per batch (and
+    not at all when none does): a zonal volume decides the zone of the node its pod can use."""
+    claiming = [p for p in pods if _has_claims(p)]
+    if not claiming:
+        return None
+    claims, volumes, classes = deps.cluster.storage_for(claiming)
+    return VolumeTopology(classes, volumes, claims)
 
 
 def _plan_round(
@@ -330,12 +347,18 @@ def _plan_round(
     _count_capacity_sources(prepared)
     started = time.perf_counter()
     specs: dict[str, si.PodSpec] = {}
+    rejected: dict[str, str] = {}
     for key, pod in by_key.items():
         try:
-            specs[key] = convert.pod_spec(pod)
+            converted = _pod_spec(pod, world.volumes)
         except Exception as exc:
             _fail(outcome, [key], f"cannot read the pod's scheduling constraints: {type(exc).__name__}: {exc}")
             log.warning("pod %s fails alone: %s", key, outcome.failed[key])
+            continue
+        if isinstance(converted, str):
+            rejected[key] = converted
+        else:
+            specs[key] = converted
     in_flight = _in_flight(deps, exclude, by_key)
 
     def plan(chosen: Sequence[si.PodSpec]) -> SchedulingResult:
@@ -345,8 +368,20 @@ def _plan_round(
     for key, why in crashed.items():
         _fail(outcome, [key], why)
         specs.pop(key, None)
+    for key, why in rejected.items():
+        result.unschedulable[key] = {"*": why}
+        log.info("pod %s is not launched for: %s", key, why)
     observability.seconds("SchedulingDurationSeconds", time.perf_counter() - started)
     return prepared, result, specs
+
+
+def _pod_spec(pod: Pod, volumes: VolumeTopology | None) -> si.PodSpec | str:
+    """The scheduler's view of a pod, confined to its volumes' zones as `carpool plan` confines it; or
+    why it cannot be launched for (a claim missing or not ready, or no zone suits both it and its
+    volumes): a new node cannot help such a pod until its storage is sorted out."""
+    if volumes is not None and _has_claims(pod):
+        return planning.with_claims(pod, volumes)
+    return convert.pod_spec(pod)
 
 
 def _schedule_isolating(

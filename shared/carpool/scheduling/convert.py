@@ -9,7 +9,8 @@ Conventions kept from Kubernetes:
   namespace selectors need Namespace labels, which carpool does not load: they fall back to the listed
   namespaces or the pod's own);
 - `matchLabelKeys` adds `key In [pod's value]` to the selector (spread and pod affinity);
-- `nodeAffinityPolicy: Ignore` on a spread drops the pod's node affinity from the count filter.
+- `nodeAffinityPolicy` (default Honor) and `nodeTaintsPolicy` (default Ignore) on a spread decide whether the
+  pod's node affinity and tolerations filter the nodes its domains and counts come from.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def spread(c: TopologySpreadConstraint, pod_labels: Mapping[str, str]) -> si.Top
         when_unsatisfiable=c.when_unsatisfiable,
         selector=label_selector(c.label_selector, pod_labels, c.match_label_keys),
         min_domains=c.min_domains,
+        honor_node_affinity=c.node_affinity_policy != "Ignore",
+        honor_node_taints=c.node_taints_policy == "Honor",
     )
 
 
@@ -73,8 +76,9 @@ def node_terms(pod: Pod) -> tuple[Requirements, ...]:
     return tuple(base.merge(t.requirements()) for t in required)
 
 
-def pod_spec(pod: Pod) -> si.PodSpec:
-    """The scheduler's view of a pod."""
+def pod_spec(pod: Pod, volume_terms: Sequence[Requirements] = ()) -> si.PodSpec:
+    """The scheduler's view of a pod. `volume_terms`: the ORed zones its persistent volumes allow
+    (`carpool.scheduling.volumetopology`), combined with its node affinity terms."""
     labels = dict(pod.labels)
     aff = pod.spec.affinity
     node_aff = aff.node_affinity if aff is not None else None
@@ -90,7 +94,7 @@ def pod_spec(pod: Pod) -> si.PodSpec:
         labels=labels,
         namespace=pod.namespace,
         uid=pod.metadata.uid or pod.key,
-        requirements=node_terms(pod),
+        requirements=_with_volumes(node_terms(pod), volume_terms),
         preferred_node_affinity=preferred_node,
         tolerations=tuple(pod.tolerations()),
         spread=tuple(spread(c, labels) for c in pod.spec.topology_spread_constraints),
@@ -107,6 +111,14 @@ def pod_spec(pod: Pod) -> si.PodSpec:
         host_ports=tuple(si.HostPort(port, proto, "" if ip in ("0.0.0.0", "") else ip) for ip, proto, port in pod.host_ports()),
         owner=owner,
     )
+
+
+def _with_volumes(terms: tuple[Requirements, ...], volume_terms: Sequence[Requirements]) -> tuple[Requirements, ...]:
+    """Every node term with every volume alternative: a node must satisfy the pod and one volume topology."""
+    if not volume_terms:
+        return terms
+    merged = tuple(t.merge(v) for t in terms or (Requirements(),) for v in volume_terms)
+    return merged if any(len(m) for m in merged) else terms
 
 
 def pool_spec(
@@ -158,14 +170,20 @@ def instance_option(name: str, requirements: Requirements, offerings: Iterable, 
     return si.InstanceOption(name, requirements, dict(allocatable), offers, dict(capacity) if capacity else None)
 
 
-def existing_node(node: Node, pods: Sequence[Pod], nodepool: NodePool | None = None) -> si.ExistingNode:
+def existing_node(node: Node, pods: Sequence[Pod], nodepool: NodePool | None = None,
+                  claim_allocatable: Mapping[str, int] | None = None) -> si.ExistingNode:
     """A registered node with what its bound pods leave free; the pods count for topology.
 
     A node of a NodePool (`nodepool`, or just its `karpenter.sh/nodepool` label) that is not initialized
     yet is still coming up: its known ephemeral taints (not-ready, unreachable, cloud-provider
     uninitialized, unregistered) and its pool's startup taints will go, so pods need not tolerate them,
-    as Karpenter's in-flight nodes (`StateNode.Taints`)."""
+    as Karpenter's in-flight nodes (`StateNode.Taints`). `claim_allocatable`, for such a node, is what its
+    claim launched: every resource the kubelet still reports as zero or not at all (extended resources
+    appear only once their device plugin registers) takes the claim's figure (`StateNode.Allocatable`)."""
     allocatable = node.allocatable()
+    for name, value in (claim_allocatable or {}).items():
+        if not allocatable.get(name):
+            allocatable[name] = value
     used: Resources = {}
     for p in pods:
         for k, v in p.requests().items():

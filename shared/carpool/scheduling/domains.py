@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from carpool import labels as L
+from carpool.requirements import Requirements
 from carpool.scheduling.pending import ActiveConstraints, PendingGroup
 from carpool.scheduling.pools import PoolState
 from carpool.scheduling.signature import Signature, SignatureRegistry
-from carpool.scheduling.topologygroup import UNLIMITED
+from carpool.scheduling.topologygroup import SPREAD, UNLIMITED, TopologyGroup, tolerates_every
 
 # per constrained topology key: the domains a pod group may use now, each with a budget of pods
 Allowed = dict[str, dict[str, int]]
@@ -36,22 +37,32 @@ class Domains:
         tightest of all its constraints on that key)."""
         out: Allowed = {}
         for key, constraints in active.domain_constraints.items():
-            eligible = self.eligible(pending, key)
             current: dict[str, int] | None = None
             for c in constraints:
-                a = c.group.allowed(eligible, c.self_selecting)
+                a = c.group.allowed(self.eligible(pending, key, c.group), c.self_selecting)
                 current = a if current is None else {d: min(b, a[d]) for d, b in current.items() if d in a}
             out[key] = current or {}
         return out
 
-    def eligible(self, pending: PendingGroup, key: str) -> frozenset[str]:
-        """Domains of `key` the pod could ever use (its required terms against pools and fixed bins)."""
-        got = pending.eligible_domains.get(key)
+    def eligible(self, pending: PendingGroup, key: str, group: TopologyGroup | None = None) -> frozenset[str]:
+        """Domains of `key` the pod could ever use (its required terms against pools and fixed bins), as
+        the topology group sees them: a spread under nodeAffinityPolicy Ignore keeps the domains its
+        owner's other node requirements rule out (only its requirement on `key` narrows them, as
+        Karpenter's pod domains), and one under nodeTaintsPolicy Honor drops those of pools and nodes
+        whose taints its owner does not tolerate (Karpenter's `TopologyDomainGroup.ForEachDomain`)."""
+        ignore_affinity = group is not None and group.kind == SPREAD and not group.node_filter
+        tolerations = group.taint_filter if group is not None else None
+        cache_key = (key, ignore_affinity, tolerations)
+        got = pending.eligible_domains.get(cache_key)
         if got is not None:
             return got
         terms = pending.preferences.current.strict_terms
+        if ignore_affinity:
+            terms = tuple(Requirements().add(t[key]) if key in t else Requirements() for t in terms or (Requirements(),))
         domains: set[str] = set()
         for pool in self.pools:
+            if tolerations is not None and not tolerates_every(pool.taints, tolerations):
+                continue
             for term in terms:
                 if pool.requirements.compatible(term, L.WELL_KNOWN) is not None:
                     continue
@@ -59,9 +70,13 @@ class Domains:
                 domains |= pool.index.domains(key, pool.index.compatible_mask(reqs), reqs)
         for signature in self.signatures.all:
             labels = signature.labels
-            if labels is not None and key in labels and any(t.satisfied_by(labels) is None for t in terms):
+            if labels is None or key not in labels:
+                continue
+            if tolerations is not None and not tolerates_every(signature.taints, tolerations):
+                continue
+            if any(t.satisfied_by(labels) is None for t in terms):
                 domains.add(labels[key])
-        got = pending.eligible_domains[key] = frozenset(domains)
+        got = pending.eligible_domains[cache_key] = frozenset(domains)
         return got
 
     def choices(self, signature: Signature, allowed: Allowed | None,

@@ -92,13 +92,19 @@ NOTHING = LabelSelector(nothing=True)
 
 @dataclass(frozen=True, slots=True)
 class TopologySpread:
-    """A `topologySpreadConstraints` entry. `min_domains` None = unset."""
+    """A `topologySpreadConstraints` entry. `min_domains` None = unset.
+
+    `honor_node_affinity` (`nodeAffinityPolicy`, default Honor) and `honor_node_taints`
+    (`nodeTaintsPolicy`, default Ignore): whether nodes the pod's node affinity does not select, or whose
+    taints it does not tolerate, are left out of the spread's domains and counts."""
 
     topology_key: str
     max_skew: int = 1
     when_unsatisfiable: str = DO_NOT_SCHEDULE
     selector: LabelSelector = NOTHING
     min_domains: int | None = None
+    honor_node_affinity: bool = True
+    honor_node_taints: bool = False
 
     @property
     def hard(self) -> bool:

@@ -43,7 +43,8 @@ class PendingGroup:
       `inverse_owned`: the inverse anti-affinity groups of the group's own required anti-affinity terms;
       `inverse_selecting`: inverse groups whose selector matches these pods (they may only go where no
       holder of that term is).
-    - `eligible_domains`: per topology key, the domains the pods could ever use (cached).
+    - `eligible_domains`: per topology key (and the spread's node inclusion policies), the domains the
+      pods could ever use (cached).
     """
 
     __slots__ = (
@@ -61,7 +62,7 @@ class PendingGroup:
         self.inverse_owned: list[TopologyGroup] = []
         self.inverse_selecting: list[TopologyConstraint] = []
         self.by_variant: dict[int, ActiveConstraints] = {}
-        self.eligible_domains: dict[str, frozenset[str]] = {}
+        self.eligible_domains: dict[tuple, frozenset[str]] = {}
 
     @property
     def pod(self) -> PodSpec:

@@ -4,8 +4,8 @@ can take it.
 Why it is fast (no per-pod loop over claims): a group is placed k pods at a time, and "bins this group
 may use" is an AND of bit masks kept up to date incrementally: the members of every compatible
 signature, the bins with room for the request (`room.py`) and the bins hostname topology still allows
-(`topologygroup.py`). The lowest set bit is the first fit in Karpenter's order (in-flight claims, existing
-nodes, then claims in the order they were opened); a bin that refuses the group is masked out for the
+(`topologygroup.py`). The lowest set bit is the first fit in Karpenter's order (initialized nodes, then
+uninitialized nodes and in-flight claims, then claims in the order they were opened); a bin that refuses the group is masked out for the
 rest of the call. When no bin takes the group, `newclaim.py` opens a claim for it.
 """
 

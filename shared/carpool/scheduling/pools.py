@@ -56,7 +56,12 @@ class PoolState:
 
 def daemon_overhead(requirements: Requirements, taints: Sequence, daemonsets: Sequence[PodSpec]) -> Resources:
     """Requests of the DaemonSet pods that would run on a node of this pool (they tolerate its taints
-    and their node affinity is compatible with its requirements)."""
+    and their node affinity is compatible with its requirements).
+
+    The node will be registered and initialized by the time such pods run, so a DaemonSet that selects
+    `karpenter.sh/registered` or `karpenter.sh/initialized` nodes counts too (Karpenter adds both to its
+    NodeClaim template for this check only; they never become claim requirements or labels)."""
+    requirements = requirements.add(*_LIFECYCLE)
     total: Resources = {}
     for ds in daemonsets:
         if untolerated(taints, ds.tolerations) is not None:
@@ -68,6 +73,10 @@ def daemon_overhead(requirements: Requirements, taints: Sequence, daemonsets: Se
         req[PODS] = max(req.get(PODS, 0), 1)
         total = add(total, req)
     return total
+
+
+# labels every node of a pool carries once up, seen only by the DaemonSet overhead check
+_LIFECYCLE = (Requirement.in_(L.REGISTERED, "true"), Requirement.in_(L.NODE_INITIALIZED, "true"))
 
 
 class PoolOrder:

@@ -8,8 +8,9 @@ Two things are carpool's own:
 - a claim whose domain of a key is still open (e.g. its zone is not decided) keeps the counts for that
   key pending and records them once a later pod narrows it to one domain (`Bin.pending_counts`),
   instead of not counting them at all;
-- a spread counts only pods on nodes its owner's node affinity selects (nodeAffinityPolicy Honor), and
-  that verdict is cached per (group, requirement signature).
+- a spread counts only pods on nodes its owner's node affinity selects (nodeAffinityPolicy Honor, the
+  default) and, under nodeTaintsPolicy Honor, whose taints its owner tolerates; that verdict is cached per
+  (group, requirement signature).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from carpool.scheduling.topologygroup import (
     TopologyGroup,
     namespaces_of,
 )
+from carpool.taints import Toleration
 
 __all__ = [
     "AFFINITY", "ANTI", "INVERSE", "SPREAD", "UNLIMITED", "Topology", "TopologyConstraint", "TopologyGroup",
@@ -53,12 +55,14 @@ class Topology:
             group = self.groups[key] = make(len(self.groups))
         return group
 
-    def spread(self, namespace: str, c: TopologySpread, node_filter: tuple[Requirements, ...]) -> TopologyGroup:
+    def spread(self, namespace: str, c: TopologySpread, node_filter: tuple[Requirements, ...],
+               taint_filter: tuple[Toleration, ...] | None = None) -> TopologyGroup:
         ns = frozenset({namespace})
-        key = (SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter)
+        key = (SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter, taint_filter)
         return self._get(
             key,
-            lambda i: TopologyGroup(i, SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter),
+            lambda i: TopologyGroup(i, SPREAD, c.topology_key, c.selector, ns, c.max_skew, c.min_domains, node_filter,
+                                    taint_filter),
         )
 
     def affinity(self, kind: str, namespace: str, term: AffinityTerm) -> TopologyGroup:
@@ -75,8 +79,12 @@ class Topology:
         ns, labels = pod.namespace, pod.labels
         out: list[TopologyConstraint] = []
         node_filter = variant.strict_terms if pod.requirements else ()
+        # the pod's own tolerations, not the relaxed ones: a group must stay the same across relaxation
+        # levels, or it would lose the counts made so far
+        taint_filter = pod.tolerations if any(s.honor_node_taints for s in variant.spreads) else None
         for s in variant.spreads:
-            group = self.spread(ns, s, node_filter)
+            group = self.spread(ns, s, node_filter if s.honor_node_affinity else (),
+                                taint_filter if s.honor_node_taints else None)
             out.append(TopologyConstraint(group, group.selects(ns, labels)))
         for term in variant.affinity:
             group = self.affinity(AFFINITY, ns, term)
@@ -144,6 +152,7 @@ class Topology:
                 got = group.filter_matches_labels(signature.labels)
             else:
                 got = group.filter_matches_requirements(signature.requirements)
+            got = got and group.filter_matches_taints(signature.taints)
             self._filter_verdicts[key] = got
         return got
 
@@ -151,7 +160,7 @@ class Topology:
         """Count `pods` pods of the group on the target bin in every topology group that selects them."""
         signature = target.signature
         for tg in pending.counted_by:
-            if tg.kind == SPREAD and tg.node_filter and not self.filter_admits(tg, signature):
+            if tg.kind == SPREAD and tg.filtered and not self.filter_admits(tg, signature):
                 continue
             self.count(tg, target, pods)
         for tg in pending.inverse_owned:

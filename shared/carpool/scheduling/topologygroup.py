@@ -21,12 +21,13 @@ value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from carpool import labels as L
 from carpool.requirements import Requirements
 from carpool.scheduling.inputs import AffinityTerm, LabelSelector
+from carpool.taints import Taint, Toleration
 
 SPREAD = "topology spread"
 AFFINITY = "pod affinity"
@@ -41,7 +42,7 @@ class TopologyGroup:
 
     __slots__ = (
         "id", "kind", "key", "selector", "namespaces", "max_skew", "min_domains", "node_filter",
-        "hostname", "domain_counts", "host_counts", "at_least",
+        "taint_filter", "filtered", "hostname", "domain_counts", "host_counts", "at_least",
     )
 
     def __init__(
@@ -54,6 +55,7 @@ class TopologyGroup:
         max_skew: int = UNLIMITED,
         min_domains: int | None = None,
         node_filter: tuple[Requirements, ...] = (),
+        taint_filter: tuple[Toleration, ...] | None = None,
     ) -> None:
         self.id = id
         self.kind = kind
@@ -63,6 +65,8 @@ class TopologyGroup:
         self.max_skew = max_skew
         self.min_domains = min_domains
         self.node_filter = node_filter
+        self.taint_filter = taint_filter  # the owner's tolerations under nodeTaintsPolicy Honor, else None
+        self.filtered = bool(node_filter) or taint_filter is not None
         self.hostname = key == L.HOSTNAME
         self.domain_counts: dict[str, int] = {}
         self.host_counts: dict[int, int] = {}
@@ -84,6 +88,10 @@ class TopologyGroup:
         if not self.node_filter:
             return True
         return any(requirements.compatible(term, L.WELL_KNOWN) is None for term in self.node_filter)
+
+    def filter_matches_taints(self, taints: Iterable[Taint]) -> bool:
+        """Spread counts only pods on nodes whose taints the owner tolerates (nodeTaintsPolicy Honor)."""
+        return self.taint_filter is None or tolerates_every(taints, self.taint_filter)
 
     # -- counting -----------------------------------------------------------------------------------
     def track(self, threshold: int) -> None:
@@ -189,3 +197,10 @@ def namespaces_of(namespace: str, term: AffinityTerm) -> frozenset[str] | None:
     if term.namespaces:
         return term.namespaces
     return frozenset({namespace})
+
+
+def tolerates_every(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> bool:
+    """Whether the tolerations cover every taint, PreferNoSchedule included: Karpenter's topology node
+    filter (`Taints.Tolerates`) is that strict, where placement only minds the hard effects."""
+    tolerations = tuple(tolerations)
+    return all(any(t.tolerates(taint) for t in tolerations) for taint in taints)

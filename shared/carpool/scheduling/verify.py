@@ -230,7 +230,8 @@ def _check_spread(nodes: Mapping[str, _Node], batch: set[str], pools: Sequence[P
     for _, p in placed:
         if p.key in batch:
             for c in p.spread:
-                if c.hard and not p.requirements:
+                # under nodeTaintsPolicy Honor the domains depend on each owner's tolerations: not checked
+                if c.hard and not p.requirements and not c.honor_node_taints:
                     constraints[(p.namespace, c)].append(p)
     for (ns, c), owners in constraints.items():
         owner_keys = {o.key for o in owners}

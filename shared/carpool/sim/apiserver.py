@@ -51,7 +51,9 @@ WATCH_POLL = 0.05
 BOOKMARK_EVERY = 60.0
 BOOKMARK_BEFORE_TIMEOUT = 2.0
 #: list kinds by URL resource name
-LIST_KINDS = {"pods": "Pod", "nodes": "Node", "poddisruptionbudgets": "PodDisruptionBudget", "daemonsets": "DaemonSet"}
+LIST_KINDS = {"pods": "Pod", "nodes": "Node", "poddisruptionbudgets": "PodDisruptionBudget", "daemonsets": "DaemonSet",
+              "persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
+              "storageclasses": "StorageClass"}
 
 
 @dataclass(frozen=True)

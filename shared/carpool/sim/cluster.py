@@ -15,16 +15,26 @@ import bisect
 import copy
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from carpool import resources as res
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView
-from carpool.ports import EvictionBlocked, NodeChange, NodeConflict, NodeGone, NodePatch, WatchEvent
+from carpool.ports import (
+    EvictionBlocked,
+    NodeChange,
+    NodeConflict,
+    NodeGone,
+    NodePatch,
+    StorageObjects,
+    WatchEvent,
+    claimed,
+)
 from carpool.requirements import Requirements
 from carpool.sim.apiserver import (
     MULTIPLE_PDBS,
@@ -162,6 +172,11 @@ def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
     return int(value)
 
 
+#: the storage kinds the simulated API server keeps, as the models carpool reads them into
+STORAGE_MODELS: dict[str, type[Any]] = {"PersistentVolumeClaim": PersistentVolumeClaim,
+                                        "PersistentVolume": PersistentVolume, "StorageClass": StorageClass}
+
+
 class SimulatedCluster:
     """`carpool.ports.Cluster` in memory, plus what the simulation drives: kubelets register nodes here,
     the runner applies workloads, and `bind()` plays kube-scheduler."""
@@ -176,6 +191,10 @@ class SimulatedCluster:
         self.nodes: dict[str, _Record] = {}
         self.daemonsets: dict[str, _Record] = {}
         self.pdbs: dict[str, _Record] = {}
+        #: claims by "namespace/name"; volumes and classes (cluster-scoped) by name
+        self.claims: dict[str, _Record] = {}
+        self.volumes: dict[str, _Record] = {}
+        self.storageclasses: dict[str, _Record] = {}
         self._log_rvs: list[int] = []
         #: (type, kind, record) per change, in resource-version order; models are built when read
         self._log: list[tuple[str, str, _Record]] = []
@@ -207,7 +226,9 @@ class SimulatedCluster:
 
     def _model(self, kind: str, rec: _Record) -> Any:
         if rec.model is None:
-            cls = {"Pod": Pod, "Node": Node, "DaemonSet": DaemonSet, "PodDisruptionBudget": PodDisruptionBudget}[kind]
+            models: dict[str, type[Any]] = {"Pod": Pod, "Node": Node, "DaemonSet": DaemonSet,
+                                            "PodDisruptionBudget": PodDisruptionBudget, **STORAGE_MODELS}
+            cls = models[kind]
             rec.model = cls.model_validate(rec.raw)
         return rec.model
 
@@ -250,6 +271,19 @@ class SimulatedCluster:
 
     def list_pdbs(self) -> list[PodDisruptionBudget]:
         return [self._model("PodDisruptionBudget", r) for r in self.pdbs.values()]
+
+    def storage_for(self, pods: Sequence[Pod]) -> StorageObjects:
+        """What the API server answers to the reads the lightkube adapter makes: the named claims of
+        each namespace, the volumes they are bound to, every StorageClass; nothing without claims."""
+        wanted = claimed(pods)
+        if not wanted:
+            return StorageObjects([], [], [])
+        claims = [self._model("PersistentVolumeClaim", rec) for ns, names in wanted.items() for name in sorted(names)
+                  if (rec := self.claims.get(f"{ns}/{name}")) is not None]
+        bound = {c.spec.volume_name for c in claims if c.spec.volume_name}
+        volumes = [self._model("PersistentVolume", self.volumes[n]) for n in sorted(bound) if n in self.volumes]
+        classes = [self._model("StorageClass", r) for r in self.storageclasses.values()]
+        return StorageObjects(claims, volumes, classes)
 
     def cni_env(self) -> dict[str, str]:
         """What `aws-node`'s env would say for the scenario's CNI settings."""
@@ -441,6 +475,25 @@ class SimulatedCluster:
         self.pdbs[pod_key(pdb)] = rec
         self._record_change("ADDED", "PodDisruptionBudget", rec)
 
+    def add_storage(self, raw: Mapping[str, Any]) -> None:
+        """Create or replace a StorageClass, PersistentVolume or PersistentVolumeClaim as given: the
+        simulation plays no volume controller, so a claim is bound (`spec.volumeName`, the
+        `pv.kubernetes.io/bind-completed` annotation, phase Bound) only when its manifest says so."""
+        obj = copy.deepcopy(dict(raw))
+        kind = obj.get("kind", "")
+        meta = obj.setdefault("metadata", {})
+        if kind == "PersistentVolumeClaim":
+            meta.setdefault("namespace", "default")
+            key, store = pod_key(obj), self.claims
+        elif kind in STORAGE_MODELS:
+            key, store = meta["name"], self.volumes if kind == "PersistentVolume" else self.storageclasses
+        else:
+            raise ValueError(f"not a storage object: {kind!r}")
+        rec = _Record(obj, 0)
+        etype = "MODIFIED" if key in store else "ADDED"
+        store[key] = rec
+        self._record_change(etype, kind, rec)
+
     def add_node(self, raw: Mapping[str, Any]) -> str:
         """Register a node (what a kubelet does); DaemonSet pods are placed on it at once."""
         node = copy.deepcopy(dict(raw))
@@ -487,7 +540,8 @@ class SimulatedCluster:
     def store(self, kind: str) -> Mapping[str, _Record]:
         """The objects of one kind by key (what `carpool.sim.apiserver` lists)."""
         return {"Pod": self.pods, "Node": self.nodes, "DaemonSet": self.daemonsets,
-                "PodDisruptionBudget": self.pdbs}[kind]
+                "PodDisruptionBudget": self.pdbs, "PersistentVolumeClaim": self.claims,
+                "PersistentVolume": self.volumes, "StorageClass": self.storageclasses}[kind]
 
     def merge_patch_node(self, name: str, patch: Mapping[str, Any]) -> ApiAnswer:
         """A JSON merge patch of a node as the API server applies it: 404 for a node that is gone, 409 when

@@ -47,6 +47,8 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+from carpool.sim.moto_patches import Internal, MotoPatch, Replaced
+
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -59,7 +61,7 @@ MAX_RECEIVE_COUNT = 3
 #: The attribute Powertools' idempotency utility expires records by.
 IDEMPOTENCY_TTL_ATTR = "expiration"
 
-# Event routing, mirroring infra/events.py (detail-types from docs/design.md, `carpool.api.events`).
+# Event routing, mirroring infra/events.py (detail-types from `carpool.api.events`).
 CLUSTER_SOURCE = "carpool.cluster"
 POD_UNSCHEDULABLE = "Pod Unschedulable"
 NODE_EVENTS = ("Node Registered", "Node Deleted")
@@ -139,40 +141,7 @@ class _SerializedDynamoDb:
         return self._app(environ, start_response)
 
 
-_Replaced = list[tuple[Any, str, Any]]  # (owner, attribute, original value)
-
-
-class _MotoPatch:
-    """A change to moto's internals for as long as any LocalAws runs: the first `install` applies it, the
-    last `uninstall` puts the originals back. `_apply` returns what it replaced, or nothing when moto's
-    internals are not what it expects (then moto is left as it is)."""
-
-    _installs = 0
-    _replaced: _Replaced = []
-    _lock = threading.Lock()  # one for every patch: LocalAws may start and stop on several threads
-
-    @classmethod
-    def install(cls) -> None:
-        with _MotoPatch._lock:
-            cls._installs += 1
-            if cls._installs == 1:
-                cls._replaced = cls._apply()
-
-    @classmethod
-    def uninstall(cls) -> None:
-        with _MotoPatch._lock:
-            cls._installs = max(0, cls._installs - 1)
-            if cls._installs == 0:
-                for owner, name, original in reversed(cls._replaced):
-                    setattr(owner, name, original)
-                cls._replaced = []
-
-    @classmethod
-    def _apply(cls) -> _Replaced:
-        raise NotImplementedError
-
-
-class _JournaledTransactions(_MotoPatch):
+class _JournaledTransactions(MotoPatch):
     """Makes moto's TransactWriteItems undo a failed transaction from a journal of the items it names
     instead of deep-copying every table it names once per action.
 
@@ -184,13 +153,14 @@ class _JournaledTransactions(_MotoPatch):
     time (each LocalAws its own account's tables, so servers running at once never touch the same table).
     """
 
+    replaces = (Internal("moto.dynamodb.models", "copy", "47ee7b6043b7c1e1"),
+                Internal("moto.dynamodb.models", "DynamoDBBackend.transact_write_items", "81db2cb7d94e39c9"))
+
     @classmethod
-    def _apply(cls) -> _Replaced:
+    def _apply(cls) -> Replaced:
         from moto.dynamodb import models
         from moto.dynamodb.models.table import Table
 
-        if models.__dict__.get("copy") is not copy:
-            return []
         original = models.DynamoDBBackend.transact_write_items
 
         def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
@@ -206,37 +176,37 @@ class _JournaledTransactions(_MotoPatch):
         return [(models, "copy", copy), (models.DynamoDBBackend, "transact_write_items", original)]
 
 
-class _NoDefaultAmis(_MotoPatch):
+class _NoDefaultAmis(MotoPatch):
     """Only seeded images exist (deterministic lookups): moto's EC2 backends skip loading its default AMIs.
 
     moto reads `MOTO_EC2_LOAD_DEFAULT_AMIS` from the process environment when it creates an account's
     EC2 backend; answering its setting here keeps that choice out of the environment other code shares.
     """
 
+    replaces = (Internal("moto.settings", "ec2_load_default_amis", "026952cb3ca161d2"),)
+
     @classmethod
-    def _apply(cls) -> _Replaced:
+    def _apply(cls) -> Replaced:
         from moto import settings
 
-        original = settings.__dict__.get("ec2_load_default_amis")
-        if original is None:
-            return []
+        original = settings.__dict__["ec2_load_default_amis"]
         settings.ec2_load_default_amis = lambda: False  # type: ignore[attr-defined]
         return [(settings, "ec2_load_default_amis", original)]
 
 
-class _SqsClock(_MotoPatch):
+class _SqsClock(MotoPatch):
     """moto's SQS reads the time through `unix_time`/`unix_time_millis` of its models module: answered
     from the clock of the server serving the request (`LocalAws.clock`, a simulation's clock: a message's
     `DelaySeconds`, visibility timeout and retention count simulated seconds, as they count real ones in
     AWS), else real time. The clock is chosen per request, so servers on different clocks share the patch."""
 
+    replaces = (Internal("moto.sqs.models", "unix_time", "f0576ec9e5f586e5"), Internal("moto.sqs.models", "unix_time_millis", "7a37e1337d02962e"))
+
     @classmethod
-    def _apply(cls) -> _Replaced:
+    def _apply(cls) -> Replaced:
         from moto.sqs import models
 
-        seconds, millis = models.__dict__.get("unix_time"), models.__dict__.get("unix_time_millis")
-        if seconds is None or millis is None:
-            return []
+        seconds, millis = models.__dict__["unix_time"], models.__dict__["unix_time_millis"]
 
         def unix_time(dt: datetime | None = None) -> float:
             clock = getattr(_request, "clock", None)
@@ -251,21 +221,21 @@ class _SqsClock(_MotoPatch):
         return [(models, "unix_time", seconds), (models, "unix_time_millis", millis)]
 
 
-class _PagedLaunchTemplates(_MotoPatch):
+class _PagedLaunchTemplates(MotoPatch):
     """Makes moto's DescribeLaunchTemplates page with NextToken, as EC2 does.
 
     moto answers at most `MaxResults` (15 by default) templates and never a NextToken, so a listing of
     more templates silently loses the newest ones (and launch-template GC would never see them).
     """
 
+    replaces = (Internal("moto.ec2.responses.launch_templates", "LaunchTemplates.describe_launch_templates", "4ecadb74dc239210"),)
+
     @classmethod
-    def _apply(cls) -> _Replaced:
+    def _apply(cls) -> Replaced:
         from moto.core.responses import ActionResult
         from moto.ec2.responses.launch_templates import LaunchTemplates
 
-        original = LaunchTemplates.__dict__.get("describe_launch_templates")
-        if original is None:
-            return []
+        original = LaunchTemplates.__dict__["describe_launch_templates"]
 
         def describe_launch_templates(self: Any) -> Any:
             size = self._get_int_param("MaxResults", 15)
@@ -288,7 +258,7 @@ class _PagedLaunchTemplates(_MotoPatch):
         return [(LaunchTemplates, "describe_launch_templates", original)]
 
 
-class _ModelledSpotPrices(_MotoPatch):
+class _ModelledSpotPrices(MotoPatch):
     """Makes moto's DescribeSpotPriceHistory answer the prices of `carpool.sim.spot_prices`.
 
     moto answers 0.00001 for every offering. EC2 answers, per type and zone, the price in effect at
@@ -296,16 +266,16 @@ class _ModelledSpotPrices(_MotoPatch):
     that do not exist in a zone have no price there.
     """
 
+    replaces = (Internal("moto.ec2.responses.spot_instances", "SpotInstances.describe_spot_price_history", "1102fb17a717aff3"),)
+
     @classmethod
-    def _apply(cls) -> _Replaced:
+    def _apply(cls) -> Replaced:
         from moto.core.responses import ActionResult
         from moto.ec2.responses.spot_instances import SpotInstances
 
         from carpool.sim import spot_prices
 
-        original = SpotInstances.__dict__.get("describe_spot_price_history")
-        if original is None:
-            return []
+        original = SpotInstances.__dict__["describe_spot_price_history"]
 
         def describe_spot_price_history(self: Any) -> Any:
             types = self._get_param("InstanceTypes", [])
@@ -329,7 +299,7 @@ class _ModelledSpotPrices(_MotoPatch):
         return [(SpotInstances, "describe_spot_price_history", original)]
 
 
-class _FleetAllocation(_MotoPatch):
+class _FleetAllocation(MotoPatch):
     """Makes moto's CreateFleet launch what EC2's allocation strategy would, and tag it as EC2 does.
 
     moto launches the first override of the first launch template config, whatever the strategy; EC2
@@ -341,13 +311,14 @@ class _FleetAllocation(_MotoPatch):
     can be traced back to the template version it booted from.
     """
 
+    replaces = (Internal("moto.ec2.models.fleets", "Fleet.create_spot_requests", "bf1de273f96eb9e2"),
+                Internal("moto.ec2.models.fleets", "Fleet.create_on_demand_requests", "63fa0e87ba51c7a1"))
+
     @classmethod
-    def _apply(cls) -> _Replaced:
+    def _apply(cls) -> Replaced:
         from moto.ec2.models.fleets import Fleet
 
-        spot, on_demand = Fleet.__dict__.get("create_spot_requests"), Fleet.__dict__.get("create_on_demand_requests")
-        if spot is None or on_demand is None:
-            return []
+        spot, on_demand = Fleet.__dict__["create_spot_requests"], Fleet.__dict__["create_on_demand_requests"]
 
         def create_spot_requests(self: Any, weight: float) -> Any:
             _prepare(self, spot=True)
@@ -360,6 +331,11 @@ class _FleetAllocation(_MotoPatch):
         Fleet.create_spot_requests = create_spot_requests  # type: ignore[method-assign,assignment]
         Fleet.create_on_demand_requests = create_on_demand_requests  # type: ignore[method-assign,assignment]
         return [(Fleet, "create_spot_requests", spot), (Fleet, "create_on_demand_requests", on_demand)]
+
+
+#: every patch a running LocalAws holds installed
+_PATCHES: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock, _JournaledTransactions, _PagedLaunchTemplates,
+                                         _ModelledSpotPrices, _FleetAllocation)
 
 
 def _prepare(fleet: Any, spot: bool) -> None:
@@ -527,6 +503,8 @@ class LocalAws:
     def start(self) -> LocalAws:
         if self._server is not None:
             return self
+        for patch in _PATCHES:  # before anything is applied: a changed moto internal fails here, whole
+            patch.verify()
         self.account = _Accounts.take(self._wanted_account)
         _NoDefaultAmis.install()
         _SqsClock.install()

@@ -28,15 +28,21 @@ While `faster_moto()` is active:
 - the server's list of service modules (a directory listing per request) is read once.
 (DynamoDB transactions are made cheap by `LocalAws` itself, which serializes DynamoDB requests.)
 Nothing about which messages are delivered, their order, visibility, receive counts or dead-lettering
-changes; the patch is removed when the block ends. If moto's internals change, it does nothing.
+changes; the patches are removed when the block ends. Each is a `carpool.sim.moto_patches.MotoPatch`:
+it names the moto internals it replaces or mirrors, with fingerprints of the code it was written
+against, and refuses to install (naming the patch and the internal) when moto's internals changed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+from carpool.sim.moto_patches import Internal, MotoPatch, Replaced, installed
 
 _cheap = threading.local()
 _APPROXIMATE = (
@@ -44,9 +50,8 @@ _APPROXIMATE = (
     "approximate_number_of_messages_delayed",
     "approximate_number_of_messages_not_visible",
 )
-_lock = threading.Lock()
-_depth = 0
-_saved: list[tuple[Any, str, Any]] = []
+_CHEAP_CALLS = ("send_message", "send_message_batch", "receive_message")
+_SQS = "moto.sqs.models"
 
 
 class _LazyMessages:
@@ -96,24 +101,49 @@ def _cheap_during(method: Any) -> Any:
     return wrapper
 
 
-def _install() -> None:
-    from moto.sqs import models
+class _CheapCounts(MotoPatch):
+    """Sending and receiving skip the approximate message counts (three scans of the queue each)."""
 
-    queue, backend = models.Queue, models.SQSBackend
-    for name in _APPROXIMATE:
-        original = queue.__dict__.get(name)
-        if isinstance(original, property):
-            _saved.append((queue, name, original))
+    replaces = (
+        Internal(_SQS, "Queue.approximate_number_of_messages", "d357a9506a56d2f8"),
+        Internal(_SQS, "Queue.approximate_number_of_messages_delayed", "c3c1dadb0c42ed5f"),
+        Internal(_SQS, "Queue.approximate_number_of_messages_not_visible", "5dbecc4dda174358"),
+        Internal(_SQS, "SQSBackend.send_message", "bf161af09a9e6b86"),
+        Internal(_SQS, "SQSBackend.send_message_batch", "0707ad219481c867"),
+        Internal(_SQS, "SQSBackend.receive_message", "065f3e5e7d214408"),
+    )
+
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.sqs import models
+
+        queue, backend = models.Queue, models.SQSBackend
+        replaced: Replaced = []
+        for name in _APPROXIMATE:
+            original = queue.__dict__[name]
+            replaced.append((queue, name, original))
             setattr(queue, name, _approximate(original))
-    original_messages = queue.__dict__.get("messages")
-    if isinstance(original_messages, property):
-        _saved.append((queue, "messages", original_messages))
-        queue.messages = property(lambda self: _LazyMessages(self))  # type: ignore[assignment]
-    for name in ("send_message", "send_message_batch", "receive_message"):
-        original = backend.__dict__.get(name)
-        if original is not None:
-            _saved.append((backend, name, original))
+        for name in _CHEAP_CALLS:
+            original = backend.__dict__[name]
+            replaced.append((backend, name, original))
             setattr(backend, name, _cheap_during(original))
+        return replaced
+
+
+class _LazyReceive(MotoPatch):
+    """ReceiveMessage walks the queue lazily (the visibility test of `Message.visible`/`delayed`, on
+    one clock read per yielded message) and stops once it has its batch."""
+
+    replaces = (Internal(_SQS, "Queue.messages", "03a531dbcbcf9aee"),)
+    relies_on = (Internal(_SQS, "Message.visible", "5129b573308de62a"), Internal(_SQS, "Message.delayed", "e2fd48abf582683a"))
+
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.sqs import models
+
+        original = models.Queue.__dict__["messages"]
+        models.Queue.messages = property(lambda self: _LazyMessages(self))  # type: ignore[assignment]
+        return [(models.Queue, "messages", original)]
 
 
 def _delete_message_batch(self: Any, queue_name: str, receipts: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -145,30 +175,50 @@ def _delete_message_batch(self: Any, queue_name: str, receipts: list[dict[str, A
     return success, errors
 
 
-def _install_fast_delete_and_names() -> None:
-    import functools
+class _OnePassDeleteBatch(MotoPatch):
+    """DeleteMessageBatch removes its (up to ten) messages in one pass instead of one pass per message
+    (a re-implementation of moto's `delete_message_batch`/`delete_message`: both are fingerprinted)."""
 
-    from moto.sqs import models
+    replaces = (Internal(_SQS, "SQSBackend.delete_message_batch", "53c0bc5d5f51468a"),)
+    relies_on = (Internal(_SQS, "SQSBackend.delete_message", "9eb658afdceb6bd9"), Internal(_SQS, "Queue.delete_message", "fa6fd5b9bd2cafb4"))
 
-    original = models.SQSBackend.__dict__.get("delete_message_batch")
-    if original is not None:
-        _saved.append((models.SQSBackend, "delete_message_batch", original))
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.sqs import models
+
+        original = models.SQSBackend.__dict__["delete_message_batch"]
         models.SQSBackend.delete_message_batch = _delete_message_batch  # type: ignore[assignment]
-    convert = models.__dict__.get("camelcase_to_underscores")
-    if convert is not None:
-        _saved.append((models, "camelcase_to_underscores", convert))
+        return [(models.SQSBackend, "delete_message_batch", original)]
+
+
+class _MemoisedNames(MotoPatch):
+    """Attribute-name conversions are memoised (a pure function of its text)."""
+
+    replaces = (Internal(_SQS, "camelcase_to_underscores", "084cdc5bab92db95"),)
+
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.sqs import models
+
+        convert = models.__dict__["camelcase_to_underscores"]
         models.camelcase_to_underscores = functools.lru_cache(maxsize=1024)(convert)  # type: ignore[attr-defined]
+        return [(models, "camelcase_to_underscores", convert)]
 
 
-def _install_jsonpath_cache() -> None:
-    import functools
+class _ParsedJsonPaths(MotoPatch):
+    """JSONPath expressions are parsed once per distinct text. moto's EventBridge input templates import
+    `parse` when they run (which is why replacing the module's attribute reaches them)."""
 
-    from jsonpath_ng import ext
+    replaces = (Internal("jsonpath_ng.ext", "parse", "8e8fc5e91980418d"),)
+    relies_on = (Internal("moto.events.utils", "EventTemplateParser.parse", "40a5a46a321811bb"),)
 
-    original = ext.__dict__.get("parse")
-    if original is not None:
-        _saved.append((ext, "parse", original))
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from jsonpath_ng import ext
+
+        original = ext.__dict__["parse"]
         ext.parse = functools.lru_cache(maxsize=256)(original)  # type: ignore[assignment]
+        return [(ext, "parse", original)]
 
 
 _WIRE_TYPES = frozenset({"S", "N", "BOOL", "NULL", "L", "M", "SS", "NS"})
@@ -192,50 +242,59 @@ def _is_wire_form(value: Any) -> bool:
     return isinstance(inner, str)
 
 
-def _install_wire_form_items() -> None:
-    from moto.core import serialize
+class _WireFormItems(MotoPatch):
+    """DynamoDB items already in wire form are written as they are instead of member by member."""
 
-    cls = serialize.BaseJSONSerializer
-    original = cls.__dict__.get("_serialize_type_map")
-    if original is None:
-        return
+    replaces = (Internal("moto.core.serialize", "BaseJSONSerializer._serialize_type_map", "faa32d1fa9a8bfc9"),)
+    relies_on = (Internal("moto.core.serialize", "ResponseSerializer._default_serialize", "25ce8ddbb1a991c0"),)
 
-    def _serialize_type_map(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
-        if (getattr(shape.value, "name", None) == "AttributeValue" and isinstance(value, dict)
-                and all(_is_wire_form(v) for v in value.values())):
-            self._default_serialize(serialized, value, shape, key)
-            return
-        original(self, serialized, value, shape, key)
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.core import serialize
 
-    _saved.append((cls, "_serialize_type_map", original))
-    cls._serialize_type_map = _serialize_type_map  # type: ignore[method-assign]
+        serializer = serialize.BaseJSONSerializer
+        original = serializer.__dict__["_serialize_type_map"]
+
+        def _serialize_type_map(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+            if (getattr(shape.value, "name", None) == "AttributeValue" and isinstance(value, dict)
+                    and all(_is_wire_form(v) for v in value.values())):
+                self._default_serialize(serialized, value, shape, key)
+                return
+            original(self, serialized, value, shape, key)
+
+        serializer._serialize_type_map = _serialize_type_map  # type: ignore[method-assign]
+        return [(serializer, "_serialize_type_map", original)]
 
 
-def _install_partition_queries() -> None:
-    import inspect
+class _PartitionQueries(MotoPatch):
+    """A DynamoDB Query considers only the items of the partition it names (moto lists and sorts the
+    whole table through `Table.all_items`, which the patch answers per query)."""
 
-    from moto.dynamodb.models.table import Table
+    replaces = (Internal("moto.dynamodb.models.table", "Table.query", "002b4d00be6df07c"),)
+    relies_on = (Internal("moto.dynamodb.models.table", "Table.all_items", "c80d2ee3c896acd0"),)
 
-    original = Table.__dict__.get("query")
-    if original is None or "all_items" not in Table.__dict__:
-        return
-    signature = inspect.signature(original)
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.dynamodb.models.table import Table
 
-    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
-        given = signature.bind(self, *args, **kwargs).arguments
-        conditions = list(given.get("hash_key_conditions") or [])
-        if given.get("index_name") is None and given.get("hash_key") is not None:
-            conditions = [(self.hash_key_attr, given["hash_key"])]
-        if not conditions:
-            return original(self, *args, **kwargs)
-        self.all_items = lambda: _partition(self, conditions, given.get("index_name") is None)
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            del self.all_items
+        original = Table.__dict__["query"]
+        signature = inspect.signature(original)
 
-    _saved.append((Table, "query", original))
-    Table.query = query  # type: ignore[method-assign]
+        def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+            given = signature.bind(self, *args, **kwargs).arguments
+            conditions = list(given.get("hash_key_conditions") or [])
+            if given.get("index_name") is None and given.get("hash_key") is not None:
+                conditions = [(self.hash_key_attr, given["hash_key"])]
+            if not conditions:
+                return original(self, *args, **kwargs)
+            self.all_items = lambda: _partition(self, conditions, given.get("index_name") is None)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                del self.all_items
+
+        Table.query = query  # type: ignore[method-assign]
+        return [(Table, "query", original)]
 
 
 def _partition(table: Any, conditions: list[tuple[str, Any]], base: bool) -> list[Any]:
@@ -250,9 +309,15 @@ def _partition(table: Any, conditions: list[tuple[str, Any]], base: bool) -> lis
     return sorted(kept, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
 
 
+def _equal(found: Any, wanted: Any) -> bool:
+    return found is not None and bool(found == wanted)
+
+
 _MISSING = object()
 #: Parsed expressions kept at most (the simulation uses a handful; the bound only guards a runaway).
 _MEMO_LIMIT = 4096
+#: the modules that hold (import) moto's `get_filter_expression`: each call site is patched
+_FILTER_MODULES = ("moto.dynamodb.comparisons", "moto.dynamodb.models", "moto.dynamodb.models.table")
 
 
 def _expression_key(expr: Any, names: Any, values: Any) -> str | None:
@@ -272,30 +337,37 @@ def _remember(memo: dict[str, Any], key: str, value: Any) -> Any:
     return value
 
 
-def _install_parsed_conditions() -> None:
-    from moto.dynamodb import comparisons, responses
-    from moto.dynamodb import models as dynamodb_models
-    from moto.dynamodb.models import table
+class _ParsedConditions(MotoPatch):
+    """DynamoDB condition expressions are parsed once per distinct (text, names, values), both where
+    moto evaluates them and where request validation parses them once more."""
 
-    original = comparisons.__dict__.get("get_filter_expression")
-    if original is None:
-        return
-    parsed: dict[str, Any] = {}
+    replaces = tuple(Internal(m, "get_filter_expression", "0bb9e2d345c7f17f") for m in _FILTER_MODULES) + (
+        Internal("moto.dynamodb.responses", "create_condition_expression_parser", "a667986752c086a5"),
+    )
 
-    def get_filter_expression(expr: Any, names: Any, values: Any) -> Any:
-        key = _expression_key(expr, names, values)
-        if key is None:
-            return original(expr, names, values)
-        hit = parsed.get(key, _MISSING)  # one lookup: another server's thread may clear the memo meanwhile
-        return hit if hit is not _MISSING else _remember(parsed, key, original(expr, names, values))
+    @classmethod
+    def _apply(cls) -> Replaced:
+        import importlib
 
-    for module in (comparisons, responses, dynamodb_models, table):
-        if module.__dict__.get("get_filter_expression") is original:
-            _saved.append((module, "get_filter_expression", original))
+        from moto.dynamodb import comparisons, responses
+
+        original = comparisons.__dict__["get_filter_expression"]
+        parsed: dict[str, Any] = {}
+
+        def get_filter_expression(expr: Any, names: Any, values: Any) -> Any:
+            key = _expression_key(expr, names, values)
+            if key is None:
+                return original(expr, names, values)
+            hit = parsed.get(key, _MISSING)  # one lookup: another server's thread may clear the memo meanwhile
+            return hit if hit is not _MISSING else _remember(parsed, key, original(expr, names, values))
+
+        replaced: Replaced = []
+        for name in _FILTER_MODULES:
+            module = importlib.import_module(name)
+            replaced.append((module, "get_filter_expression", module.__dict__["get_filter_expression"]))
             module.get_filter_expression = get_filter_expression  # type: ignore[attr-defined]
 
-    create = responses.__dict__.get("create_condition_expression_parser")
-    if create is not None:  # request validation parses every action's condition once more
+        create = responses.__dict__["create_condition_expression_parser"]
         validated: dict[str, tuple[Any, Any]] = {}
 
         def create_condition_expression_parser(expr: Any, names: Any, values: Any) -> Any:
@@ -304,8 +376,9 @@ def _install_parsed_conditions() -> None:
                 return create(expr, names, values)
             return _ParsedOnce(key, validated, lambda: create(expr, names, values))
 
-        _saved.append((responses, "create_condition_expression_parser", create))
+        replaced.append((responses, "create_condition_expression_parser", create))
         responses.create_condition_expression_parser = create_condition_expression_parser  # type: ignore[attr-defined]
+        return replaced
 
 
 class _ParsedOnce:
@@ -329,45 +402,30 @@ class _ParsedOnce:
         return getattr(parser, name)
 
 
-def _install_module_list() -> None:
-    from moto import backends
+class _ModuleListOnce(MotoPatch):
+    """The server's list of service modules (a directory listing per request) is read once."""
 
-    original = backends.__dict__.get("list_of_moto_modules")
-    if original is None:
-        return
-    names = tuple(original())
-    _saved.append((backends, "list_of_moto_modules", original))
-    backends.list_of_moto_modules = lambda: names  # type: ignore[assignment]
+    replaces = (Internal("moto.backends", "list_of_moto_modules", "4f741a10b06500e8"),)
+
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto import backends
+
+        original = backends.__dict__["list_of_moto_modules"]
+        names = tuple(original())
+        backends.list_of_moto_modules = lambda: names  # type: ignore[assignment]
+        return [(backends, "list_of_moto_modules", original)]
 
 
-def _equal(found: Any, wanted: Any) -> bool:
-    return found is not None and bool(found == wanted)
-
-
-def _uninstall() -> None:
-    while _saved:
-        owner, name, original = _saved.pop()
-        setattr(owner, name, original)
+#: installed in this order, removed in the reverse one
+PATCHES: tuple[type[MotoPatch], ...] = (_CheapCounts, _LazyReceive, _OnePassDeleteBatch, _MemoisedNames,
+                                        _ParsedJsonPaths, _WireFormItems, _PartitionQueries, _ParsedConditions,
+                                        _ModuleListOnce)
 
 
 @contextlib.contextmanager
 def faster_moto() -> Iterator[None]:
-    """Install the patches for the duration of the block (nested uses share one installation)."""
-    global _depth
-    with _lock:
-        if _depth == 0:
-            for install in (_install, _install_fast_delete_and_names, _install_jsonpath_cache,
-                            _install_wire_form_items, _install_partition_queries, _install_parsed_conditions,
-                            _install_module_list):
-                try:
-                    install()
-                except (ImportError, AttributeError):
-                    continue
-        _depth += 1
-    try:
+    """Install the patches for the duration of the block (nested and concurrent uses share one
+    installation). Raises `MotoInternalChanged` when an internal a patch replaces has changed."""
+    with installed(*PATCHES):
         yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _uninstall()

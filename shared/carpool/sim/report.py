@@ -1,7 +1,7 @@
 """`carpool simulate --report FILE.html`: one self-contained page about a run.
 
 Everything is inline (SVG drawn here, CSS in a <style> tag, no script, no CDN) so the file can be attached
-to an issue or opened offline years later. Four charts answer the questions people ask of an autoscaler:
+to a bug report or opened offline years later. Four charts answer the questions people ask of an autoscaler:
 how many nodes of which pool, how long pods waited, what it cost, and which instance types it chose; the
 decision log below them says why.
 """

@@ -1,7 +1,7 @@
 """Applying a scenario's manifests and workload steps to the simulated cluster.
 
 This plays the Kubernetes controllers the scenario needs: `apply` creates what a manifest describes
-(workloads become their pods, DaemonSets and PDBs are stored, NodePools/EC2NodeClasses go to carpool's
+(workloads become their pods, DaemonSets, PDBs and storage objects are stored, NodePools/EC2NodeClasses go to carpool's
 config), `scale` is the Deployment controller adding or removing replicas, `delete` removes a workload's
 pods. carpool never sees these steps; it only sees the pods appear, as in a real cluster.
 """
@@ -65,6 +65,8 @@ class WorkloadDriver:
             self.cluster.add_pdb(pdb.to_json_dict())
         for node in manifests.nodes:
             self.cluster.add_node(node.to_json_dict())
+        for obj in [*manifests.storageclasses, *manifests.persistentvolumes, *manifests.persistentvolumeclaims]:
+            self.cluster.add_storage(obj.to_json_dict())
         return created
 
     def scale(self, step: Scale) -> int:

@@ -1,6 +1,6 @@
 """Repository interfaces for carpool's state. The app depends on these; adapters implement them.
 
-Concurrency contract (issue "Runtime reliability"): `ClaimLedger.reserve` is atomic. It writes the claim,
+Concurrency contract: `ClaimLedger.reserve` is atomic. It writes the claim,
 nominates each pod to it, and adds the claim's size to its pool's usage, all or nothing, and refuses when
 a pod is already nominated to a live claim or the pool's limit would be exceeded. Two provisioners that
 race on the same pods therefore cannot both launch for them, and cannot together pass a limit.

@@ -1,4 +1,4 @@
-"""Issue "Learned capacity": extrapolation beats the flat 7.5 % rule on the simulation's ground truth."""
+"""Learned capacity (`carpool.capacity`): extrapolation beats the flat 7.5 % rule on the simulation's ground truth."""
 
 from bench.capacity_error import measure
 

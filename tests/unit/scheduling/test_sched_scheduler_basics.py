@@ -63,17 +63,24 @@ def test_extended_resources_need_a_type_that_has_them():
     assert [t.name for t in claim_of(result, "train").instance_types] == ["g5.xlarge"]
 
 
-def test_in_flight_claims_first_then_existing_nodes_then_new_claims():
-    inflight = InFlightClaim("inflight-1", "default", {L.ZONE: "zone-a", L.INSTANCE_TYPE: "m5.large"},
-                             {"cpu": 1000, "memory": 2 * GIB, "pods": 10})
-    node = ExistingNode("node-1", {L.ZONE: "zone-b"}, {"cpu": 1000, "memory": 2 * GIB, "pods": 10})
-    result = run(pods("p", 5, cpu=500, mem_mib=256), [pool()], in_flight=[inflight], existing=[node])
-    targets = [result.placements[f"default/p-{i}"] for i in range(5)]
-    assert [t.target for t in targets[:2]] == ["inflight-1", "inflight-1"]
-    assert [t.kind for t in targets[:2]] == ["inflight", "inflight"]
-    assert [t.target for t in targets[2:4]] == ["node-1", "node-1"]
-    assert targets[4].kind == "claim"
-    assert result.nominations() == {"inflight-1": ["default/p-0", "default/p-1"], "node-1": ["default/p-2", "default/p-3"]}
+def test_initialized_nodes_first_then_uninitialized_by_name_then_new_claims():
+    """Karpenter's sortExistingNodes: initialized nodes (and nodes no NodePool manages) first, then the
+    uninitialized ones, in-flight claims included, by name; new claims last."""
+    room = {"cpu": 1000, "memory": 2 * GIB, "pods": 10}
+    inflight = InFlightClaim("b-inflight", "default", {L.ZONE: "zone-a", L.INSTANCE_TYPE: "m5.large"}, room)
+    coming_up = ExistingNode("a-coming-up", {L.ZONE: "zone-b", L.NODEPOOL: "default"}, room, pool="default")
+    ready = ExistingNode("z-ready", {L.ZONE: "zone-b", L.NODEPOOL: "default", L.NODE_INITIALIZED: "true"}, room,
+                         pool="default")
+    unmanaged = ExistingNode("y-unmanaged", {L.ZONE: "zone-c"}, room)
+    result = run(pods("p", 9, cpu=500, mem_mib=256), [pool()], in_flight=[inflight],
+                 existing=[coming_up, ready, unmanaged])
+    targets = [result.placements[f"default/p-{i}"] for i in range(9)]
+    assert [t.target for t in targets[:8]] == [
+        "y-unmanaged", "y-unmanaged", "z-ready", "z-ready", "a-coming-up", "a-coming-up", "b-inflight", "b-inflight",
+    ]
+    assert [t.kind for t in targets[6:8]] == ["inflight", "inflight"]
+    assert targets[8].kind == "claim"
+    assert result.nominations()["b-inflight"] == ["default/p-6", "default/p-7"]
 
 
 def test_existing_node_must_match_node_selector_and_taints():

@@ -19,7 +19,7 @@ import logging
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,17 +31,29 @@ from lightkube.core.resource import NamespacedResourceG
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet as DaemonSetResource
 from lightkube.resources.core_v1 import Node as NodeResource
+from lightkube.resources.core_v1 import PersistentVolume as PvResource
+from lightkube.resources.core_v1 import PersistentVolumeClaim as PvcResource
 from lightkube.resources.core_v1 import Pod as PodResource
 from lightkube.resources.policy_v1 import PodDisruptionBudget as PdbResource
+from lightkube.resources.storage_v1 import StorageClass as StorageClassResource
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from carpool import environment
 from carpool.adapters.k8s import convert, reads
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
+from carpool.api import storage
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView
-from carpool.ports import EvictionBlocked, NodeConflict, NodeGone, NodePatch, WatchEvent
+from carpool.ports import (
+    EvictionBlocked,
+    NodeConflict,
+    NodeGone,
+    NodePatch,
+    StorageObjects,
+    WatchEvent,
+    claimed,
+)
 from carpool.taints import Taint
 
 log = logging.getLogger(__name__)
@@ -211,18 +223,19 @@ class LightkubeCluster:
     # -- reads ----------------------------------------------------------------------------------------------
     def _list(self, resource: Any, model: type[Any], kind: str | None = None, *, fields: str | None = None,
               metadata_only: bool = False, per_page: Callable[[list[Any]], list[Any]] | None = None,
-              ) -> list[Any]:
+              namespace: str | None = None) -> list[Any]:
         """Every object of a list (or of its metadata-only form) as `model`, straight from the page bytes
-        (through `per_page` when given). With `kind`, the list's resource version is kept for `watch`."""
+        (through `per_page` when given). With `kind`, the list's resource version is kept for `watch`.
+        A namespaced resource is listed across namespaces unless `namespace` is given."""
         items, version = self._paged(resource, model, fields=fields, metadata_only=metadata_only,
-                                     per_page=per_page)
+                                     per_page=per_page, namespace=namespace)
         if kind is not None:
             self.resource_versions[kind] = version
         return items
 
     def _paged(self, resource: Any, model: type[Any], *, fields: str | None = None,
                metadata_only: bool = False, per_page: Callable[[list[Any]], list[Any]] | None = None,
-               ) -> tuple[list[Any], str]:
+               namespace: str | None = None) -> tuple[list[Any], str]:
         """Every object of a list, paged by `LIST_CHUNK`, and the list's resource version.
 
         A list that takes longer than etcd keeps old revisions (the API server compacts every 5 minutes)
@@ -232,7 +245,7 @@ class LightkubeCluster:
         carpool decides on what it lists (consolidating a node whose pods were not all seen)."""
         for attempt in range(1, LIST_RESTARTS + 1):
             try:
-                return self._read_pages(resource, model, fields, metadata_only, per_page)
+                return self._read_pages(resource, model, fields, metadata_only, per_page, namespace)
             except ApiError as e:
                 if status_code(e) != 410 or attempt == LIST_RESTARTS:
                     raise
@@ -242,7 +255,7 @@ class LightkubeCluster:
 
     def _read_pages(self, resource: Any, model: type[Any], fields: str | None,
                     metadata_only: bool, per_page: Callable[[list[Any]], list[Any]] | None = None,
-                    ) -> tuple[list[Any], str]:
+                    namespace: str | None = None) -> tuple[list[Any], str]:
         """One paginated list through lightkube's HTTP client (auth, TLS, base URL), each page's bytes
         validated into `model` at once (`reads.parse_page`): no lightkube objects, no dict round trip.
         `per_page` turns each page's items into what is kept (a projection), so a long list holds one
@@ -250,7 +263,7 @@ class LightkubeCluster:
         generic = self._client()._client
         namespaced = issubclass(resource, NamespacedResourceG)
         request = generic.prepare_request(
-            "list", res=resource, namespace=ALL_NS if namespaced else None,
+            "list", res=resource, namespace=(namespace or ALL_NS) if namespaced else None,
             params={"limit": LIST_CHUNK, "fieldSelector": fields or None},
             headers={"Accept": reads.METADATA_ACCEPT} if metadata_only else None,
         )
@@ -316,6 +329,22 @@ class LightkubeCluster:
 
     def list_pdbs(self) -> list[api.PodDisruptionBudget]:
         return self._list(PdbResource, api.PodDisruptionBudget)
+
+    def storage_for(self, pods: Sequence[api.Pod]) -> StorageObjects:
+        """The claims the pods name, listed per namespace (one list per namespace with such pods, not
+        every claim of the cluster), the volumes bound to them (one cluster-scoped list, kept only when a
+        claim names a volume), and the StorageClasses. Nothing is read for pods without claims."""
+        wanted = claimed(pods)
+        if not wanted:
+            return StorageObjects([], [], [])
+        claims = [c for namespace, names in sorted(wanted.items())
+                  for c in self._list(PvcResource, storage.PersistentVolumeClaim, namespace=namespace)
+                  if c.name in names]
+        bound = {c.spec.volume_name for c in claims if c.spec.volume_name}
+        volumes = ([v for v in self._list(PvResource, storage.PersistentVolume) if v.name in bound]
+                   if bound else [])
+        classes = self._list(StorageClassResource, storage.StorageClass)
+        return StorageObjects(claims, volumes, classes)
 
     def cni_env(self) -> dict[str, str]:
         """The VPC CNI's settings (ENABLE_PREFIX_DELEGATION, AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG...);
