@@ -171,8 +171,11 @@ class MotoPatch:
         if not in_range(version, cls.supported):
             raise MotoInternalChanged(f"{cls.__name__}: written for moto {cls.supported}, installed moto is "
                                       f"{version}")
+        # while installed (another local AWS in this process uses it), the internals it replaced are held in
+        # `_replaced`: check those originals, not the patch standing in their place
+        originals = {(id(owner), name): original for owner, name, original in cls._replaced}
         for internal in cls.replaces + cls.relies_on:
-            problem = _problem(internal)
+            problem = _problem(internal, originals)
             if problem:
                 raise MotoInternalChanged(f"{cls.__name__}: moto internal {internal.where} {problem}; review "
                                           f"the patch against it and record the new fingerprint")
@@ -192,9 +195,12 @@ class MotoPatch:
                                       f"{[i.where for i in cls.replaces]}")
 
 
-def _problem(internal: Internal) -> str | None:
+def _problem(internal: Internal, originals: dict[tuple[int, str], Any] | None = None) -> str | None:
     try:
         value = internal.current()
+        if originals:
+            owner, name = internal.owner_and_name()
+            value = originals.get((id(owner), name), value)
     except LookupError as e:
         return f"is missing ({e})"
     if value is _MISSING:

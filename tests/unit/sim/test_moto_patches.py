@@ -80,6 +80,18 @@ def test_every_internal_matches_the_installed_moto(patch: type[MotoPatch]) -> No
 
 @pytest.mark.usefixtures("nothing_installed")
 @pytest.mark.parametrize("patch", PATCHES, ids=_ids)
+def test_verify_passes_while_installed(patch: type[MotoPatch]) -> None:
+    """A second local AWS in the same process verifies while the first holds the patch: the check reads the
+    held originals, not the patch standing in their place."""
+    patch.install()
+    try:
+        patch.verify()
+    finally:
+        patch.uninstall()
+
+
+@pytest.mark.usefixtures("nothing_installed")
+@pytest.mark.parametrize("patch", PATCHES, ids=_ids)
 def test_install_and_uninstall_restore_the_originals_exactly(patch: type[MotoPatch]) -> None:
     originals = _current(patch)
     patch.install()
