@@ -16,6 +16,7 @@ from carpool.resources import Resources, add
 from carpool.scheduling.claim import CLAIM, Bin, efficient_options, max_fit, options_after, preferred_tier
 from carpool.scheduling.compatibility import compatible_terms
 from carpool.scheduling.domains import Allowed, Domains
+from carpool.scheduling.inputs import HostPort
 from carpool.scheduling.pending import ActiveConstraints
 from carpool.scheduling.pools import PoolOrder, PoolState
 from carpool.scheduling.signature import Signature, SignatureRegistry
@@ -45,11 +46,14 @@ class NewClaims:
         self._numbers: dict[str, int] = {}
 
     def open(self, request: Resources, active: ActiveConstraints, allowed: Allowed | None,
-             cap: int) -> tuple[Bin, int, int] | None:
-        """A new, still empty claim in the first pool that can take pods of size `request`, how many of
-        them (<= cap) it takes, and its options once they are on it; None when no pool can."""
+             cap: int, host_ports: tuple[HostPort, ...] = ()) -> tuple[Bin, int, int] | None:
+        """A new, still empty claim in the first pool that can take pods of size `request` (binding
+        `host_ports`), how many of them (<= cap) it takes, and its options once they are on it; None when
+        no pool can."""
         signatures = self.signatures
         for pool in self.order:
+            if host_ports and any(p.conflicts(d) for p in host_ports for d in pool.daemon_ports):
+                continue  # the pool's DaemonSet pods hold the port on every new node
             base = self.pool_signatures[pool.id]
             terms = compatible_terms(active, base, signatures)
             if not terms:
@@ -81,6 +85,7 @@ class NewClaims:
         self._numbers[pool.name] = number
         name = self.claim_name(pool.name, number) if self.claim_name else f"{pool.name}-{number:04d}"
         claim = Bin(len(self.bins), name, CLAIM, signature, pool, dict(pool.overhead), options=options)
+        claim.ports = list(pool.daemon_ports)
         self.bins.append(claim)
         signature.members |= 1 << claim.id
         if pool.split_share:

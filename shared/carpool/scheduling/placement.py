@@ -166,7 +166,7 @@ class Placer:
         cap = self.host_cap(pending, active, None, limit)
         if cap <= 0:
             return 0
-        opened = self.new_claims.open(pending.group.requests, active, allowed, cap)
+        opened = self.new_claims.open(pending.group.requests, active, allowed, cap, pending.pod.host_ports)
         if opened is None:
             return 0
         claim, k, options = opened

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from carpool import labels as L
 from carpool.requirements import Requirement, Requirements
 from carpool.resources import CPU, PODS, Resources, add
-from carpool.scheduling.inputs import PodSpec, PoolSpec
+from carpool.scheduling.inputs import HostPort, PodSpec, PoolSpec
 from carpool.scheduling.limits import PoolLimits
 from carpool.scheduling.options import InstanceIndex
 from carpool.taints import untolerated
@@ -41,7 +41,11 @@ class PoolState:
         self.requirements = reqs
         self.taints = spec.taints
         self.index = InstanceIndex(spec.instance_types, reqs)
-        self.overhead: Resources = add(daemon_overhead(reqs, spec.taints, daemonsets), spec.daemon_overhead)
+        daemons = daemons_on(reqs, spec.taints, daemonsets)
+        self.overhead: Resources = add(daemon_overhead(daemons), spec.daemon_overhead)
+        #: host ports the pool's DaemonSet pods hold on every new node (Karpenter reserves them on a new
+        #: NodeClaim, so a pod asking for the same port needs another node)
+        self.daemon_ports: tuple[HostPort, ...] = tuple(hp for ds in daemons for hp in ds.host_ports)
         self.limits = PoolLimits(spec.limits, spec.usage)
         self.min_values = {k: r.min_values for k, r in reqs.items() if r.min_values}
         ordered = [k for k in spec.ordered_keys if k in reqs and not reqs[k].complement and len(reqs[k].order) > 1]
@@ -54,21 +58,28 @@ class PoolState:
         return f"PoolState({self.name}, weight={self.weight})"
 
 
-def daemon_overhead(requirements: Requirements, taints: Sequence, daemonsets: Sequence[PodSpec]) -> Resources:
-    """Requests of the DaemonSet pods that would run on a node of this pool (they tolerate its taints
-    and their node affinity is compatible with its requirements).
+def daemons_on(requirements: Requirements, taints: Sequence, daemonsets: Sequence[PodSpec]) -> list[PodSpec]:
+    """The DaemonSet pods that would run on a node of this pool (they tolerate its taints and their node
+    affinity is compatible with its requirements).
 
     The node will be registered and initialized by the time such pods run, so a DaemonSet that selects
     `karpenter.sh/registered` or `karpenter.sh/initialized` nodes counts too (Karpenter adds both to its
     NodeClaim template for this check only; they never become claim requirements or labels)."""
     requirements = requirements.add(*_LIFECYCLE)
-    total: Resources = {}
+    found = []
     for ds in daemonsets:
         if untolerated(taints, ds.tolerations) is not None:
             continue
         terms = ds.requirements or (Requirements(),)
-        if not any(requirements.compatible(t, L.WELL_KNOWN) is None for t in terms):
-            continue
+        if any(requirements.compatible(t, L.WELL_KNOWN) is None for t in terms):
+            found.append(ds)
+    return found
+
+
+def daemon_overhead(daemons: Sequence[PodSpec]) -> Resources:
+    """Requests of the DaemonSet pods a node runs (each is at least one pod)."""
+    total: Resources = {}
+    for ds in daemons:
         req = dict(ds.requests)
         req[PODS] = max(req.get(PODS, 0), 1)
         total = add(total, req)

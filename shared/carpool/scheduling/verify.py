@@ -22,7 +22,7 @@ from carpool.requirements import Requirement, Requirements
 from carpool.resources import Resources, add, fits, maximum
 from carpool.scheduling.inputs import AffinityTerm, ExistingNode, InFlightClaim, PodSpec, PoolSpec
 from carpool.scheduling.podgroups import normalized_requests, opts_out
-from carpool.scheduling.pools import daemon_overhead
+from carpool.scheduling.pools import daemon_overhead, daemons_on
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.topology import namespaces_of
 from carpool.taints import untolerated
@@ -143,7 +143,7 @@ def _check_claim(claim: PlannedClaim, pool: PoolSpec, pods: list[PodSpec], daemo
                  errors: list[str]) -> None:
     types = {it.name: it for it in pool.instance_types}
     pool_reqs = pool.requirements
-    overhead = add(daemon_overhead(pool_reqs, pool.taints, daemonsets), pool.daemon_overhead)
+    overhead = add(daemon_overhead(daemons_on(pool_reqs, pool.taints, daemonsets)), pool.daemon_overhead)
     total = add(overhead, *(normalized_requests(p) for p in pods))
     for choice in claim.instance_types:
         it = types.get(choice.name)

@@ -175,6 +175,21 @@ def test_host_ports_conflict_on_one_node():
     assert result.placements["default/new"].kind == "claim"
 
 
+def test_daemonset_host_ports_are_held_on_new_claims():
+    """Karpenter reserves the host ports of a pool's DaemonSet pods on every new NodeClaim: a pod asking for
+    the same port cannot go to a new node of that pool, a pod asking for another port can."""
+    agent = pod("agent", cpu=100, mem_mib=64, host_ports=(HostPort(9100),))
+    result = run([pod("clash", host_ports=(HostPort(9100),)), pod("fine", host_ports=(HostPort(8080),))],
+                 [pool()], daemonsets=[agent], check=False)
+    assert "default/clash" not in result.placements
+    assert result.placements["default/fine"].kind == "claim"
+    other = pool("other", weight=0)
+    result = run([pod("clash", host_ports=(HostPort(9100),))], [pool(weight=10), other], daemonsets=[
+        pod("agent", cpu=100, mem_mib=64, host_ports=(HostPort(9100),),
+            requirements=(Requirements([Requirement.in_(L.NODEPOOL, "default")]),))], check=False)
+    assert claim_of(result, "default/clash").pool == "other"
+
+
 def test_pods_requiring_no_nodepool_are_left_alone():
     opt_out = pod("self-managed", requirements=(Requirements([Requirement.of(L.NODEPOOL, "DoesNotExist")]),))
     result = run([opt_out, pod("normal")], [pool()])
