@@ -18,7 +18,7 @@ from carpool import resources
 from carpool import taints as domain
 from carpool.api.base import KubeModel
 from carpool.api.fields import IntOrPercent, ResourceList, scaled_int_or_percent
-from carpool.api.meta import ObjectMeta, OwnerReference
+from carpool.api.meta import Named, Namespaced, ObjectMeta, OwnerReference
 from carpool.api.selectors import LabelSelector, NodeSelector, NodeSelectorTerm
 from carpool.api.taints import Taint, Toleration
 from carpool.resources import Resources
@@ -47,7 +47,6 @@ __all__ = [
     "pod_from_template",
 ]
 
-DEFAULT_NAMESPACE = "default"
 SIDECAR_RESTART_POLICY = "Always"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -240,7 +239,7 @@ class PodStatus(KubeModel):
     start_time: datetime | None = None
 
 
-class Pod(KubeModel):
+class Pod(Namespaced, KubeModel):
     """A pod as the scheduler sees it."""
 
     api_version: str = "v1"
@@ -250,13 +249,6 @@ class Pod(KubeModel):
     status: PodStatus = Field(default_factory=PodStatus)
 
     # -- identity -----------------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or DEFAULT_NAMESPACE
 
     @property
     def key(self) -> str:
@@ -446,16 +438,13 @@ class NodeStatus(KubeModel):
     addresses: list[NodeAddress] = Field(default_factory=list)
 
 
-class Node(KubeModel):
+class Node(Named, KubeModel):
     api_version: str = "v1"
     kind: str = "Node"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: NodeSpec = Field(default_factory=NodeSpec)
     status: NodeStatus = Field(default_factory=NodeStatus)
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -493,7 +482,7 @@ class DaemonSetSpec(KubeModel):
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
 
 
-class DaemonSet(KubeModel):
+class DaemonSet(Namespaced, KubeModel):
     """A DaemonSet: every new node will also run one of its pods, so it is per-node overhead."""
 
     api_version: str = "apps/v1"
@@ -501,13 +490,6 @@ class DaemonSet(KubeModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: DaemonSetSpec = Field(default_factory=DaemonSetSpec)
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or DEFAULT_NAMESPACE
 
     def template_pod(self) -> Pod:
         """The pod this DaemonSet would put on a new node (owned by it), for overhead and fit checks."""
@@ -544,20 +526,13 @@ class PodDisruptionBudgetStatus(KubeModel):
     expected_pods: int | None = None
 
 
-class PodDisruptionBudget(KubeModel):
+class PodDisruptionBudget(Namespaced, KubeModel):
     api_version: str = "policy/v1"
     kind: str = "PodDisruptionBudget"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
     status: PodDisruptionBudgetStatus | None = None
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or DEFAULT_NAMESPACE
 
     def matches(self, pod: Pod) -> bool:
         """policy/v1: an empty selector selects every pod of the namespace, a missing one selects none."""

@@ -22,7 +22,8 @@ from pydantic_core import ErrorDetails
 from carpool.api import nodeclass as nodeclass_api
 from carpool.api import nodepool as nodepool_api
 from carpool.api.errors import describe, describe_all
-from carpool.api.k8s import DEFAULT_NAMESPACE, DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.api.meta import DEFAULT_NAMESPACE
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass

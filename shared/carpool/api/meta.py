@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -106,3 +106,27 @@ class CrdObjectMeta(NamedObjectMeta):
     """Metadata of a Karpenter object: every ObjectMeta field is known, so a typo (`lables`) is an error."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+#: where the API server puts an object sent without a namespace
+DEFAULT_NAMESPACE = "default"
+
+
+class Named:
+    """`name` of an object with `metadata` (an object read without one is nameless, not an error)."""
+
+    if TYPE_CHECKING:  # declared by each model (a field here would move `metadata` first in every dump)
+        metadata: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+
+class Namespaced(Named):
+    """`namespace` as the API server defaults it: an object sent without one lives in `default`."""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or DEFAULT_NAMESPACE
+

@@ -14,8 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from carpool.api.base import KubeModel
-from carpool.api.k8s import DEFAULT_NAMESPACE
-from carpool.api.meta import ObjectMeta
+from carpool.api.meta import Named, Namespaced, ObjectMeta
 from carpool.api.selectors import NodeSelector
 
 __all__ = [
@@ -42,7 +41,7 @@ class TopologySelectorTerm(KubeModel):
     match_label_expressions: list[TopologySelectorRequirement] = Field(default_factory=list)
 
 
-class StorageClass(KubeModel):
+class StorageClass(Named, KubeModel):
     """storage.k8s.io/v1 StorageClass (cluster-scoped). The API server defaults `volumeBindingMode` to
     Immediate: the volume is provisioned before any pod uses it, so a pending claim of such a class cannot
     guide where a node goes."""
@@ -54,9 +53,6 @@ class StorageClass(KubeModel):
     volume_binding_mode: Literal["Immediate", "WaitForFirstConsumer"] = "Immediate"
     allowed_topologies: list[TopologySelectorTerm] = Field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
 
     def is_default(self) -> bool:
         return self.metadata.annotations.get(DEFAULT_CLASS_ANNOTATION) == "true"
@@ -74,7 +70,7 @@ class PersistentVolumeSpec(KubeModel):
     host_path: dict[str, object] | None = None
 
 
-class PersistentVolume(KubeModel):
+class PersistentVolume(Named, KubeModel):
     """v1 PersistentVolume (cluster-scoped)."""
 
     api_version: str = "v1"
@@ -82,9 +78,6 @@ class PersistentVolume(KubeModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
 
     def is_node_local(self) -> bool:
         return self.spec.local is not None or self.spec.host_path is not None
@@ -100,7 +93,7 @@ class PersistentVolumeClaimStatus(KubeModel):
     phase: str | None = None
 
 
-class PersistentVolumeClaim(KubeModel):
+class PersistentVolumeClaim(Namespaced, KubeModel):
     """v1 PersistentVolumeClaim (namespaced)."""
 
     api_version: str = "v1"
@@ -109,10 +102,3 @@ class PersistentVolumeClaim(KubeModel):
     spec: PersistentVolumeClaimSpec = Field(default_factory=PersistentVolumeClaimSpec)
     status: PersistentVolumeClaimStatus = Field(default_factory=PersistentVolumeClaimStatus)
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or DEFAULT_NAMESPACE

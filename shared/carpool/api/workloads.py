@@ -16,14 +16,13 @@ from pydantic import Field
 
 from carpool.api.base import KubeModel
 from carpool.api.k8s import (
-    DEFAULT_NAMESPACE,
     Pod,
     PodCondition,
     PodStamper,
     PodStatus,
     PodTemplateSpec,
 )
-from carpool.api.meta import NamedObjectMeta, OwnerReference
+from carpool.api.meta import DEFAULT_NAMESPACE, NamedObjectMeta, OwnerReference
 from carpool.api.selectors import LabelSelector
 
 __all__ = [
