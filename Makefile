@@ -11,20 +11,28 @@ export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 
 setup: $(STAMP)
 
+# uv resolves and installs the same packages as pip, in parallel: about 20 s on a fresh machine instead of
+# two minutes. Where uv cannot be installed, pip does the same work.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@$(BIN)/python -m pip install -q --upgrade pip
-	@$(BIN)/python -m pip install -q -e '.[dev]'
+	@$(BIN)/python -m pip install -q uv || true
+	@if test -x $(BIN)/uv; then \
+		$(BIN)/uv pip install -q --python $(BIN)/python --upgrade pip && \
+		$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]'; \
+	else \
+		$(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]'; \
+	fi
 	@touch $(STAMP)
 
 demo: setup
 	$(BIN)/carpool simulate examples/flex-first.yaml
 
-# One pytest process, two xdist workers taking a test file at a time: a simulation, and each integration
-# module's local AWS, keep their state to themselves, so every suite shares the workers. The slowest
-# files are handed out first, so that neither worker is left finishing a long one alone.
+# One pytest process, two xdist workers taking a group at a time (a test file; the CDK tests as one group,
+# so that each stack variant is synthesized once): a simulation, and each integration module's local AWS,
+# keep their state to themselves, so every suite shares the workers. The slowest groups are handed out
+# first, so that neither worker is left finishing a long one alone.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/e2e tests/infra tests/integration \
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests/e2e tests/infra tests/integration \
 		tests/unit tests/conformance
 
 # Karpenter's own scheduling and provider test cases, ported as data (tests/conformance/README.md)

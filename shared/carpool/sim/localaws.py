@@ -28,6 +28,8 @@ What moto does not do like AWS is done here:
 - EC2 answers spot prices from a documented model (`carpool.sim.spot_prices`) instead of moto's 0.00001
   for everything, and CreateFleet launches the override its allocation strategy picks (the cheapest)
   instead of the first one, tagging instances with their launch template as EC2 does.
+- DescribeInstanceTypes, DescribeInstanceTypeOfferings and DescribeSpotPriceHistory page with `NextToken`
+  within EC2's `MaxResults` bounds instead of answering everything at once (`carpool.sim.ec2_pages`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+from carpool.sim import ec2_pages
+from carpool.sim.ec2_pages import PagedInstanceTypes
 from carpool.sim.moto_patches import Internal, MotoPatch, Replaced
 
 FAKE_CREDENTIALS = {
@@ -263,14 +267,15 @@ class _ModelledSpotPrices(MotoPatch):
 
     moto answers 0.00001 for every offering. EC2 answers, per type and zone, the price in effect at
     `StartTime` for each requested product description (`Linux/UNIX` in a VPC-only account); offerings
-    that do not exist in a zone have no price there.
+    that do not exist in a zone have no price there. Pages of at most 1,000 prices, as EC2 answers them
+    (`carpool.sim.ec2_pages`).
     """
 
     replaces = (Internal("moto.ec2.responses.spot_instances", "SpotInstances.describe_spot_price_history", "1102fb17a717aff3"),)
+    relies_on = ec2_pages.RENDERING
 
     @classmethod
     def _apply(cls) -> Replaced:
-        from moto.core.responses import ActionResult
         from moto.ec2.responses.spot_instances import SpotInstances
 
         from carpool.sim import spot_prices
@@ -278,6 +283,7 @@ class _ModelledSpotPrices(MotoPatch):
         original = SpotInstances.__dict__["describe_spot_price_history"]
 
         def describe_spot_price_history(self: Any) -> Any:
+            size = ec2_pages.max_results(self, ec2_pages.SPOT_PRICE_HISTORY)
             types = self._get_param("InstanceTypes", [])
             wanted = self._get_param("ProductDescriptions", []) or ["Linux/UNIX"]
             products = [p for p in wanted if p.startswith("Linux/UNIX")]
@@ -293,7 +299,7 @@ class _ModelledSpotPrices(MotoPatch):
                 history += [{"InstanceType": o["InstanceType"], "ProductDescription": product,
                              "SpotPrice": f"{price:.{spot_prices.DIGITS}f}", "AvailabilityZone": o["Location"],
                              "Timestamp": stamp} for product in products[:1]]
-            return ActionResult({"SpotPriceHistory": history})
+            return ec2_pages.page(self, "SpotPriceHistory", history, size)
 
         SpotInstances.describe_spot_price_history = describe_spot_price_history  # type: ignore[method-assign]
         return [(SpotInstances, "describe_spot_price_history", original)]
@@ -335,7 +341,7 @@ class _FleetAllocation(MotoPatch):
 
 #: every patch a running LocalAws holds installed
 _PATCHES: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock, _JournaledTransactions, _PagedLaunchTemplates,
-                                         _ModelledSpotPrices, _FleetAllocation)
+                                         PagedInstanceTypes, _ModelledSpotPrices, _FleetAllocation)
 
 
 def _prepare(fleet: Any, spot: bool) -> None:
@@ -513,6 +519,7 @@ class LocalAws:
         server.start()
         _JournaledTransactions.install()
         _PagedLaunchTemplates.install()
+        PagedInstanceTypes.install()
         _ModelledSpotPrices.install()
         _FleetAllocation.install()
         self._server = server
@@ -532,6 +539,7 @@ class LocalAws:
             self._server = None
             _JournaledTransactions.uninstall()
             _PagedLaunchTemplates.uninstall()
+            PagedInstanceTypes.uninstall()
             _ModelledSpotPrices.uninstall()
             _FleetAllocation.uninstall()
             _SqsClock.uninstall()
