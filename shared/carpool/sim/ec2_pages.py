@@ -4,7 +4,9 @@ moto answers DescribeInstanceTypes with every type it knows (1,395) in one respo
 says, and DescribeInstanceTypeOfferings with every offering of the region. EC2 caps a page (instance types
 5-100 a page, 100 by default; offerings 5-1000; spot price history 1-1000, 1000 by default), answers
 `NextToken` while items remain, and rejects a `MaxResults` outside the range (`InvalidParameterValue`). A
-caller that forgets to follow `NextToken` sees a tenth of the types in EC2; locally it must too.
+caller that does not follow `NextToken` sees only the first 100 types in EC2; locally it must too.
+`PagedInstanceTypes` pages the first two; `carpool.sim.localaws._ModelledSpotPrices` pages spot prices
+with `page` too.
 
 Rendering those answers is most of the local catalog build's time (moto's response serializer turns each
 item into XML, ~2 ms an instance type). The answers are static (moto loads types and offerings from its
@@ -47,7 +49,7 @@ SPOT_PRICE_HISTORY = PageLimits(1, 1000, 1000)
 
 #: request parameters that select the page, not the answer (a token is bound to all the others)
 _PAGING = frozenset({"MaxResults", "NextToken", "DryRun"})
-#: bytes of rendered pages kept per process (a region's types, offerings and prices take ~15 MB)
+#: bytes of rendered pages kept per process (a region's types, offerings and prices take ~8 MB)
 MEMO_BUDGET = 64 * 1024 * 1024
 
 
@@ -163,12 +165,17 @@ class _Rendered:
         self._held: OrderedDict[tuple[Any, ...], tuple[tuple[Any, dict[str, Any], Any], int]] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
+        #: answers served from memory / rendered (for measuring what the memo saves)
+        self.hits = 0
+        self.misses = 0
 
     def get(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, Any], Any] | None:
         with self._lock:
             kept = self._held.get(key)
             if kept is None:
+                self.misses += 1
                 return None
+            self.hits += 1
             self._held.move_to_end(key)
             return kept[0]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from carpool.sim import localaws, motofast
+from carpool.sim import ec2_pages, localaws, motofast
 from carpool.sim.moto_patches import (
     SUPPORTED_MOTO,
     Internal,
@@ -128,6 +128,35 @@ def test_a_changed_internal_it_relies_on_fails_the_install(monkeypatch: pytest.M
     monkeypatch.setattr(patch, "relies_on", (internal,))
     with pytest.raises(MotoInternalChanged, match=re.escape(f"_PartitionQueries: moto internal {internal.where}")):
         patch.install()
+
+
+def test_the_paged_reads_are_checked_against_what_they_replace_and_the_rendering_they_keep() -> None:
+    """The EC2 pages replace moto's describe methods, mirror its backends' answers and keep rendered pages:
+    all of it is declared, so a moto that changes any of it fails the install."""
+    paged = ec2_pages.PagedInstanceTypes
+    assert paged in localaws._PATCHES
+    assert {i.where for i in paged.replaces} == {
+        "moto.ec2.responses.instances.InstanceResponse.describe_instance_types",
+        "moto.ec2.responses.instances.InstanceResponse.describe_instance_type_offerings"}
+    assert {i.where for i in paged.relies_on} >= {
+        "moto.ec2.models.instance_types.InstanceTypeBackend.describe_instance_types",
+        "moto.ec2.models.instance_types.InstanceTypeOfferingBackend.describe_instance_type_offerings"}
+    for patch in (paged, localaws._ModelledSpotPrices):
+        assert set(ec2_pages.RENDERING) <= set(patch.relies_on), patch.__name__
+
+
+@pytest.mark.usefixtures("nothing_installed")
+@pytest.mark.parametrize("patch", [ec2_pages.PagedInstanceTypes, localaws._ModelledSpotPrices], ids=_ids)
+def test_a_changed_rendering_fails_the_install_of_the_pages_kept_rendered(
+        patch: type[MotoPatch], monkeypatch: pytest.MonkeyPatch) -> None:
+    rendering = ec2_pages.RENDERING[0]
+    changed = dataclasses.replace(rendering, fingerprint="3" * 16)
+    monkeypatch.setattr(patch, "relies_on", tuple(changed if i == rendering else i for i in patch.relies_on))
+    originals = _current(patch)
+    with pytest.raises(MotoInternalChanged, match=rf"^{patch.__name__}: moto internal {re.escape(rendering.where)} changed"):
+        patch.install()
+    assert all(a is b for a, b in zip(_current(patch), originals, strict=True))
+    assert not patch.installed()
 
 
 @pytest.mark.usefixtures("nothing_installed")
