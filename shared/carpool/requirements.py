@@ -148,7 +148,7 @@ class Requirement:
     well-known key it stands for, as Karpenter's `NewRequirement` does, so old manifests select the same nodes.
     """
 
-    __slots__ = ("key", "complement", "values", "order", "patterns", "gt", "lt", "min_values", "excluded")
+    __slots__ = ("key", "complement", "values", "order", "patterns", "gt", "lt", "min_values", "excluded", "plain")
 
     def __init__(
         self,
@@ -170,6 +170,9 @@ class Requirement:
         self.lt = lt
         self.min_values = min_values
         self.excluded: tuple[str, ...] = () if complement else tuple(dict.fromkeys(excluded))
+        #: a finite list of concrete values and nothing else (`In [a, b]`, as every instance-type label is):
+        #: it meets another requirement exactly when the other `has` one of its values (`meets`)
+        self.plain: bool = not complement and not self.patterns and not self.excluded and gt is None and lt is None
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
@@ -308,6 +311,16 @@ class Requirement:
         return not self.complement and len(self.order) > 1 and bool(self.patterns)
 
     # -- algebra ------------------------------------------------------------------------------------
+    def meets(self, other: Requirement) -> bool:
+        """Whether some value satisfies both: `not self.intersection(other).is_empty()`, without building
+        the intersection when one side is `plain` (then it is whether the other side `has` one of its
+        values: the intersection keeps exactly those, and their bounds and exclusions are the other's)."""
+        if self.plain:
+            return any(other.has(v) for v in self.values)
+        if other.plain:
+            return any(self.has(v) for v in other.values)
+        return not self.intersection(other).is_empty()
+
     def intersection(self, other: Requirement) -> Requirement:
         """The values both allow. Order follows `self` (the more specific side keeps its preference).
 
@@ -527,7 +540,7 @@ class Requirements(Mapping[str, Requirement]):
             if key not in large._reqs:
                 continue
             existing, incoming = self._reqs[key], other._reqs[key]
-            if existing.intersection(incoming).is_empty():
+            if not existing.meets(incoming):
                 if incoming.allows_absent() and existing.allows_absent():
                     continue
                 return Incompatibility(key, f"incompatible requirement {key}: {incoming!r} vs {existing!r}")

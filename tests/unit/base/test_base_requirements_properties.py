@@ -111,6 +111,26 @@ def test_intersection_is_commutative(a: Requirement, b: Requirement) -> None:
     assert a.intersection(b).is_empty() == b.intersection(a).is_empty()
 
 
+#: finite value lists (`In`, what instance-type labels are), where `meets` takes its shortcut
+listed = st.lists(st.sampled_from(GLOB_PROBE[:12]), max_size=3).map(lambda vs: Requirement("a", False, vs))
+
+
+@laws
+@given(globbed, globbed)
+@example(Requirement.in_("a", "2"), Requirement.of("a", GT, ["1"]).intersection(Requirement.of("a", LT, ["3"])))
+@example(Requirement.in_("a", "x1"), Requirement.of("a", IN, ["x*"]).intersection(Requirement.of("a", NOT_IN, ["x1"])))
+def test_meets_is_a_non_empty_intersection(a: Requirement, b: Requirement) -> None:
+    assert a.meets(b) == (not a.intersection(b).is_empty())
+    assert b.meets(a) == (not b.intersection(a).is_empty())
+
+
+@laws
+@given(listed, globbed)
+def test_meets_a_value_list_is_a_non_empty_intersection(a: Requirement, b: Requirement) -> None:
+    assert a.plain
+    assert a.meets(b) == (not a.intersection(b).is_empty()) == b.meets(a) == (not b.intersection(a).is_empty())
+
+
 @laws
 @given(globbed, globbed, globbed)
 def test_intersection_is_associative(a: Requirement, b: Requirement, c: Requirement) -> None:
