@@ -65,4 +65,6 @@ def _carpool() -> None:
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    app()
+    from carpool.cli import process_exit
+
+    process_exit.run(app)

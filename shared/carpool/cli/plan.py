@@ -10,16 +10,13 @@ from __future__ import annotations
 import gc
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from carpool.api.loader import ManifestErrors, Manifests, load
 from carpool.app.planning import (
@@ -30,8 +27,12 @@ from carpool.app.planning import (
     load_synthetic_types,
     plan,
 )
+from carpool.cli.process_exit import keep_until_exit
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_INVALID = 2
 
@@ -58,7 +59,6 @@ def plan_command(
     capacity: Annotated[Path | None, typer.Option("--capacity", help="Learned capacity (`carpool capacity --json` output).")] = None,
 ) -> None:
     """Plan NodeClaims for pending pods (offline; prints claims, cost and a reason per unplaced pod)."""
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
     gone = _unavailable(unavailable or [])
     clock = Stopwatch()
     with no_cyclic_gc():
@@ -69,18 +69,27 @@ def plan_command(
                                  capacity=capacity)
             clock.lap("catalog")
         except ManifestErrors as exc:
+            err = _console(stderr=True)
             for e in exc.errors:
                 err.print(str(e), markup=False, style="red")
             raise typer.Exit(EXIT_INVALID) from None
         except (PlanInputError, ValueError, LookupError) as exc:
-            err.print(str(exc), markup=False, style="red")
+            _console(stderr=True).print(str(exc), markup=False, style="red")
             raise typer.Exit(EXIT_INVALID) from None
         result = plan(inputs, ScheduleOptions(max_instance_types=max_instance_types or None))
         clock.lap("solve")
+        keep_until_exit(loaded, inputs, result)
         if as_json:
             typer.echo(render_json(result, inputs, clock))
             return
         _print(result, inputs)
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """rich is imported only for messages and the table: the `--json` path never needs it."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=True, highlight=False)
 
 
 class Stopwatch:
@@ -147,18 +156,40 @@ def dumps_lines(value: dict[str, Any]) -> str:
     """JSON with the top level and each collection's entries on their own line (one claim, one pod per
     line). `json.dumps(indent=...)` runs the pure-Python encoder, which took longer than the solver on
     20,000 pods; each entry here goes through the C encoder."""
+    dumps = _entry_encoder()
     lines = []
     for key, item in value.items():
-        head = f"  {json.dumps(key)}: "
+        head = f"  {dumps(key)}: "
         if isinstance(item, list) and item:
-            body = ",\n".join(f"    {json.dumps(v)}" for v in item)
+            body = ",\n".join(f"    {dumps(v)}" for v in item)
             lines.append(f"{head}[\n{body}\n  ]")
         elif isinstance(item, dict) and item:
-            body = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in item.items())
+            body = ",\n".join(f"    {dumps(k)}: {dumps(v)}" for k, v in item.items())
             lines.append(f"{head}{{\n{body}\n  }}")
         else:
-            lines.append(head + json.dumps(item))
+            lines.append(head + dumps(item))
     return "{\n" + ",\n".join(lines) + "\n}"
+
+
+def _entry_encoder() -> Callable[[Any], str]:
+    """`json.dumps` with its defaults, for many small values: `json.dumps` sets up a new C encoder on
+    every call, which cost more than encoding a pod's entry; this one is set up once. Where the C
+    encoder is missing (it is optional in CPython), `json.dumps` itself."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)  # typeshed does not declare the optional C part
+    if make is None:
+        return json.dumps
+    base = json.JSONEncoder()
+    as_string = encoder.encode_basestring_ascii
+    encode = make({}, base.default, as_string, None, base.key_separator, base.item_separator, False, False, True)
+
+    def dumps(value: Any) -> str:
+        if isinstance(value, str):
+            return as_string(value)
+        return "".join(encode(value, 0))
+
+    return dumps
 
 
 def _source(inputs: PlanInputs, claim: PlannedClaim) -> str:
@@ -169,6 +200,10 @@ def _source(inputs: PlanInputs, claim: PlannedClaim) -> str:
 
 
 def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     out = Console(soft_wrap=True, highlight=False)
     if out.width < 140 and not out.is_terminal:
         out = Console(soft_wrap=True, highlight=False, width=140)

@@ -21,17 +21,19 @@ class ActiveConstraints:
     `hostname_constraints` are checked per bin (bit masks over bins); `domain_constraints` (zone, capacity
     type, any other key) per value of their key, grouped by key so a claim is narrowed to one domain
     that satisfies all of them. `terms_by_signature` caches, per requirement signature id, the indices
-    of the variant's node-affinity terms that signature can satisfy.
+    of the variant's node-affinity terms that signature can satisfy; it depends only on the variant's
+    terms and tolerations, so constraints of the same `Variant.profile` may share one dict.
     """
 
     __slots__ = ("variant", "hostname_constraints", "domain_constraints", "terms_by_signature")
 
     def __init__(self, variant: Variant, hostname_constraints: list[TopologyConstraint],
-                 domain_constraints: dict[str, list[TopologyConstraint]]) -> None:
+                 domain_constraints: dict[str, list[TopologyConstraint]],
+                 terms_by_signature: dict[int, tuple[int, ...]] | None = None) -> None:
         self.variant = variant
         self.hostname_constraints = hostname_constraints
         self.domain_constraints = domain_constraints
-        self.terms_by_signature: dict[int, tuple[int, ...]] = {}
+        self.terms_by_signature: dict[int, tuple[int, ...]] = {} if terms_by_signature is None else terms_by_signature
 
 
 class PendingGroup:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from carpool import labels as L
 from carpool.resources import CPU
+from carpool.scheduling.bitmask import lowest_bit
 from carpool.scheduling.claim import Bin, fixed_fit, max_fit, min_values_ok, options_after
 from carpool.scheduling.compatibility import compatible_terms
 from carpool.scheduling.domains import Allowed, Domains
 from carpool.scheduling.newclaim import NewClaims
-from carpool.scheduling.options import lowest_bit
 from carpool.scheduling.pending import ActiveConstraints, PendingGroup
 from carpool.scheduling.room import RoomIndex
 from carpool.scheduling.signature import Signature, SignatureRegistry

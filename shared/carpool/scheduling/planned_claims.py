@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from carpool import labels as L
+from carpool.scheduling.bitmask import bits
 from carpool.scheduling.claim import CLAIM, Bin
 from carpool.scheduling.pending import PendingGroup
+from carpool.scheduling.pools import PoolState
 from carpool.scheduling.result import InstanceChoice, Placement, PlannedClaim, SchedulingResult
+from carpool.scheduling.signature import Signature
 
 # instance types of a signature in price order: (index in the pool's InstanceIndex, choice)
 PriceOrder = list[tuple[int, InstanceChoice]]
@@ -32,6 +35,7 @@ def build_result(
     still pending (`reasons` is only called for groups with pods left)."""
     result = SchedulingResult(opted_out=sorted(opted_out), relaxed=dict(relaxed))
     price_orders: dict[int, PriceOrder] = {}
+    choices: dict[tuple[int, int], tuple[InstanceChoice, ...]] = {}
     for b in bins:
         if not b.pods:
             continue
@@ -39,7 +43,7 @@ def build_result(
             for key in b.pods:
                 result.placements[key] = Placement(b.kind, b.name)
             continue
-        result.claims.append(planned_claim(b, price_orders, max_instance_types))
+        result.claims.append(planned_claim(b, price_orders, max_instance_types, choices))
         for key in b.pods:
             result.placements[key] = Placement(CLAIM, b.name)
     for group in groups:
@@ -50,30 +54,19 @@ def build_result(
     return result
 
 
-def planned_claim(b: Bin, price_orders: dict[int, PriceOrder], limit: int | None) -> PlannedClaim:
-    """The claim to launch for a filled bin (`price_orders` caches price orders per signature id)."""
+def planned_claim(b: Bin, price_orders: dict[int, PriceOrder], limit: int | None,
+                  choices_cache: dict[tuple[int, int], tuple[InstanceChoice, ...]] | None = None) -> PlannedClaim:
+    """The claim to launch for a filled bin (`price_orders` caches price orders per signature id,
+    `choices_cache` the listed options per (signature id, option mask): claims of one Deployment share
+    both)."""
     signature, pool = b.signature, b.pool
     assert pool is not None
-    ordered = price_orders.get(signature.id)
-    if ordered is None:
-        ordered = []
-        mask = signature.type_mask
-        i = 0
-        while mask:
-            if mask & 1:
-                p = pool.index.price(i, signature.requirements)
-                if p is not None:
-                    ordered.append((i, InstanceChoice(pool.index.types[i].name, p[0], p[1], p[2])))
-            mask >>= 1
-            i += 1
-        ordered.sort(key=lambda t: (t[1].price, t[1].name))
-        price_orders[signature.id] = ordered
-    choices = []
-    for i, choice in ordered:
-        if b.options >> i & 1:
-            choices.append(choice)
-            if limit is not None and len(choices) >= limit:
-                break
+    cache_key = (signature.id, b.options)
+    choices = choices_cache.get(cache_key) if choices_cache is not None else None
+    if choices is None:
+        choices = _choices(price_order(signature, pool, price_orders), b.options, limit)
+        if choices_cache is not None:
+            choices_cache[cache_key] = choices
     zones = signature.domains(L.ZONE)
     capacity_types = signature.domains(L.CAPACITY_TYPE)
     if len(capacity_types) == 1:
@@ -83,8 +76,8 @@ def planned_claim(b: Bin, price_orders: dict[int, PriceOrder], limit: int | None
     return PlannedClaim(
         name=b.name,
         pool=pool.name,
-        instance_types=tuple(choices),
-        option_count=bin(b.options).count("1"),
+        instance_types=choices,
+        option_count=b.options.bit_count(),
         requirements=signature.requirements,
         requests=dict(b.used),
         pods=tuple(b.pods),
@@ -93,3 +86,29 @@ def planned_claim(b: Bin, price_orders: dict[int, PriceOrder], limit: int | None
         zone=next(iter(zones)) if len(zones) == 1 else None,
         capacity_type=capacity_type,
     )
+
+
+def price_order(signature: Signature, pool: PoolState, price_orders: dict[int, PriceOrder]) -> PriceOrder:
+    """The signature's instance types with an offering its requirements allow, cheapest first (cached)."""
+    ordered = price_orders.get(signature.id)
+    if ordered is None:
+        ordered = []
+        index = pool.index
+        for i in bits(signature.type_mask):
+            p = index.price(i, signature.requirements)
+            if p is not None:
+                ordered.append((i, InstanceChoice(index.types[i].name, p[0], p[1], p[2])))
+        ordered.sort(key=lambda t: (t[1].price, t[1].name))
+        price_orders[signature.id] = ordered
+    return ordered
+
+
+def _choices(ordered: PriceOrder, options: int, limit: int | None) -> tuple[InstanceChoice, ...]:
+    """The first `limit` entries of a price order that are among the options."""
+    choices = []
+    for i, choice in ordered:
+        if options >> i & 1:
+            choices.append(choice)
+            if limit is not None and len(choices) >= limit:
+                break
+    return tuple(choices)

@@ -11,7 +11,10 @@ Karpenter's first step (dropping the first *required* node-affinity term) is not
 every required term of a pod as the OR it is.
 
 A `Variant` is the pod group's constraints at one relaxation level; it is immutable so caches keyed by
-its id stay valid.
+its id stay valid. Its `profile` names its node-affinity terms and tolerations: variants of different pod
+groups with equal terms and tolerations share one profile id (when their `Preferences` share a
+`ProfileIds`), so what depends only on those (which signatures a term fits) is derived once per batch
+instead of once per pod group.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from carpool.scheduling.inputs import AffinityTerm, PodSpec, TopologySpread
 from carpool.taints import PREFER_NO_SCHEDULE, Toleration
 
 _ids = itertools.count()
+_profile_ids = itertools.count()
 
 PREFER_NO_SCHEDULE_TOLERATION = Toleration(operator="Exists", effect=PREFER_NO_SCHEDULE)
 
@@ -35,6 +39,7 @@ class Variant:
 
     `terms`: the node-affinity OR-terms to try, each merged with the preferred node term in force.
     `strict_terms`: required terms only (which domains the pod could ever use, for spread counting).
+    `profile`: names (terms, tolerations); variants with equal ones share it within a batch (`ProfileIds`).
     """
 
     id: int
@@ -44,7 +49,22 @@ class Variant:
     spreads: tuple[TopologySpread, ...]
     affinity: tuple[AffinityTerm, ...]
     anti_affinity: tuple[AffinityTerm, ...]
+    profile: int
     relaxed: tuple[str, ...] = ()
+
+
+class ProfileIds:
+    """Interns (node-affinity terms, tolerations) to ids shared by the variants of one batch."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[tuple[Requirements, ...], tuple[Toleration, ...]], int] = {}
+
+    def get(self, terms: tuple[Requirements, ...], tolerations: tuple[Toleration, ...]) -> int:
+        key = (terms, tolerations)
+        got = self._ids.get(key)
+        if got is None:
+            got = self._ids[key] = next(_profile_ids)
+        return got
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +79,9 @@ class _Level:
 class Preferences:
     """Builds a pod's variants, from "every preference as a requirement" to "none left"."""
 
-    def __init__(self, pod: PodSpec, tolerate_prefer_no_schedule: bool) -> None:
+    def __init__(self, pod: PodSpec, tolerate_prefer_no_schedule: bool, profiles: ProfileIds | None = None) -> None:
         self._pod = pod
+        self._profiles = profiles
         self._pns = tolerate_prefer_no_schedule and not _tolerates_prefer_no_schedule(pod.tolerations)
         self._aff = sorted(pod.preferred_affinity, key=lambda w: -w.weight)
         self._anti = sorted(pod.preferred_anti_affinity, key=lambda w: -w.weight)
@@ -105,7 +126,8 @@ class Preferences:
         spreads = tuple(s for s in pod.spread if not any(s is r for r in removed))
         affinity = pod.affinity + tuple(w.term for w in self._aff[lv.pod_affinity :])
         anti = pod.anti_affinity + tuple(w.term for w in self._anti[lv.pod_anti_affinity :])
-        return Variant(next(_ids), terms, strict, tolerations, spreads, affinity, anti, relaxed)
+        profile = self._profiles.get(terms, tolerations) if self._profiles is not None else next(_profile_ids)
+        return Variant(next(_ids), terms, strict, tolerations, spreads, affinity, anti, profile, relaxed)
 
 
 def _tolerates_prefer_no_schedule(tolerations: tuple[Toleration, ...]) -> bool:

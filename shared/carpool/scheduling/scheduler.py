@@ -46,7 +46,7 @@ from carpool.scheduling.placement import Placer
 from carpool.scheduling.planned_claims import build_result
 from carpool.scheduling.podgroups import PodGroup, group_pods
 from carpool.scheduling.pools import PoolOrder, PoolState
-from carpool.scheduling.preferences import Preferences
+from carpool.scheduling.preferences import Preferences, ProfileIds
 from carpool.scheduling.queue import PodGroupQueue
 from carpool.scheduling.result import SchedulingResult
 from carpool.scheduling.room import RoomIndex
@@ -144,7 +144,8 @@ class Scheduler:
             shape = _shape(groups)
             for pool in self.pools:
                 pool.index.set_shape(shape)
-        pending = [PendingGroup(g, Preferences(g.pod, self.prefer_no_schedule)) for g in groups]
+        profiles = ProfileIds()
+        pending = [PendingGroup(g, Preferences(g.pod, self.prefer_no_schedule, profiles)) for g in groups]
         self.topology.prepare(pending, self.fixed)
         for group in pending:
             group.room_position = room.position(group.group.requests)

@@ -93,7 +93,7 @@ class SignatureRegistry:
     def narrowed_by_term(self, signature: Signature, variant: Variant, term_index: int) -> Signature | None:
         """A claim signature merged with node-affinity term `term_index` of a pod group's variant; None
         when they conflict or no instance type is left."""
-        key = ("t", variant.id, term_index)
+        key = ("t", variant.profile, term_index)
         narrowed = signature.narrowed
         if key in narrowed:
             return narrowed[key]

@@ -47,6 +47,8 @@ class Topology:
     def __init__(self) -> None:
         self.groups: dict[tuple, TopologyGroup] = {}
         self._filter_verdicts: dict[tuple[int, int], bool] = {}
+        #: Variant.profile -> signature id -> compatible term indices (shared by equal profiles)
+        self._terms_by_profile: dict[int, dict[int, tuple[int, ...]]] = {}
 
     # -- registry -----------------------------------------------------------------------------------
     def _get(self, key: tuple, make) -> TopologyGroup:
@@ -106,7 +108,8 @@ class Topology:
                     hostname.append(c)
                 else:
                     domain.setdefault(c.group.key, []).append(c)
-            active = pending.by_variant[variant.id] = ActiveConstraints(variant, hostname, domain)
+            terms = self._terms_by_profile.setdefault(variant.profile, {})
+            active = pending.by_variant[variant.id] = ActiveConstraints(variant, hostname, domain, terms)
         return active
 
     # -- setup --------------------------------------------------------------------------------------
