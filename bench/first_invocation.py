@@ -4,8 +4,9 @@ The parent starts local AWS (moto) with the state, network, AMI and config a dep
 `python -m bench.first_invocation` in a fresh interpreter pointed at it with the deployed environment
 (`lambda_package.lambda_environment`: tracing on). The child times the handler's import (Lambda init),
 then its first invocation: one SQS batch of 10 pending pods, with the production wiring built on first
-use as `wiring.get()` does in Lambda. Only the cluster adapter differs (the simulated cluster stands in
-for the EKS API server; its set-up is not timed).
+use as `wiring.get()` does in Lambda, under the trace header the runtime sets on a sampled invocation
+(the X-Ray SDK records and sends a subsegment per AWS call). Only the cluster adapter differs (the
+simulated cluster stands in for the EKS API server; its set-up is not timed).
 
 The live catalog is in the state table as in a running deployment: before the samples, the disruption
 function's refresh (`carpool.app.catalog_refresh`, the production code) builds it from local EC2 once,
@@ -52,6 +53,7 @@ def child() -> dict[str, float]:
             catalog += time.perf_counter() - begin
 
     sources.StoredCatalogSource.get = timed_fetch  # type: ignore[method-assign]
+    os.environ["_X_AMZN_TRACE_ID"] = _trace_header()
     start = time.perf_counter()
     wiring.use(build())
     response = module.handler(event, _Context())
@@ -84,6 +86,15 @@ def _prepare() -> tuple[dict[str, Any], Any]:
         return build_from_env(settings, cluster=cluster)
 
     return _batch(pods, datetime.now(UTC)), build
+
+
+def _trace_header() -> str:
+    """The `_X_AMZN_TRACE_ID` the Lambda runtime sets before each invocation of a traced function (a
+    sampled cold start). Without it the X-Ray SDK discards every subsegment ("Lambda worker still
+    initializing") and the sample would not pay for recording and sending the AWS calls' subsegments."""
+    import secrets
+
+    return f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)};Parent={secrets.token_hex(8)};Sampled=1"
 
 
 class _Context:

@@ -10,6 +10,9 @@ Why a module of its own:
   the stack would set in a simulation. Sessions and clients are cached per environment (endpoint,
   region, credentials), so two simulations running in one process each talk to their own local AWS
   with their own credentials, and hooks one puts on its session never see the other's requests.
+- Clients of EC2, SSM and DynamoDB are built from carpool's cut-down copies of their service models
+  (`service_models`: the operations carpool calls, no documentation), which botocore parses in a few
+  milliseconds where EC2's full model alone takes a large share of a cold start.
 - One retry layer, botocore's own "standard" mode, with few attempts: throttling and transient errors
   (RequestLimitExceeded, ProvisionedThroughputExceeded, 5xx, timeouts) are retried with jittered
   exponential backoff, at most 1 s + 2 s of sleep per call with 3 attempts. carpool's adapters do not
@@ -29,9 +32,11 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 
 from carpool import environment
+from carpool.adapters.aws.service_models import DATA_PATH
 
 #: Attempts per call (the first included) for every client unless a caller asks otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -93,12 +98,10 @@ def session() -> boto3.session.Session:
 def _new_session() -> boto3.session.Session:
     """From the process environment (botocore's own credential chain), or from an installed mapping: its
     credentials, and only its profile (a developer's `AWS_PROFILE` is not the simulated function's)."""
+    core = _core_session()
     if not environment.installed():
-        return boto3.session.Session()
-    import botocore.session
-
+        return boto3.session.Session(botocore_session=core)
     env = environment.current()
-    core = botocore.session.Session()
     # an override, so that None means no profile rather than falling back to os.environ's
     core.get_component("config_store").set_config_variable("profile", env.get("AWS_PROFILE") or None)
     return boto3.session.Session(
@@ -107,6 +110,14 @@ def _new_session() -> boto3.session.Session:
         aws_session_token=env.get("AWS_SESSION_TOKEN"),
         botocore_session=core,
     )
+
+
+def _core_session() -> botocore.session.Session:
+    """A botocore session whose loader finds carpool's cut-down service models (`service_models`) before
+    botocore's own: it reads the first `<service>/<version>/service-2.json` on its search path."""
+    core = botocore.session.Session()
+    core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+    return core
 
 
 def client(
