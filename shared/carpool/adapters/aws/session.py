@@ -12,7 +12,8 @@ Why a module of its own:
   with their own credentials, and hooks one puts on its session never see the other's requests.
 - Clients of EC2, SSM and DynamoDB are built from carpool's cut-down copies of their service models
   (`service_models`: the operations carpool calls, no documentation), which botocore parses in a few
-  milliseconds where EC2's full model alone takes a large share of a cold start.
+  milliseconds where EC2's full model alone takes a large share of a cold start. Their timestamps are
+  parsed by the standard library (`timestamps`), not dateutil: the catalog's spot prices carry thousands.
 - One retry layer, botocore's own "standard" mode, with few attempts: throttling and transient errors
   (RequestLimitExceeded, ProvisionedThroughputExceeded, 5xx, timeouts) are retried with jittered
   exponential backoff, at most 1 s + 2 s of sleep per call with 3 attempts. carpool's adapters do not
@@ -36,6 +37,7 @@ import botocore.session
 from botocore.config import Config
 
 from carpool import environment
+from carpool.adapters.aws import timestamps
 from carpool.adapters.aws.service_models import DATA_PATH
 
 #: Attempts per call (the first included) for every client unless a caller asks otherwise.
@@ -117,6 +119,7 @@ def _core_session() -> botocore.session.Session:
     botocore's own: it reads the first `<service>/<version>/service-2.json` on its search path."""
     core = botocore.session.Session()
     core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+    timestamps.install(core)
     return core
 
 
