@@ -57,7 +57,7 @@ class WorkloadDriver:
             self.on_config(list(self.config_docs.values()))
         created = 0
         for pod in manifests.pods:
-            self.cluster.add_pod(pod.to_json_dict(), controller=_owner_id(pod))
+            self.cluster.add_pod(pod.to_json_dict(), controller=_owner_id(pod), owned=True)
             created += 1
         for ds in manifests.daemonsets:
             self.cluster.add_daemonset(ds.to_json_dict())
@@ -87,7 +87,7 @@ class WorkloadDriver:
             if len(current) + added >= step.replicas:
                 break
             if pod.metadata.name not in existing:
-                self.cluster.add_pod(pod.to_json_dict(), controller=key)
+                self.cluster.add_pod(pod.to_json_dict(), controller=key, owned=True)
                 added += 1
         return added
 

@@ -201,3 +201,16 @@ def test_an_expired_continue_token_answers_410_with_an_inconsistent_token(cluste
     assert _names(pages.page("pods", 10, token)) == ["p-2", "p-3", "p-4"]
     fresh = pages.page("pods", 2, None)  # a new list is not affected
     assert fresh.code == 200 and _names(fresh) == ["p-0", "p-1"]
+
+
+def test_a_pod_is_copied_unless_the_caller_hands_it_over(cluster):
+    """A manifest dict the caller keeps using must not change the stored pod; a handed-over dict is
+    stored as it is (no copy of every pod of a burst)."""
+    kept = make_pod("kept")
+    cluster.add_pod(kept)
+    kept["metadata"]["labels"] = {"changed": "later"}
+    assert "changed" not in (cluster.pods["default/kept"].raw["metadata"].get("labels") or {})
+    given = make_pod("given")
+    cluster.add_pod(given, owned=True)
+    assert cluster.pods["default/given"].raw["metadata"] is given["metadata"]
+    assert cluster.pods["default/given"].raw["status"]["phase"] == "Pending"
