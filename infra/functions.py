@@ -10,8 +10,9 @@ watcher       read the state table; put events on the carpool bus
 provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags
               on create, PassRole of the node role); terminate own instances (a launch whose claim
               failed); AMIs
-registrar     write the state table; look instances up (claims found by tag); AMIs (learned capacity is
-              kept only for the expected AMI)
+registrar     write the state table; look instances up (claims found by tag); tag own instances with
+              their claim's name once their nodes register; AMIs (learned capacity is kept only for
+              the expected AMI)
 interruption  write the state table; launch replacements; terminate own instances; AMIs;
               send to its own queue (a drain's next step, delayed)
 disruption    write the state table; launch replacements (consolidation, drift); terminate own instances;
@@ -111,6 +112,8 @@ class Capability(Enum):
     #: the function that refreshes the stored catalog; the others read it from the state table (GetItem).
     CATALOG = auto()
     INSTANCE_LOOKUP = auto()
+    #: CreateTags of the claim-name tag on the cluster's own instances, once their nodes register
+    TAG_INSTANCES = auto()
     PUT_EVENTS = auto()
 
 
@@ -174,7 +177,7 @@ SPECS: dict[str, FunctionSpec] = {
             "Marks claims registered when their node joins and learns real node capacity",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["registrar"]),
             memory_mib=delivery.MEMORY_MIB["registrar"],
-            capabilities=frozenset({C.INSTANCE_LOOKUP, C.AMI_LOOKUP}),
+            capabilities=frozenset({C.INSTANCE_LOOKUP, C.TAG_INSTANCES, C.AMI_LOOKUP}),
             state_actions=REGISTRATION + CLAIM_RELEASE,
             kubernetes_write=True,
         ),
@@ -493,8 +496,18 @@ class Functions(Construct):
                     },
                 ),
                 iam.PolicyStatement(
-                    # claims launched together by one CreateFleet get their names afterwards, one instance
-                    # at a time: only the cluster's own instances, only the claim-name tag
+                    sid="PassNodeRole",
+                    actions=["iam:PassRole"],
+                    resources=[self._cluster.node_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                ),
+            ]
+        if capability is Capability.TAG_INSTANCES:
+            return [
+                iam.PolicyStatement(
+                    # an instance gets its claim's name once its node registers (claims launched together
+                    # by one CreateFleet cannot be named by the request): only the cluster's own
+                    # instances, only the claim-name tag
                     sid="TagOwnInstancesWithTheirClaim",
                     actions=["ec2:CreateTags"],
                     resources=ec2_arns("instance", account=stack.account),
@@ -502,13 +515,7 @@ class Functions(Construct):
                         "StringEquals": resource_tags,
                         "ForAllValues:StringEquals": {"aws:TagKeys": [labels.TAG_NODECLAIM]},
                     },
-                ),
-                iam.PolicyStatement(
-                    sid="PassNodeRole",
-                    actions=["iam:PassRole"],
-                    resources=[self._cluster.node_role.role_arn],
-                    conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-                ),
+                )
             ]
         if capability is Capability.DELETE_LAUNCH_TEMPLATES:
             return [

@@ -100,6 +100,11 @@ _WILDCARDS: dict[Capability, tuple[list[str | RegexAppliesTo], str]] = {
         "Terminates only instances whose resource tags say carpool launched them for this cluster "
         "(aws:ResourceTag conditions); instance ids are only known at runtime.",
     ),
+    Capability.TAG_INSTANCES: (
+        [_ec2("instance")],
+        "Writes only the claim-name tag (aws:TagKeys), only on instances whose resource tags say carpool "
+        "launched them for this cluster (aws:ResourceTag conditions); instance ids are only known at runtime.",
+    ),
     Capability.AMI_LOOKUP: (
         [_arn("ssm", "", f"parameter{path}") for path in AMI_PARAMETER_PATHS],
         "Read-only access to AWS's public AMI parameters; the path depends on the Kubernetes version, "

@@ -79,19 +79,20 @@ def test_instance_creating_statement_covers_every_launched_resource(default: Syn
 
 
 def test_create_tags_only_during_create_calls_or_for_the_claim_name(default: Synth) -> None:
-    """Tags are written by the create calls, except the claim name of instances launched together by one
-    CreateFleet (as Karpenter's tagging controller does): only on the cluster's own instances, only that key."""
-    statements = with_action(role_statements(default, "provisioner"), "ec2:CreateTags")
-    by_sid = {s.get("Sid"): s for s in statements}
-    assert len(statements) == 2, statements
-    creating = next(s for s in statements if s.get("Sid") != "TagOwnInstancesWithTheirClaim")
-    assert creating["Condition"] == {
-        "StringEquals": {
-            **OWNED_REQUEST_TAGS,
-            "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+    """Launchers write tags only with their create calls; the claim name of an instance is written once its
+    node registers (as Karpenter's tagging controller does), by the registrar: only on the cluster's own
+    instances, only that key."""
+    for name in sorted(LAUNCHERS):
+        (creating,) = with_action(role_statements(default, name), "ec2:CreateTags")
+        assert creating.get("Sid") == "TagOnlyOnCreate", (name, creating)
+        assert creating["Condition"] == {
+            "StringEquals": {
+                **OWNED_REQUEST_TAGS,
+                "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+            }
         }
-    }
-    naming = by_sid["TagOwnInstancesWithTheirClaim"]
+    (naming,) = with_action(role_statements(default, "registrar"), "ec2:CreateTags")
+    assert naming.get("Sid") == "TagOwnInstancesWithTheirClaim"
     assert naming["Resource"] == "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:instance/*"
     assert naming["Condition"] == {
         "StringEquals": OWNED_RESOURCE_TAGS,
@@ -146,7 +147,7 @@ CAPABILITIES = {
     "watcher": set(),
     "provisioner": LAUNCH | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
                              "ec2:DescribeSecurityGroups"},
-    "registrar": {"ec2:DescribeImages", "ec2:DescribeInstances"},
+    "registrar": {"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:CreateTags"},
     "interruption": LAUNCH | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
                               "ec2:DescribeSecurityGroups"},
     "disruption": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "ec2:DescribeImages",

@@ -1,10 +1,12 @@
 """The EC2 instance behind a node, and the claim it was launched for.
 
 A provisioner that stops between CreateFleet and writing the launch to its claim leaves a claim that never
-learns its instance id. The instance still says which claim it is for: CreateFleet tags it with the
-claim's name (`karpenter.sh/nodeclaim`) and with carpool's ownership tag for the cluster. From the node's
-`spec.providerID` (its instance id), DescribeInstances gives both, and the claim can be repaired with the
-instance's facts instead of the instance being taken for an orphan.
+learns its instance id. An instance launched for one claim alone still says which claim it is for: its
+CreateFleet request tags it with the claim's name (`karpenter.sh/nodeclaim`) and with carpool's ownership
+tag for the cluster. From the node's `spec.providerID` (its instance id), DescribeInstances gives both, and
+the claim can be repaired with the instance's facts instead of the instance being taken for an orphan.
+(Instances launched together by one request are named only once their nodes register; one whose claim
+was never written is adopted when its node joins, `carpool.disruption.orphans`.)
 """
 
 from __future__ import annotations

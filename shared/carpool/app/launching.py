@@ -8,11 +8,13 @@ security groups, the AMI and size of each instance type) and calls EC2 through t
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,6 +27,7 @@ from carpool.app import discovery
 from carpool.app.wiring import Dependencies
 from carpool.catalog import InstanceType
 from carpool.launch import fleet, templates
+from carpool.launch.templates import LaunchTemplateSpec
 from carpool.launch.userdata.bootstrap import NodeBootstrap
 from carpool.scheduling.result import PlannedClaim
 from carpool.sizing import NodeSize
@@ -46,6 +49,10 @@ class PoolContext:
     amis: dict[str, ResolvedAmi]
     sizes: dict[str, NodeSize]
     types: dict[str, InstanceType]
+    #: the launch templates and overrides of each distinct request this pool made (`plan_fleet`): a batch
+    #: of claims asks for the same few, and building them is most of planning a claim's launch
+    requests: dict[tuple[Any, ...], tuple[dict[str, str], tuple[fleet.FleetOverride, ...], tuple[LaunchTemplateSpec, ...]]] = (
+        field(default_factory=dict, repr=False, compare=False))
 
 
 @dataclass
@@ -61,8 +68,6 @@ class LaunchAttempt:
     #: every option's offerings went unavailable after the plan was made (an earlier claim's capacity
     #: errors in the same round): schedule the pods again rather than fail them
     stale: bool = False
-    #: the instance carries its claim's name already (the request tagged it: a claim launched alone)
-    tagged: bool = False
 
 
 def choose_capacity_type(
@@ -141,41 +146,62 @@ class FleetPlan:
     templates: Mapping[str, str]
     tags: Mapping[str, str]
     key: str
+    #: the launch templates the request names, created (or found to exist) by `ensure_templates`
+    specs: tuple[LaunchTemplateSpec, ...] = ()
 
 
 def plan_fleet(
     claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailable: set[tuple[str, str, str]], now: datetime,
 ) -> FleetPlan | LaunchAttempt:
-    """The claim's CreateFleet request (templates ensured), or the attempt that needs no call: every
-    offering of the claim went unavailable after it was planned (`stale`)."""
+    """The claim's CreateFleet request (its launch templates still to be ensured: `ensure_templates`), or
+    the attempt that needs no call: every offering of the claim went unavailable after it was planned
+    (`stale`)."""
     subnet_by_zone = fleet.pick_subnets(discovery.subnets(ctx.nodeclass, deps))
     ct = choose_capacity_type(claim, ctx, unavailable, set(subnet_by_zone))
     if ct is None:
         return LaunchAttempt(error="no available offering in a zone with a subnet for any instance type of the claim",
                              stale=True)
     offers = list(_offerings(claim, ctx, ct, unavailable, set(subnet_by_zone)))
-    type_names = list(dict.fromkeys(o[0] for o in sorted(offers, key=lambda o: o[2])))[: deps.settings.max_fleet_types]
-    specs = _templates(claim, ctx, deps, ct, type_names)
-    lt_of = {t: spec.name for spec in specs for t in spec.instance_types}
-    overrides = fleet.cheapest_overrides(
-        fleet.FleetOverride(lt_of[t], t, subnet_by_zone[z], z, price) for t, z, price in offers if t in lt_of
-    )
+    lt_of, overrides, specs = _request(claim, ctx, deps, ct, offers, subnet_by_zone)
     tags = fleet.fleet_tags(deps.settings.cluster_name, ctx.nodepool.name, "", ctx.nodeclass.name,
                             ctx.nodeclass.spec.tags)
     tags.pop(labels.TAG_NODECLAIM)
     tags[CREATED_AT_TAG] = now.isoformat()
     doc = json.dumps([ct, [list(o) for o in overrides], sorted(tags.items())], sort_keys=True)
-    return FleetPlan(ct, tuple(overrides), lt_of, tags, hashlib.sha256(doc.encode()).hexdigest())
+    return FleetPlan(ct, overrides, lt_of, tags, hashlib.sha256(doc.encode()).hexdigest(), specs)
+
+
+_Request = tuple[dict[str, str], tuple[fleet.FleetOverride, ...], tuple[LaunchTemplateSpec, ...]]
+
+
+def _request(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, offers: list[tuple[str, str, float]],
+             subnet_by_zone: Mapping[str, str]) -> _Request:
+    """The launch template of each instance type, the overrides and the templates of a claim's request.
+    They follow from its offerings, its node labels and taints, and the capacity type alone, so claims
+    that share those share one computation (`PoolContext.requests`)."""
+    key = (ct, tuple(offers), tuple(sorted(claim.labels.items())), claim.taints, claim.startup_taints,
+           tuple(sorted(subnet_by_zone.items())))
+    found = ctx.requests.get(key)
+    if found is not None:
+        return found
+    type_names = list(dict.fromkeys(o[0] for o in sorted(offers, key=lambda o: o[2])))[: deps.settings.max_fleet_types]
+    specs = _templates(claim, ctx, deps, ct, type_names)
+    lt_of = {t: spec.name for spec in specs for t in spec.instance_types}
+    overrides = tuple(fleet.cheapest_overrides(
+        fleet.FleetOverride(lt_of[t], t, subnet_by_zone[z], z, price) for t, z, price in offers if t in lt_of
+    ))
+    ctx.requests[key] = (lt_of, overrides, tuple(specs))
+    return ctx.requests[key]
 
 
 def launch_group(names: Sequence[str], plan: FleetPlan, ctx: PoolContext, deps: Dependencies) -> dict[str, LaunchAttempt]:
     """One CreateFleet for every claim of `names` (their plans are identical), one instance each.
 
     A claim alone is tagged with its name by the request itself. A batch cannot be (the request's tags
-    are the same for every instance), so each instance is tagged with its claim's name right after the
-    launch, as Karpenter's tagging controller does; until then the claims are found again from the
-    instances by the same sorted pairing (`fleet.distribute`). The claims EC2 had no instance for get
-    the response's errors: capacity errors fail them over like a single launch's, alone."""
+    are the same for every instance): each instance gets its claim's name once its node registers
+    (`carpool.app.register`, as Karpenter's tagging controller does), and each claim records its instance
+    from the sorted pairing (`fleet.distribute`). The claims EC2 had no instance for get the response's
+    errors: capacity errors fail them over like a single launch's, alone."""
     names = sorted(names)
     tags = dict(plan.tags)
     if len(names) == 1:
@@ -194,7 +220,6 @@ def launch_group(names: Sequence[str], plan: FleetPlan, ctx: PoolContext, deps: 
         attempt = _attempt(shares, plan.capacity_type, ctx)
         if inst is not None:
             attempt.launch_template = plan.templates.get(inst.instance_type)
-            attempt.tagged = len(names) == 1
         elif not attempt.capacity_errors and not outcome.other_errors:
             attempt.error = f"CreateFleet launched {len(given)} of the {len(names)} instances asked for, without errors"
         out[name] = attempt
@@ -229,6 +254,9 @@ def launch(
     plan = plan_fleet(claim, ctx, deps, unavailable, now)
     if isinstance(plan, LaunchAttempt):
         return plan
+    failed = ensure_templates([plan], deps)
+    if failed:
+        raise next(iter(failed.values()))
     return launch_group([claim_name], plan, ctx, deps)[claim_name]
 
 
@@ -239,24 +267,54 @@ _TEMPLATES_KEY = "launch-templates"
 
 
 def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, type_names: list[str]) -> list[templates.LaunchTemplateSpec]:
-    """The claim's launch templates, each created (or found to exist) once per process and
-    `TEMPLATE_TTL_SECONDS`, as Karpenter caches them: a batch of claims shares a few templates."""
+    """The claim's launch templates (grouped by AMI, max pods and user data)."""
     settings = templates.launch_settings(
         ctx.nodeclass, ctx.ami_family, discovery.security_groups(ctx.nodeclass, deps),
         instance_profile=deps.settings.instance_profile or None,
     )
-    specs = templates.plan_launch_templates(
+    return templates.plan_launch_templates(
         deps.settings.cluster_name, ctx.ami_family, ctx.amis,
         lambda t: bootstrap(claim, ctx, t, ct, deps), settings, type_names,
     )
+
+
+#: CreateLaunchTemplate requests in flight at once (below botocore's default pool of 10 connections)
+TEMPLATE_WORKERS = 8
+
+
+def ensure_templates(plans: Iterable[FleetPlan], deps: Dependencies) -> dict[str, Exception]:
+    """Create (or find to exist) every launch template the plans name, each once per process and
+    `TEMPLATE_TTL_SECONDS`, as Karpenter caches them: a batch of claims shares a few templates. Those not
+    known yet are created at once, up to `TEMPLATE_WORKERS` together (each in a copy of this context),
+    as Karpenter's concurrent launches create theirs. Returns the templates that could not be created,
+    by name, with why: only the claims that launch from them fail."""
     ensured: dict[str, tuple[float, templates.LaunchTemplateSpec]] = deps.cache.setdefault(_TEMPLATES_KEY, {})
     now = time.monotonic()
-    for spec in specs:
-        seen = ensured.get(spec.name)
-        if seen is None or now - seen[0] > TEMPLATE_TTL_SECONDS:
+    todo = {spec.name: spec for plan in plans for spec in plan.specs
+            if spec.name not in ensured or now - ensured[spec.name][0] > TEMPLATE_TTL_SECONDS}
+    if not todo:
+        return {}
+
+    def ensure(spec: templates.LaunchTemplateSpec) -> Exception | None:
+        try:
             deps.compute.ensure_launch_template(templates.create_launch_template_request(spec))
+        except Exception as exc:
+            return exc
+        return None
+
+    specs = list(todo.values())
+    if len(specs) == 1:
+        answers = [ensure(specs[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(TEMPLATE_WORKERS, len(specs))) as pool:
+            answers = list(pool.map(lambda spec: contextvars.copy_context().run(ensure, spec), specs))
+    failed: dict[str, Exception] = {}
+    for spec, error in zip(specs, answers, strict=True):
+        if error is None:
             ensured[spec.name] = (now, spec)
-    return specs
+        else:
+            failed[spec.name] = error
+    return failed
 
 
 def _ensure_again(deps: Dependencies, names: set[str]) -> None:

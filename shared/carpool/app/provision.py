@@ -25,7 +25,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -475,6 +474,7 @@ def _launch_all(
             retry.extend(_settle(r, plan, deps, now, unavailable, outcome))
         else:
             planned_launches.append(_Reserved(r.claim, r.planned, r.ctx, plan))
+    planned_launches = _with_templates(planned_launches, deps, outcome)
     launched: list[tuple[_Reserved, launching.LaunchAttempt]] = []
     for n, group in enumerate(_groups(planned_launches)):
         # the first launch is covered by the budget its claims were started with; a later one only
@@ -485,6 +485,28 @@ def _launch_all(
         retry.extend(_launch_group(group, deps, now, unavailable, outcome, launched))
     _record_launches(launched, deps, reason, now, outcome)
     return retry
+
+
+def _with_templates(planned: list[_Reserved], deps: Dependencies, outcome: ProvisionOutcome) -> list[_Reserved]:
+    """Ensure the launch templates of every planned launch at once (`launching.ensure_templates`); a claim
+    that launches from a template that could not be created fails alone, the others go on."""
+    try:
+        failed = launching.ensure_templates([r.plan for r in planned if r.plan is not None], deps)
+    except Exception as exc:  # nothing tells which templates exist: every claim of the round fails alone
+        for r in planned:
+            _claim_failed(r.claim, r.planned, deps, outcome, exc)
+        return []
+    if not failed:
+        return planned
+    kept = []
+    for r in planned:
+        assert r.plan is not None
+        why = next((failed[s.name] for s in r.plan.specs if s.name in failed), None)
+        if why is None:
+            kept.append(r)
+        else:
+            _claim_failed(r.claim, r.planned, deps, outcome, why)
+    return kept
 
 
 def _not_launched(group: list[_Reserved], deps: Dependencies, outcome: ProvisionOutcome) -> None:
@@ -584,46 +606,20 @@ def _settle(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, 
 def _record_launches(launched: list[tuple[_Reserved, launching.LaunchAttempt]], deps: Dependencies, reason: str,
                      now: datetime, outcome: ProvisionOutcome) -> None:
     """Write every launched claim with its instance (`mark_launched_many`); a claim whose write fails has
-    its instance terminated and its reservation released, the others are recorded. Then the instances
-    a batch launched get their claims' names (`_tag_batched`)."""
+    its instance terminated and its reservation released, the others are recorded. Instances a batch
+    launched get their claims' names when their nodes register (`carpool.app.register`), as Karpenter's
+    tagging controller names them: not here, in the launch path."""
     for r, attempt in launched:
         _fill(r.claim, attempt, r.ctx, now)
     try:
         failed = deps.ledger.mark_launched_many([r.claim for r, _ in launched])
     except Exception as exc:
         failed = dict.fromkeys((r.claim.name for r, _ in launched), exc)
-    recorded = []
     for r, attempt in launched:
         if r.claim.name in failed:
             _launch_unrecorded(r, attempt, deps, outcome, failed[r.claim.name])
         else:
             _launched(r.claim, reason, outcome)
-            recorded.append((r, attempt))
-    _tag_batched(recorded, deps)
-
-
-#: CreateTags calls in flight at once (below botocore's default pool of 10 connections)
-TAG_WORKERS = 8
-
-
-def _tag_batched(recorded: list[tuple[_Reserved, launching.LaunchAttempt]], deps: Dependencies) -> None:
-    """Tag each instance a batched CreateFleet launched with its claim's name (`karpenter.sh/nodeclaim`,
-    what a claim launched alone gets from its request), a few at a time. The claim already records its
-    instance, so a failed tag is only logged: the tag is how an instance whose claim was never written
-    is found again, and what operators filter instances by."""
-    todo = [(r.claim.name, a.instance.instance_id) for r, a in recorded if not a.tagged and a.instance is not None]
-    if not todo:
-        return
-
-    def tag(item: tuple[str, str]) -> None:
-        name, instance_id = item
-        try:
-            deps.compute.tag_instance(instance_id, {labels.TAG_NODECLAIM: name})
-        except Exception:
-            log.exception("could not tag instance %s with its claim %s", instance_id, name)
-
-    with ThreadPoolExecutor(max_workers=min(TAG_WORKERS, len(todo))) as pool:
-        list(pool.map(tag, todo))
 
 
 def _launch_unrecorded(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, outcome: ProvisionOutcome,

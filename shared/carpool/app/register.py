@@ -9,6 +9,11 @@ The claim leaves the in-flight set (`mark_registered` releases its pods' nominat
 Ready, not as soon as it registers: until then the kube-scheduler cannot bind those pods, and the
 provisioner must go on counting the node's room for them rather than launch another node.
 
+Once the node is registered its instance gets its claim's name (`karpenter.sh/nodeclaim`), as Karpenter's
+nodeclaim tagging controller tags instances after registration instead of in the launch path: claims
+launched together by one CreateFleet cannot be named by the request. By then the claim records its
+instance, so nothing in crash recovery waits on this tag; it is what operators filter instances by.
+
 Learning is the fix for the capacity-cache seed bug: the observation is keyed by the instance type and
 the AMI the node actually runs, and it is stored only when that AMI is the one the strict mapping picks
 for the node, so a node on an unexpected image can never poison the estimates for the right one.
@@ -42,6 +47,8 @@ class RegisterSummary:
     waiting: dict[str, str] = field(default_factory=dict)
     #: claims that never recorded their instance, repaired from the instance's tags
     repaired: list[str] = field(default_factory=list)
+    #: instances tagged with their claim's name once their node registered
+    tagged: list[str] = field(default_factory=list)
     learned: list[str] = field(default_factory=list)
     not_learned: dict[str, str] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
@@ -130,7 +137,22 @@ def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencie
     node = deps.cluster.patch_node(node.name, patch)
     summary.registered.append(node.name)
     log.info("registered node %s for claim %s", node.name, claim.name)
+    _tag_instance(node, claim, deps, summary)
     return node
+
+
+def _tag_instance(node: Node, claim: Claim, deps: Dependencies, summary: RegisterSummary) -> None:
+    """CreateTags with the claim's name on the node's instance (Karpenter's nodeclaim tagging controller,
+    which waits for the node too). Registration does not depend on it: a failure is only logged."""
+    instance_id = node.instance_id() or claim.instance_id
+    if not instance_id:
+        return
+    try:
+        deps.compute.tag_instance(instance_id, {labels.TAG_NODECLAIM: claim.name})
+    except Exception:
+        log.exception("could not tag instance %s of node %s with its claim %s", instance_id, node.name, claim.name)
+        return
+    summary.tagged.append(instance_id)
 
 
 def _claim_registered(node: Node, claim: Claim, deps: Dependencies, summary: RegisterSummary) -> Claim:

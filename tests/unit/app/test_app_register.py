@@ -58,11 +58,19 @@ TEMPLATE_TAINT = {"key": "dedicated", "value": "web", "effect": "NoSchedule"}
 
 
 class Ec2:
-    """DescribeInstances over a few instances, honouring the `instance-id` filter as EC2 does."""
+    """DescribeInstances over a few instances, honouring the `instance-id` filter as EC2 does; CreateTags
+    on one of them (an unknown id fails, as EC2's InvalidInstanceID.NotFound does)."""
 
     def __init__(self) -> None:
         self.instances: dict[str, dict[str, Any]] = {}
         self.calls = 0
+        self.tagged: list[tuple[str, dict[str, str]]] = []
+        self.tagging_fails = False
+
+    def tag_instance(self, instance_id: str, tags: dict[str, str]) -> None:
+        if self.tagging_fails:
+            raise RuntimeError("RequestLimitExceeded")
+        self.tagged.append((instance_id, dict(tags)))
 
     def describe_instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self.calls += 1
@@ -198,6 +206,29 @@ def test_a_not_ready_node_is_registered_at_once_and_its_claim_keeps_its_pods() -
     assert deps.ledger.get(claim.name).status == ClaimStatus.LAUNCHED
     assert deps.ledger.nominated(LATER) == {"default/web-1": "c1"}
     assert summary.waiting[name] == "node is not Ready"
+
+
+def test_the_instance_is_named_after_its_claim_once_its_node_registers_and_only_then() -> None:
+    deps = deps_for()
+    reserve(deps, "c1", "i-1")
+    name = join(deps, "i-1")
+    summary = register.RegisterSummary()
+    register.reconcile(name, deps, summary)
+    assert deps.compute.tagged == [("i-1", {labels.TAG_NODECLAIM: "c1"})]  # type: ignore[attr-defined]
+    assert summary.tagged == ["i-1"]
+    become_ready(deps, name)
+    register.reconcile(name, deps, register.RegisterSummary())  # registered already: not tagged again
+    assert len(deps.compute.tagged) == 1  # type: ignore[attr-defined]
+
+
+def test_a_failed_tag_does_not_hold_back_registration() -> None:
+    deps = deps_for()
+    reserve(deps, "c1", "i-1")
+    deps.compute.tagging_fails = True  # type: ignore[attr-defined]
+    name = join(deps, "i-1")
+    summary, retry = run_event(deps, name)
+    assert retry == {} and summary.registered == [name] and summary.tagged == []
+    assert labels.UNREGISTERED_TAINT not in taint_keys(node(deps, name))
 
 
 def test_labels_the_node_already_has_keep_their_value() -> None:

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 from pydantic.alias_generators import to_camel
 
@@ -119,8 +119,39 @@ def from_dynamo(value: Any) -> Any:
     return value
 
 
+def attribute_value(value: Any) -> dict[str, Any]:
+    """`TypeSerializer().serialize(to_dynamo(value))`, the same answer for every value, with the plain JSON
+    types (what a claim or a nomination is made of) built directly: boto3's serializer tries each type in
+    turn for every value, which was a third of the client's time for a batch's 1,400 transaction items.
+    Anything else (sets, bytes, str subclasses...) goes through boto3's own rules."""
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is bool:
+        return {"BOOL": value}
+    if kind is int or kind is Decimal:
+        return {"N": _number(value)}
+    if kind is float:
+        return {"N": _number(Decimal(repr(value)))}
+    if kind is dict:
+        return {"M": {str(k): attribute_value(v) for k, v in value.items()}}
+    if kind is list or kind is tuple:
+        return {"L": [attribute_value(v) for v in value]}
+    if value is None:
+        return {"NULL": True}
+    return dict(_serializer.serialize(to_dynamo(value)))
+
+
+def _number(value: int | Decimal) -> str:
+    """A DynamoDB number as boto3 writes it (its 38-digit context; infinities and NaN refused)."""
+    text = str(DYNAMODB_CONTEXT.create_decimal(value))
+    if text in ("Infinity", "NaN"):
+        raise TypeError("Infinity and NaN not supported")
+    return text
+
+
 def serialize(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(to_dynamo(v)) for k, v in item.items() if v is not None}
+    return {k: attribute_value(v) for k, v in item.items() if v is not None}
 
 
 def deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,7 +160,7 @@ def deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def values(**kv: Any) -> dict[str, Any]:
     """ExpressionAttributeValues from keyword arguments (`values(now=...)` -> `{":now": {...}}`)."""
-    return {f":{k}": _serializer.serialize(to_dynamo(v)) for k, v in kv.items()}
+    return {f":{k}": attribute_value(v) for k, v in kv.items()}
 
 
 def error_code(error: ClientError) -> str:
