@@ -111,10 +111,12 @@ def measure(samples: int = 3) -> list[dict[str, float]]:
     """Fresh-interpreter samples against one local AWS (emptied of claims between samples)."""
     from bench.lambda_package import lambda_environment
     from bench.provisioner_stages import AL2023_X86, CONFIG
+    from carpool.sim import motofast
     from carpool.sim.localaws import LocalAws
 
     out = []
-    with LocalAws(cluster="bench") as aws:
+    # the simulation's local AWS, with its speed-ups of moto's own bookkeeping (carpool.sim.motofast)
+    with LocalAws(cluster="bench") as aws, motofast.faster_moto():
         aws.create_state()
         aws.seed_network(zones=["us-east-1a", "us-east-1b", "us-east-1c"])
         aws.seed_amis([AL2023_X86])
