@@ -49,7 +49,7 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from carpool.sim import ec2_pages
+from carpool.sim import ec2_pages, moto_linear
 from carpool.sim.ec2_pages import PagedInstanceTypes
 from carpool.sim.moto_patches import Internal, MotoPatch, Replaced
 
@@ -341,7 +341,8 @@ class _FleetAllocation(MotoPatch):
 
 #: every patch a running LocalAws holds installed
 _PATCHES: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock, _JournaledTransactions, _PagedLaunchTemplates,
-                                         PagedInstanceTypes, _ModelledSpotPrices, _FleetAllocation)
+                                         PagedInstanceTypes, _ModelledSpotPrices, _FleetAllocation,
+                                         *moto_linear.PATCHES)
 
 
 def _prepare(fleet: Any, spot: bool) -> None:
@@ -522,6 +523,8 @@ class LocalAws:
         PagedInstanceTypes.install()
         _ModelledSpotPrices.install()
         _FleetAllocation.install()
+        for patch in moto_linear.PATCHES:
+            patch.install()
         self._server = server
         host, port = server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
@@ -541,6 +544,8 @@ class LocalAws:
             _PagedLaunchTemplates.uninstall()
             PagedInstanceTypes.uninstall()
             _ModelledSpotPrices.uninstall()
+            for patch in reversed(moto_linear.PATCHES):
+                patch.uninstall()
             _FleetAllocation.uninstall()
             _SqsClock.uninstall()
             _NoDefaultAmis.uninstall()
