@@ -27,12 +27,11 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/carpool simulate examples/flex-first.yaml
 
-# One pytest process, two xdist workers taking a group at a time (a test file; the CDK tests as one group,
-# so that each stack variant is synthesized once): a simulation, and each integration module's local AWS,
-# keep their state to themselves, so every suite shares the workers. The slowest groups are handed out
-# first, so that neither worker is left finishing a long one alone.
+# One pytest process, two xdist workers taking a test file at a time: a simulation, and each integration
+# module's local AWS, keep their state to themselves, so every suite shares the workers. The slowest
+# files are handed out first, so that neither worker is left finishing a long one alone.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup tests/e2e tests/infra tests/integration \
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests/e2e tests/infra tests/integration \
 		tests/unit tests/conformance
 
 # Karpenter's own scheduling and provider test cases, ported as data (tests/conformance/README.md)

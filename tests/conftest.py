@@ -1,10 +1,9 @@
 """Test-session order: files that play whole simulations run first.
 
-`make test` is one pytest process whose two xdist workers take a group of tests at a time, in collection
-order (`--dist loadgroup`): a group is one test file, or all of the CDK tests together. A simulation file
-takes from half a minute to a few minutes, most others a few seconds: handed out first, the long ones
-overlap each other and the short ones fill the gaps, instead of one worker finishing a long file alone at
-the end. Only the order changes, never what runs.
+`make test` is one pytest process whose two xdist workers take a test file at a time, in collection
+order (`--dist loadfile`). A simulation file takes from half a minute to a few minutes, most others a few
+seconds: handed out first, the long ones overlap each other and the short ones fill the gaps, instead of
+one worker finishing a long file alone at the end. Only the order changes, never what runs.
 """
 
 from __future__ import annotations
@@ -26,18 +25,5 @@ def _rank(item: pytest.Item) -> int:
     return next((i for i, prefix in enumerate(FIRST) if where.startswith(prefix)), len(FIRST))
 
 
-def _group(item: pytest.Item) -> str:
-    """The xdist group an item runs in: its file, except the CDK tests, which share one worker so that
-    each deployment variant is synthesized once per run (a synthesis costs seconds of jsii time)."""
-    try:
-        where = item.path.resolve().relative_to(TESTS).as_posix()
-    except ValueError:
-        return item.path.name
-    return "infra" if where.startswith("infra/") else where
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: files keep their order within a rank, tests within a file
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
