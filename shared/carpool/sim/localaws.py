@@ -339,10 +339,13 @@ class _FleetAllocation(MotoPatch):
         return [(Fleet, "create_spot_requests", spot), (Fleet, "create_on_demand_requests", on_demand)]
 
 
+#: installed before the server starts: what its first requests already need
+_BEFORE_SERVER: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock)
+#: installed once the server runs, removed (in reverse) when it stops
+_WITH_SERVER: tuple[type[MotoPatch], ...] = (_JournaledTransactions, _PagedLaunchTemplates, PagedInstanceTypes,
+                                             _ModelledSpotPrices, _FleetAllocation, *moto_linear.PATCHES)
 #: every patch a running LocalAws holds installed
-_PATCHES: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock, _JournaledTransactions, _PagedLaunchTemplates,
-                                         PagedInstanceTypes, _ModelledSpotPrices, _FleetAllocation,
-                                         *moto_linear.PATCHES)
+_PATCHES: tuple[type[MotoPatch], ...] = (*_BEFORE_SERVER, *_WITH_SERVER)
 
 
 def _prepare(fleet: Any, spot: bool) -> None:
@@ -513,17 +516,12 @@ class LocalAws:
         for patch in _PATCHES:  # before anything is applied: a changed moto internal fails here, whole
             patch.verify()
         self.account = _Accounts.take(self._wanted_account)
-        _NoDefaultAmis.install()
-        _SqsClock.install()
+        for patch in _BEFORE_SERVER:
+            patch.install()
         server = _Server(ip_address="127.0.0.1", port=0, verbose=self._verbose)
         server.account, server.clock = self.account, lambda: self.clock
         server.start()
-        _JournaledTransactions.install()
-        _PagedLaunchTemplates.install()
-        PagedInstanceTypes.install()
-        _ModelledSpotPrices.install()
-        _FleetAllocation.install()
-        for patch in moto_linear.PATCHES:
+        for patch in _WITH_SERVER:
             patch.install()
         self._server = server
         host, port = server.get_host_and_port()
@@ -540,15 +538,8 @@ class LocalAws:
         if self._server is not None:
             self._server.stop()
             self._server = None
-            _JournaledTransactions.uninstall()
-            _PagedLaunchTemplates.uninstall()
-            PagedInstanceTypes.uninstall()
-            _ModelledSpotPrices.uninstall()
-            for patch in reversed(moto_linear.PATCHES):
+            for patch in reversed(_PATCHES):
                 patch.uninstall()
-            _FleetAllocation.uninstall()
-            _SqsClock.uninstall()
-            _NoDefaultAmis.uninstall()
             _Accounts.release(self.account)
         for key, value in self._saved_env.items():
             if value is None:

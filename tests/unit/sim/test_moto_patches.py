@@ -114,8 +114,13 @@ def test_a_changed_internal_fails_the_install_naming_patch_and_internal(
         patch: type[MotoPatch], monkeypatch: pytest.MonkeyPatch) -> None:
     first, *rest = patch.replaces
     monkeypatch.setattr(patch, "replaces", (dataclasses.replace(first, fingerprint="0" * 16), *rest))
+    _assert_install_refused(patch, first)
+
+
+def _assert_install_refused(patch: type[MotoPatch], changed: Internal) -> None:
+    """Installing `patch` fails naming it and the `changed` internal, and leaves moto as it was."""
     originals = _current(patch)
-    with pytest.raises(MotoInternalChanged, match=rf"^{patch.__name__}: moto internal {re.escape(first.where)} changed"):
+    with pytest.raises(MotoInternalChanged, match=rf"^{patch.__name__}: moto internal {re.escape(changed.where)} changed"):
         patch.install()
     assert all(a is b for a, b in zip(_current(patch), originals, strict=True))
     assert not patch.installed()
@@ -152,11 +157,7 @@ def test_a_changed_rendering_fails_the_install_of_the_pages_kept_rendered(
     rendering = ec2_pages.RENDERING[0]
     changed = dataclasses.replace(rendering, fingerprint="3" * 16)
     monkeypatch.setattr(patch, "relies_on", tuple(changed if i == rendering else i for i in patch.relies_on))
-    originals = _current(patch)
-    with pytest.raises(MotoInternalChanged, match=rf"^{patch.__name__}: moto internal {re.escape(rendering.where)} changed"):
-        patch.install()
-    assert all(a is b for a, b in zip(_current(patch), originals, strict=True))
-    assert not patch.installed()
+    _assert_install_refused(patch, rendering)
 
 
 @pytest.mark.usefixtures("nothing_installed")
