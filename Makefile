@@ -29,9 +29,11 @@ demo: setup
 
 # One pytest process, two xdist workers taking a test file at a time: a simulation, and each integration
 # module's local AWS, keep their state to themselves, so every suite shares the workers. The slowest
-# files are handed out first, so that neither worker is left finishing a long one alone.
+# files are handed out first (tests/conftest.py orders them), so that neither worker is left finishing a
+# long one alone: `--no-loadscope-reorder` keeps that order (xdist would otherwise hand out the files with
+# the most tests first, which puts the simulations, a few tests each, last).
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/e2e tests/infra tests/integration \
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/infra tests/integration \
 		tests/unit tests/conformance
 
 # Karpenter's own scheduling and provider test cases, ported as data (tests/conformance/README.md)
