@@ -5,9 +5,10 @@ Every event is handled as a reconcile of the node as the API has it now, so repe
 out-of-order events are harmless: registration writes only what the node lacks, the claim is marked once,
 the node is labelled initialized once and its capacity is learned at that moment only.
 
-The claim leaves the in-flight set (`mark_registered` releases its pods' nominations) once the node is
-Ready, not as soon as it registers: until then the kube-scheduler cannot bind those pods, and the
-provisioner must go on counting the node's room for them rather than launch another node.
+The claim leaves the in-flight set (`mark_registered`, after which its pods' nominations hold for
+`NOMINATION_HOLD_AFTER_REGISTRATION` only) once the node is Ready, not as soon as it registers: until
+then the kube-scheduler cannot bind those pods, and the provisioner must go on counting the node's room
+for them rather than launch another node.
 
 Once the node is registered its instance gets its claim's name (`karpenter.sh/nodeclaim`), as Karpenter's
 nodeclaim tagging controller tags instances after registration instead of in the launch path: claims

@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from carpool import capacity as capacity_rules
 from carpool.state.models import (
     ACTIVE_STATUSES,
-    NOMINATION_HOLD_AFTER_REGISTRATION,
     CapacityRecord,
     Claim,
     ClaimStatus,
     UnavailableOffering,
+    holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
 
@@ -35,9 +35,9 @@ class MemoryLedger:
             if claim.name in self.claims:
                 raise ReservationRefused(f"claim {claim.name} already exists")
             for pod in claim.pods:
-                held = self.nominations.get(pod)
-                if held and held[1] > now and held[0] in self.claims and held[0] not in replacing:
-                    raise ReservationRefused(f"pod {pod} already nominated to {held[0]}")
+                holder = self._holder(pod, now)
+                if holder is not None and holder not in replacing:
+                    raise ReservationRefused(f"pod {pod} already nominated to {holder}")
             usage = dict(self.pool_usage.get(claim.nodepool, {}))
             for k, v in claim.reserved.items():
                 usage[k] = usage.get(k, 0) + v
@@ -56,9 +56,9 @@ class MemoryLedger:
             if claim is None or claim.status not in (ClaimStatus.RESERVED, ClaimStatus.LAUNCHED):
                 raise ReservationRefused(f"claim {claim_name} is not in flight")
             for pod in pods:
-                held = self.nominations.get(pod)
-                if held and held[1] > now and held[0] in self.claims:
-                    raise ReservationRefused(f"pod {pod} already nominated to {held[0]}")
+                holder = self._holder(pod, now)
+                if holder is not None:
+                    raise ReservationRefused(f"pod {pod} already nominated to {holder}")
             until = now + timedelta(seconds=ttl_seconds)
             for pod in pods:
                 self.nominations[pod] = (claim_name, until)
@@ -86,18 +86,16 @@ class MemoryLedger:
         return {}
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
+        """Only the claim changes; the first registration time is kept, so a repeated registration
+        never lengthens its nominations' hold."""
         with self._lock:
             claim = self.claims.get(claim_name)
             if claim is None:
                 return None
             claim.status = ClaimStatus.REGISTERED
             claim.node_name = node_name
-            claim.registered_at = now
-            hold = now + NOMINATION_HOLD_AFTER_REGISTRATION
-            for pod in claim.pods:
-                held = self.nominations.get(pod)
-                if held is not None and held[0] == claim_name and held[1] > hold:
-                    self.nominations[pod] = (claim_name, hold)
+            if claim.registered_at is None:
+                claim.registered_at = now
             return claim.model_copy(deep=True)
 
     def release(self, claim: Claim) -> None:
@@ -126,9 +124,23 @@ class MemoryLedger:
         return [c.model_copy(deep=True) for c in self.claims.values() if c.status in ACTIVE_STATUSES]
 
     def nominated(self, now: datetime, pods: Iterable[str] | None = None) -> dict[str, str]:
-        wanted = None if pods is None else set(pods)
-        return {p: c for p, (c, until) in self.nominations.items()
-                if until > now and c in self.claims and (wanted is None or p in wanted)}
+        wanted = self.nominations if pods is None else dict.fromkeys(pods)
+        out = {}
+        for pod in wanted:
+            holder = self._holder(pod, now)
+            if holder is not None:
+                out[pod] = holder
+        return out
+
+    def _holder(self, pod: str, now: datetime) -> str | None:
+        """The claim whose nomination holds `pod` at `now` (`carpool.state.models.holds_nominations`)."""
+        held = self.nominations.get(pod)
+        if held is None or held[1] <= now:
+            return None
+        claim = self.claims.get(held[0])
+        if claim is None or not holds_nominations(claim.status, claim.registered_at, now):
+            return None
+        return held[0]
 
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         wanted = None if pools is None else set(pools)

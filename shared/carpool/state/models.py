@@ -27,15 +27,28 @@ class ClaimStatus(StrEnum):
 ACTIVE_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED})
 IN_FLIGHT_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED})
 
-#: How long a registered claim's nominations keep holding its pods. A late duplicate of a `Pod
-#: Unschedulable` event (or a watcher resync) that arrives after the node registered but before the
-#: kube-scheduler bound the pods still finds them nominated and launches nothing. Why bounded, not until
-#: the nomination's own TTL: a node is registered once it is Ready, and the kube-scheduler retries
-#: unschedulable pods on the node's add/update events, so its pods bind within seconds (startup taints
-#: removed by an agent take longer, hence minutes); a pod still pending after that did not fit the node
-#: (another pod took the room) and must be provisioned again now, not when the nomination expires.
+#: How long a registered claim's nominations keep holding its pods, counted from the claim's
+#: `registered_at` (see `holds_nominations`). A late duplicate of a `Pod Unschedulable` event (or a
+#: watcher resync) that arrives after the node registered but before the kube-scheduler bound the pods
+#: still finds them nominated and launches nothing. Why bounded, not until the nomination's own TTL: a
+#: node is registered once it is Ready, and the kube-scheduler retries unschedulable pods on the node's
+#: add/update events, so its pods bind within seconds (startup taints removed by an agent take longer,
+#: hence minutes); a pod still pending after that did not fit the node (another pod took the room) and
+#: must be provisioned again now, not when the nomination expires.
 #: Bound pods need no nomination: the provisioner confirms every event against the cluster first.
 NOMINATION_HOLD_AFTER_REGISTRATION = timedelta(minutes=2)
+
+
+def holds_nominations(status: ClaimStatus | str, registered_at: datetime | None, now: datetime) -> bool:
+    """Whether an existing claim still holds its (unexpired) nominations at `now`: every claim does,
+    except a registered one once `NOMINATION_HOLD_AFTER_REGISTRATION` has passed since it registered.
+
+    The hold follows the claim rather than being written onto each nomination, so registering a node is
+    one write however many pods it was launched for (a burst's node holds hundreds). A nomination
+    therefore holds iff it exists, has not expired, its claim exists and this returns True."""
+    if status != ClaimStatus.REGISTERED or registered_at is None:
+        return True
+    return registered_at + NOMINATION_HOLD_AFTER_REGISTRATION > now
 
 
 class Claim(BaseModel):

@@ -2,8 +2,13 @@
 
 Concurrency contract: `ClaimLedger.reserve` is atomic. It writes the claim,
 nominates each pod to it, and adds the claim's size to its pool's usage, all or nothing, and refuses when
-a pod is already nominated to a live claim or the pool's limit would be exceeded. Two provisioners that
-race on the same pods therefore cannot both launch for them, and cannot together pass a limit.
+a pod's nomination still holds or the pool's limit would be exceeded. Two provisioners that race on the
+same pods therefore cannot both launch for them, and cannot together pass a limit.
+
+When a nomination holds: a pod's nomination holds at `now` iff it exists, it has not expired
+(`until > now`), its claim exists, and that claim is not registered for longer than
+`NOMINATION_HOLD_AFTER_REGISTRATION` (`carpool.state.models.holds_nominations`). Every operation that
+reads or takes nominations (`reserve`, `reserve_many`, `nominate`, `nominated`) applies this one rule.
 """
 
 from __future__ import annotations
@@ -28,14 +33,15 @@ class ClaimLedger(Protocol):
                 replacing: Collection[str] = ()) -> None:
         """Atomically write `claim`, nominate `claim.pods` to it until now+ttl, add `claim.reserved` to
         the pool's usage within `limits` (every resource the limits name, each its own condition).
-        Nominations held by the claims in `replacing` (nodes being replaced: interruption, consolidation)
-        may be taken over. Raises ReservationRefused."""
+        Nominations that no longer hold (expired, claim gone, claim registered past its hold) and those
+        held by the claims in `replacing` (nodes being replaced: interruption, consolidation) are taken
+        over. Raises ReservationRefused."""
         ...
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
                  ttl_seconds: int) -> None:
         """Atomically nominate more `pods` to a live in-flight claim and add `requests` to what it holds.
-        Raises ReservationRefused when a pod is already nominated or the claim is gone."""
+        Raises ReservationRefused when a pod's nomination still holds or the claim is gone."""
         ...
 
     def reserve_many(self, claims: Sequence[Claim], limits: Mapping[str, int] | None, now: datetime,
@@ -53,9 +59,11 @@ class ClaimLedger(Protocol):
         ...
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
-        """Claim registered. Its nominations are kept, shortened to expire at most
-        `NOMINATION_HOLD_AFTER_REGISTRATION` from `now`, so a late duplicate event still finds its pods
-        nominated while the kube-scheduler binds them; `release` (node gone) deletes them at once."""
+        """Claim registered: status, node name and registration time (the first one: a repeat never
+        moves it). Only the claim is written. Its nominations keep holding for
+        `NOMINATION_HOLD_AFTER_REGISTRATION` from the registration, so a late duplicate event still finds
+        its pods nominated while the kube-scheduler binds them, and stop holding after it without being
+        rewritten; `release` (node gone) deletes them at once. Returns None when the claim is gone."""
         ...
 
     def release(self, claim: Claim) -> None:
@@ -71,7 +79,7 @@ class ClaimLedger(Protocol):
         ...
 
     def nominated(self, now: datetime, pods: Iterable[str] | None = None) -> dict[str, str]:
-        """Pod key -> claim name for every nomination that has not expired (only `pods`' when given)."""
+        """Pod key -> claim name for every nomination that holds at `now` (only `pods`' when given)."""
         ...
 
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
