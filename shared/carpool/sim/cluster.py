@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from carpool import resources as res
+from carpool.adapters.k8s.reads import PodProjection
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.disruption import podview
-from carpool.disruption.podview import PodView
+from carpool.disruption.podview import PodView, Shapes
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -60,6 +63,8 @@ class _Record:
     raw: dict[str, Any]
     rv: int
     model: Any = None
+    #: the pod's `PodView` as of `rv` (disruption reads every pod, most of them unchanged since last time)
+    view: PodView | None = None
     requests: res.Resources | None = None
     signature: str | None = None
     created_at: float = 0.0
@@ -220,7 +225,7 @@ class SimulatedCluster:
         rv = self._next_rv()
         rec.rv = rv
         rec.raw.setdefault("metadata", {})["resourceVersion"] = str(rv)
-        rec.model = None
+        rec.model = rec.view = None
         self._log_rvs.append(rv)
         self._log.append((etype, kind, rec))
 
@@ -247,9 +252,30 @@ class SimulatedCluster:
 
     def pod_views(self, node_name: str | None = None) -> list[PodView]:
         """What the field selector `status.phase!=Succeeded,status.phase!=Failed` (plus
-        `spec.nodeName=<node>` when given) answers, as `PodView`s."""
-        return [podview.from_pod(p) for p in self.active_pods()
-                if node_name is None or (p.spec.node_name or "") == node_name]
+        `spec.nodeName=<node>` when given) answers, as `PodView`s.
+
+        Views are made the way the API adapter makes them from a list page (`PodProjection`, scheduling
+        shapes shared per read), once per change of each pod; a `PodView` is frozen and shares its
+        parts the way the adapter's views of one read do."""
+        shapes = Shapes()
+        out = []
+        for rec in self.pods.values():
+            raw = rec.raw
+            if (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if node_name is not None and ((raw.get("spec") or {}).get("nodeName") or "") != node_name:
+                continue
+            if rec.view is None:
+                rec.view = self._view(rec, shapes)
+            out.append(rec.view)
+        return out
+
+    def _view(self, rec: _Record, shapes: Shapes) -> PodView:
+        try:
+            projected = msgspec.convert(rec.raw, PodProjection)
+        except msgspec.ValidationError:  # JSON no API server would send (a null list): read the model
+            return podview.from_pod(self._model("Pod", rec))
+        return projected.view(shapes)
 
     def pod_keys(self) -> set[str]:
         return set(self.pods)

@@ -2,8 +2,8 @@
 
 The simulation proves the production path, so it loads each `functions/<name>/handler.py` from its file
 (exactly what Lambda runs), hands it events in the shapes Lambda delivers (EventBridge scheduled events,
-SQS batches built from real `ReceiveMessage` answers) and applies SQS's partial-batch semantics to the
-answer. The handlers' log output (Powertools writes JSON lines to stdout) is captured as the decision log
+SQS batches of the messages local SQS hands the event source mapping, `carpool.sim.event_source`) and
+applies SQS's partial-batch semantics to the answer. The handlers' log output (Powertools writes JSON lines to stdout) is captured as the decision log
 instead of reaching the terminal.
 
 Several simulations may run in one process (one after another, or at once in threads): output is routed
@@ -13,6 +13,7 @@ lines only.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import importlib.util
 import io
@@ -115,7 +116,8 @@ def scheduled_event(rule: str, at: datetime, region: str, account: str = ACCOUNT
 
 
 def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
-    """One `ReceiveMessage` message in the Lambda SQS event record shape."""
+    """One `ReceiveMessage` message (asked with `AttributeNames=All`, `MessageAttributeNames=All`) in the
+    Lambda SQS event record shape."""
     attrs = message.get("Attributes") or {}
     account = queue_arn.split(":")[4] if queue_arn.count(":") >= 5 else ACCOUNT
     return {
@@ -128,12 +130,49 @@ def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[
             "SenderId": attrs.get("SenderId", account),
             "ApproximateFirstReceiveTimestamp": attrs.get("ApproximateFirstReceiveTimestamp", "0"),
         },
-        "messageAttributes": {},
+        "messageAttributes": _record_message_attributes(message.get("MessageAttributes") or {}),
         "md5OfBody": message.get("MD5OfBody", ""),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
         "awsRegion": region,
     }
+
+
+def received_message(message: Any) -> dict[str, Any]:
+    """A message local SQS's backend just handed out (a moto `Message`, after `receive_message`) as
+    `ReceiveMessage` with `AttributeNames=All` and `MessageAttributeNames=All` answers it: the same fields
+    moto's response writes, from the same values, so `sqs_record` builds the same record either way."""
+    answer: dict[str, Any] = {
+        "MessageId": message.id,
+        "ReceiptHandle": message.receipt_handle,
+        "MD5OfBody": message.body_md5,
+        "Body": message.body,
+        "Attributes": {
+            "SenderId": message.sender_id,
+            "SentTimestamp": str(message.sent_timestamp),
+            "ApproximateReceiveCount": str(message.approximate_receive_count),
+            "ApproximateFirstReceiveTimestamp": str(message.approximate_first_receive_timestamp),
+        },
+    }
+    if message.message_attributes:
+        answer["MessageAttributes"] = message.message_attributes
+        answer["MD5OfMessageAttributes"] = message.attribute_md5
+    return answer
+
+
+def _record_message_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Message attributes as Lambda writes them into a record: lower-camel keys, binary values in base64,
+    and the (always empty) list members."""
+    out: dict[str, Any] = {}
+    for name, value in attributes.items():
+        entry: dict[str, Any] = {}
+        if value.get("StringValue") is not None:
+            entry["stringValue"] = value["StringValue"]
+        binary = value.get("BinaryValue")
+        if binary is not None:
+            entry["binaryValue"] = base64.b64encode(binary).decode() if isinstance(binary, bytes) else str(binary)
+        out[name] = {**entry, "stringListValues": [], "binaryListValues": [], "dataType": value.get("DataType", "")}
+    return out
 
 
 class DecisionLog(io.TextIOBase):

@@ -34,6 +34,7 @@ What moto does not do like AWS is done here:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -299,7 +300,7 @@ class _ModelledSpotPrices(MotoPatch):
                 history += [{"InstanceType": o["InstanceType"], "ProductDescription": product,
                              "SpotPrice": f"{price:.{spot_prices.DIGITS}f}", "AvailabilityZone": o["Location"],
                              "Timestamp": stamp} for product in products[:1]]
-            return ec2_pages.page(self, "SpotPriceHistory", history, size)
+            return ec2_pages.page(self, "SpotPriceHistory", history, size, cls)
 
         SpotInstances.describe_spot_price_history = describe_spot_price_history  # type: ignore[method-assign]
         return [(SpotInstances, "describe_spot_price_history", original)]
@@ -797,6 +798,24 @@ class LocalAws:
         return name
 
     # -- queues -----------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def sqs_backend(self) -> Iterator[Any]:
+        """This account's SQS backend in moto, used on this local AWS's clock as its server serves requests.
+
+        For what AWS runs inside its own services rather than over the public API (the Lambda service's SQS
+        event source mapping, `carpool.sim.event_source`): the backend holds exactly the queues and
+        messages the server answers for, and time read inside the block is the server's (`_SqsClock`).
+        Calls must come from one thread at a time per account, as the server's requests for one
+        simulation do."""
+        from moto.sqs.models import sqs_backends
+
+        before = getattr(_request, "clock", None)
+        _request.clock = self.clock
+        try:
+            yield sqs_backends[self.account_id][self.region]
+        finally:
+            _request.clock = before
+
     def receive(self, queue_url: str, max_messages: int = 10, wait_seconds: int = 1) -> list[dict[str, Any]]:
         """Receive and delete up to `max_messages` (tests read what a rule delivered)."""
         sqs = self.client("sqs")

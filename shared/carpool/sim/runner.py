@@ -44,6 +44,7 @@ from carpool.sim import lambdas, motofast, spot_prices
 from carpool.sim.agents import Agents
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.event_source import SqsEventSource
 from carpool.sim.faults import CapacityFaults, CrashFaults
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
 from carpool.sim.own_cost import own_cost_of
@@ -386,6 +387,7 @@ class SimRunner:
 
     def _drain(self, name: str) -> bool:
         url, arn = self.path.queues[name], self.path.arns[name]
+        source = self._event_source(url, arn)
         did = False
         for _ in range(_MAX_BATCHES):
             records = self._receive(url, arn, delivery.BY_FUNCTION[name].batch_size)
@@ -394,35 +396,30 @@ class SimRunner:
             did = True
             answer = self._invoke(name, {"Records": records})
             failed = _failed_ids(answer, records)
-            done = [r for r in records if r["messageId"] not in failed]
-            for i in range(0, len(done), 10):
-                self.sqs.delete_message_batch(QueueUrl=url, Entries=[
-                    {"Id": str(j), "ReceiptHandle": r["receiptHandle"]} for j, r in enumerate(done[i:i + 10])])
+            source.delete([r["receiptHandle"] for r in records if r["messageId"] not in failed])
             until = self.clock.elapsed + self.scenario.visibility_timeout_seconds
             self._hidden += [_Hidden(until, url, r["receiptHandle"]) for r in records if r["messageId"] in failed]
         return did
 
     def _receive(self, url: str, arn: str, batch: int) -> list[dict[str, Any]]:
         """Up to `batch` messages, like the Lambda SQS event source (which receives 10 at a time)."""
-        records: list[dict[str, Any]] = []
-        while len(records) < batch:
-            answer = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                              VisibilityTimeout=_HOLD_SECONDS, AttributeNames=["All"],
-                                              MessageAttributeNames=["All"])
-            messages = answer.get("Messages") or []
-            if not messages:
-                break
-            records += [lambdas.sqs_record(m, arn, self.region) for m in messages]
-        return records
+        return self._event_source(url, arn).receive(batch, _HOLD_SECONDS)
+
+    def _event_source(self, url: str, arn: str | None = None) -> SqsEventSource:
+        """The event source mapping polling the queue at `url` (one per queue, as each function has its own)."""
+        sources: dict[str, SqsEventSource] = self.__dict__.setdefault("_sources", {})
+        if url not in sources:
+            queue_arn = arn or next(self.path.arns[n] for n, u in self.path.queues.items() if u == url)
+            sources[url] = SqsEventSource(self.aws.sqs_backend, url, queue_arn, self.region)
+        return sources[url]
 
     def _unhide_due(self) -> None:
-        due = [h for h in self._hidden if h.until <= self.clock.elapsed + self.scenario.tick_seconds]
-        self._hidden = [h for h in self._hidden if h not in due]
+        horizon = self.clock.elapsed + self.scenario.tick_seconds
+        due = [h for h in self._hidden if h.until <= horizon]
+        self._hidden = [h for h in self._hidden if h.until > horizon]
         for h in due:
-            try:
-                self.sqs.change_message_visibility(QueueUrl=h.queue_url, ReceiptHandle=h.receipt, VisibilityTimeout=0)
-            except Exception:  # the message moved on (deleted or to the DLQ)
-                continue
+            # refused when the message moved on (deleted, or redriven to the DLQ)
+            self._event_source(h.queue_url).change_visibility(h.receipt, 0)
 
     # -- observation -----------------------------------------------------------------------------------
     def _price(self, inst: Mapping[str, Any]) -> float:

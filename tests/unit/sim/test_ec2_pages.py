@@ -132,7 +132,8 @@ class _Bodies:
         self.bodies.append(http_response.content)
 
 
-def test_a_page_served_from_memory_is_the_page_moto_renders(aws: LocalAws) -> None:
+def test_a_page_served_from_memory_is_the_page_moto_renders(aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARPOOL_SIM_CACHE", "off")  # rendered by moto, not read from pages kept on disk
     client = aws.client("ec2")
     bodies = _Bodies(client)
     ask = [("describe_instance_types", {"MaxResults": 100}),
