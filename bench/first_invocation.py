@@ -10,7 +10,9 @@ simulated cluster stands in for the EKS API server; its set-up is not timed).
 
 The live catalog is in the state table as in a running deployment: before the samples, the disruption
 function's refresh (`carpool.app.catalog_refresh`, the production code) builds it from local EC2 once,
-untimed. The cold start's catalog share (one read of it, decoding) is reported on its own.
+untimed. The cold start's catalog share is reported on its own: `StoredCatalogSource.get` on the
+invocation's thread, i.e. decoding it (its one read is made beside the invocation's other reads, on a
+worker thread, `read_ahead`, and counts in the rest of the first invocation).
 """
 
 from __future__ import annotations

@@ -539,7 +539,8 @@ class Functions(Construct):
             return [
                 iam.PolicyStatement(
                     sid="ReadAmiParameters",
-                    actions=["ssm:GetParameter"],
+                    # AMI parameters are read with GetParameters (an alias's several in one request)
+                    actions=["ssm:GetParameters"],
                     resources=[
                         f"arn:{stack.partition}:ssm:{stack.region}::parameter{path}" for path in AMI_PARAMETER_PATHS
                     ],

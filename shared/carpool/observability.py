@@ -41,7 +41,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextvars import ContextVar
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
@@ -78,6 +78,9 @@ _cluster: ContextVar[str | None] = ContextVar("carpool_metrics_cluster", default
 #: on `botocore.client` would run before `botocore.client` is bound on its package, which X-Ray's patch
 #: reads.) lightkube talks to the Kubernetes API through httpx2, which the X-Ray SDK cannot patch.
 TRACED_LIBRARIES: dict[str, str] = {"botocore": "boto3"}
+#: True once botocore is patched: its calls are recorded, so threads making them need the caller's entity
+_traced = False
+T = TypeVar("T")
 
 
 def configure(*, cluster: str | None) -> None:
@@ -151,10 +154,42 @@ def trace_calls(tracer: Tracer) -> None:
 
 def _patcher(tracer: Tracer, library: str) -> Callable[[ModuleType], None]:
     def patch(_module: ModuleType) -> None:
+        global _traced
         # An exception here would fail the import of the library itself: tracing is not worth that.
         try:
             tracer.patch([library])
         except Exception:
             log.warning("X-Ray: could not patch %s; its calls will not be traced", library, exc_info=True)
+        else:
+            _traced = True
 
     return patch
+
+
+def in_this_trace(call: Callable[[], T]) -> Callable[[], T]:
+    """`call`, to run on another thread with its AWS calls recorded under this thread's current X-Ray
+    entity (the handler's subsegment), as they are when made here.
+
+    The X-Ray SDK keeps the current entity per thread: in Lambda, a thread that has none makes its own
+    facade segment from `_X_AMZN_TRACE_ID`, so a worker's calls would hang off the invocation's segment
+    beside the handler's subsegment instead of inside it (the SDK's documented remedy is to hand the
+    entity to the thread). Unchanged when nothing is traced (tracing disabled, botocore not patched)."""
+    if not _traced:
+        return call
+    from aws_xray_sdk.core import xray_recorder
+
+    try:
+        entity = xray_recorder.get_trace_entity()
+    except Exception:  # outside any trace (the SDK may raise when the context is missing)
+        return call
+    if entity is None:
+        return call
+
+    def traced() -> T:
+        xray_recorder.set_trace_entity(entity)
+        try:
+            return call()
+        finally:
+            xray_recorder.clear_trace_entities()
+
+    return traced

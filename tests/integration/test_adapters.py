@@ -310,6 +310,18 @@ def test_ssm_parameters_are_cached_for_max_age(local_aws: LocalAws, images: list
     assert calls[0] == 3
 
 
+def test_alias_parameters_are_read_together(local_aws: LocalAws, images: list[str]) -> None:
+    client = local_aws.client("ssm")
+    single, many = count_calls(client, "before-call.ssm.GetParameter"), count_calls(client, "before-call.ssm.GetParameters")
+    source = AwsAmiSource(SsmParameters(client), local_aws.client("ec2"))
+    missing = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/neuron/recommended/image_id"
+    found = source.get_parameters([AL2023_X86, AL2023_ARM, missing])
+    assert found == {AL2023_X86: images[0], AL2023_ARM: images[2], missing: None}
+    assert (single[0], many[0]) == (0, 1)
+    assert source.get_parameter(missing) is None and source.get_parameters([AL2023_ARM]) == {AL2023_ARM: images[2]}
+    assert (single[0], many[0]) == (0, 1)  # both cached, the missing one included
+
+
 # -- events ----------------------------------------------------------------------------------------------
 def event(detail_type: str, detail: dict[str, Any], source: str = "carpool.cluster") -> dict[str, Any]:
     return {"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail)}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from carpool.amis.model import AmiSource
+from carpool.amis.model import AmiSource, parameters
 
 T = TypeVar("T")
 
@@ -38,6 +38,14 @@ class TtlCache:
         self._entries[key] = (now + self.ttl_seconds, value)
         return value
 
+    def peek(self, key: Hashable) -> tuple[Any] | None:
+        """The live entry of `key` as a 1-tuple (so a stored None is told from a miss), else None."""
+        hit = self._entries.get(key)
+        return (hit[1],) if hit is not None and self._clock() < hit[0] else None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._entries[key] = (self._clock() + self.ttl_seconds, value)
+
     def clear(self) -> None:
         self._entries.clear()
 
@@ -59,6 +67,24 @@ class CachedAmiSource:
 
     def get_parameter(self, path: str) -> str | None:
         return self._cache.get_or_load(("ssm", path), lambda: self._source.get_parameter(path))
+
+    def get_parameters(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """`get_parameter` of each path; the source is asked only for those not cached, together
+        (`model.parameters`: one GetParameters where the source can)."""
+        wanted = list(dict.fromkeys(paths))
+        out: dict[str, str | None] = {}
+        missing: list[str] = []
+        for path in wanted:
+            hit = self._cache.peek(("ssm", path))
+            if hit is None:
+                missing.append(path)
+            else:
+                out[path] = hit[0]
+        if missing:
+            for path, value in parameters(self._source, missing).items():
+                self._cache.put(("ssm", path), value)
+                out[path] = value
+        return {path: out.get(path) for path in wanted}
 
     def describe_images(
         self,

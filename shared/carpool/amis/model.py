@@ -7,6 +7,7 @@ is to compare each image's requirements with the instance type's own labels, str
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
@@ -48,6 +49,17 @@ class AmiSource(Protocol):
         filters: list[dict[str, Any]] | None = None,
         owners: list[str] | None = None,
     ) -> list[dict[str, Any]]: ...
+
+
+def parameters(source: AmiSource, paths: Iterable[str]) -> dict[str, str | None]:
+    """`source.get_parameter` of each path, in one request when the source can read several at once
+    (an optional `get_parameters(paths)`: SSM's GetParameters); None for a parameter that does not exist."""
+    many: Callable[[Iterable[str]], dict[str, str | None]] | None = getattr(source, "get_parameters", None)
+    wanted = list(dict.fromkeys(paths))
+    if many is not None:
+        found = many(wanted)
+        return {path: found.get(path) for path in wanted}
+    return {path: source.get_parameter(path) for path in wanted}
 
 
 def variant_requirements(variant: str) -> list[Requirement]:

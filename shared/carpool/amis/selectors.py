@@ -21,7 +21,6 @@ from carpool.amis.aliases import (
     CUSTOM,
     FAMILIES,
     Alias,
-    AliasPath,
     alias_paths,
     parse_alias,
     windows_requirements,
@@ -32,6 +31,7 @@ from carpool.amis.model import (
     AmiSource,
     ResolvedAmi,
     ami_requirements,
+    parameters,
     parse_time,
     preference_key,
     variant_from_name,
@@ -147,11 +147,9 @@ def resolve(
 
 
 def _alias_candidates(alias: Alias, cluster_version: str, source: AmiSource) -> list[_Candidate]:
-    found: list[tuple[str, AliasPath]] = []
-    for ap in alias_paths(alias, cluster_version):
-        image_id = source.get_parameter(ap.path)
-        if image_id:
-            found.append((image_id, ap))
+    paths = alias_paths(alias, cluster_version)
+    ids = parameters(source, [ap.path for ap in paths])  # one request for all of them where the source can
+    found = [(image_id, ap) for ap in paths if (image_id := ids.get(ap.path))]
     if not found:
         raise AmiSelectionError(f"alias {alias}: no AMI published for Kubernetes {cluster_version}")
     images = {img.get("ImageId"): img for img in source.describe_images(image_ids=sorted({i for i, _ in found}))}
@@ -170,7 +168,7 @@ def _term_candidates(term: Any, source: AmiSource) -> list[_Candidate]:
         images = source.describe_images(image_ids=[image_id])
         described = f"id {image_id}"
     elif ssm:
-        resolved = source.get_parameter(ssm)
+        resolved = parameters(source, [ssm]).get(ssm)  # as aliases read theirs (GetParameters)
         images = source.describe_images(image_ids=[resolved]) if resolved else []
         described = f"ssmParameter {ssm}"
     else:

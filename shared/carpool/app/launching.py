@@ -8,18 +8,17 @@ security groups, the AMI and size of each instance type) and calls EC2 through t
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from carpool import labels
+from carpool import labels, together
 from carpool.amis import ResolvedAmi
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
@@ -303,11 +302,8 @@ def ensure_templates(plans: Iterable[FleetPlan], deps: Dependencies) -> dict[str
         return None
 
     specs = list(todo.values())
-    if len(specs) == 1:
-        answers = [ensure(specs[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=min(TEMPLATE_WORKERS, len(specs))) as pool:
-            answers = list(pool.map(lambda spec: contextvars.copy_context().run(ensure, spec), specs))
+    # each in a copy of this context and under this invocation's X-Ray subsegment (`carpool.together`)
+    answers = together.run([partial(ensure, spec) for spec in specs], TEMPLATE_WORKERS)
     failed: dict[str, Exception] = {}
     for spec, error in zip(specs, answers, strict=True):
         if error is None:

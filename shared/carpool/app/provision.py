@@ -21,15 +21,17 @@ the other claims go on. Claims not started before the invocation's deadline are 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
-from carpool import coexistence, labels, observability
+from carpool import coexistence, labels, observability, together
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
@@ -304,19 +306,54 @@ class _World:
 
     @classmethod
     def read(cls, deps: Dependencies, now: datetime, pods: Sequence[Pod] = ()) -> _World:
-        resolved: dict[str, list] = {}
+        """The reads are independent, so they are made at once (`carpool.together`): the AWS ones on
+        worker threads, the cluster's here meanwhile. The AMIs, subnets and security groups of the node
+        classes the pools use are read too, ahead of `pools.prepare` and the launch asking for them. The
+        stored catalog is read with them but decoded here afterwards: CPU work on a worker would slow
+        every other worker (the interpreter lock), while here it waits for nobody."""
+        manifests = deps.config.load()
+        resolved: dict[str, list | Exception] = {}
 
-        def resolve(nc: Any) -> list:  # once per node class per invocation
+        def resolve(nc: Any) -> list:  # once per node class per invocation (its failure too)
             if nc.name not in resolved:
-                resolved[nc.name] = images.resolve(nc, deps)
-            return resolved[nc.name]
+                try:
+                    resolved[nc.name] = images.resolve(nc, deps)
+                except Exception as exc:
+                    resolved[nc.name] = exc
+            found = resolved[nc.name]
+            if isinstance(found, Exception):
+                raise found
+            return found
 
-        return cls(
-            manifests=deps.config.load(), catalog=deps.catalog.get(now), learned=deps.capacity.all(now),
-            unavailable=set(deps.offerings.unavailable(now)), cni=deps.cluster.cni_env(),
-            daemonsets=[convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()],
-            resolve=resolve, volumes=_volume_topology(deps, pods),
-        )
+        def cluster() -> tuple[dict[str, str], list[si.PodSpec], VolumeTopology | None]:
+            daemonsets = [convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()]
+            return deps.cluster.cni_env(), daemonsets, _volume_topology(deps, pods)
+
+        read_ahead = getattr(deps.catalog, "read_ahead", None)  # the stored catalog's read, not its decoding
+        (cni, daemonsets, volumes), (learned, unavailable, *_ahead) = together.beside(cluster, [
+            lambda: deps.capacity.all(now), lambda: set(deps.offerings.unavailable(now)),
+            *_ahead_of_use(manifests, deps, resolve), *([read_ahead] if read_ahead else []),
+        ])
+        return cls(manifests=manifests, catalog=deps.catalog.get(now), learned=learned, unavailable=unavailable,
+                   cni=cni, daemonsets=daemonsets, resolve=resolve, volumes=volumes)
+
+
+def _ahead_of_use(manifests: Any, deps: Dependencies, resolve: Callable[[Any], list]) -> list[Callable[[], None]]:
+    """Reads of what the pools' node classes will be asked for (AMIs, subnets, security groups), each
+    kept where its user finds it (`resolve`'s table, `discovery`'s cache). A failure is left for that
+    user to meet (and report) where it did before."""
+    names = {pool.node_class_name for pool in manifests.nodepools}
+    reads: list[Callable[[], None]] = []
+    for nc in manifests.nodeclasses:
+        if nc.name in names:
+            reads += [partial(_quietly, resolve, nc), partial(_quietly, discovery.subnets, nc, deps),
+                      partial(_quietly, discovery.security_groups, nc, deps)]
+    return reads
+
+
+def _quietly(read: Callable[..., Any], *args: Any) -> None:
+    with contextlib.suppress(Exception):
+        read(*args)
 
 
 def _has_claims(pod: Pod) -> bool:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from carpool import observability
 from carpool.api.loader import Manifests, load
@@ -68,6 +68,10 @@ class CatalogStore(Protocol):
         ...
 
     def write(self, region: str, stored: StoredCatalog) -> None: ...
+
+
+#: `StoredCatalogSource._ahead` when no read was made ahead
+_NOT_READ: Any = object()
 
 
 class CatalogUnavailable(RuntimeError):
@@ -130,6 +134,8 @@ class StoredCatalogSource:
         #: when the catalog in hand was built (None: it is the snapshot)
         self._built: datetime | None = None
         self._checked: datetime | None = None
+        #: the cold start's store read, made ahead by `read_ahead` (its answer, or what it raised)
+        self._ahead: StoredCatalog | None | Exception = _NOT_READ
 
     # -- reading --------------------------------------------------------------------------------------
     def get(self, now: datetime) -> Catalog:
@@ -139,6 +145,29 @@ class StoredCatalogSource:
             self._recheck(now)
         assert self._catalog is not None
         return self._catalog
+
+    def read_ahead(self) -> None:
+        """Make the store read the cold start's `get` needs now, and leave the decoding to `get`.
+
+        Meant for a worker thread, beside the invocation's other reads (`carpool.together`): the read is
+        a network wait, but decoding is a hundred-odd milliseconds of Python that, on a worker, would hold
+        the interpreter lock against every other reader's thread each time it wakes (and they wake on
+        every socket operation). `get` decodes it on its caller's thread once those reads are done. Does
+        nothing once a catalog is in hand (a warm process checks for a newer one in `get`, one small read)."""
+        if self._catalog is not None or self._ahead is not _NOT_READ:
+            return
+        try:
+            self._ahead = self._store.read(self._region)
+        except Exception as exc:  # raised by `get`, where it would have been raised
+            self._ahead = exc
+
+    def _read(self) -> StoredCatalog | None:
+        ahead, self._ahead = self._ahead, _NOT_READ
+        if ahead is _NOT_READ:
+            return self._store.read(self._region)
+        if isinstance(ahead, Exception):
+            raise ahead
+        return ahead  # type: ignore[return-value]
 
     def _recheck(self, now: datetime) -> None:
         """Warm: read only the stored catalog's build time, and the catalog itself only when it is newer."""
@@ -154,7 +183,7 @@ class StoredCatalogSource:
     def _load(self, now: datetime) -> None:
         """Read the store: the live catalog when one usable is there, else the snapshot."""
         self._checked = now
-        stored = self._store.read(self._region)
+        stored = self._read()
         if stored is None:
             return self._fall_back(now, "no live catalog is stored yet")
         if self._stale(stored.refreshed_at, now):

@@ -103,14 +103,59 @@ def decode(data: bytes) -> Decoded:
 def _from_document(doc: Mapping[str, Any]) -> Decoded:
     zones, capacity_types, keys = doc["zones"], doc["capacityTypes"], doc["labelKeys"]
     fields = doc["fields"]
-    missing = set(scalar_fields()) - set(fields)
+    known = scalar_fields()
+    missing, unknown = set(known) - set(fields), set(fields) - set(known)
     if missing:  # written by a carpool whose InstanceType had fewer fields: defaults would be guesses
         raise ValueError(f"document lacks InstanceType fields {sorted(missing)}")
+    if unknown:  # written by a newer carpool: this one cannot say what they mean
+        raise ValueError(f"document has unknown InstanceType fields {sorted(unknown)}")
     types: dict[str, InstanceType] = {}
     for scalars, label_pairs, offering_rows in doc["types"]:
         labels = {keys[k]: v for k, v in label_pairs}
-        offerings = [Offering(zones[z], capacity_types[c], p, a == 1) for z, c, p, a in offering_rows]
-        it = InstanceType(**dict(zip(fields, scalars, strict=True)), labels=labels, offerings=offerings,
-                          requirements=instance_requirements(labels, offerings))
+        offerings = [_offering(zones[z], capacity_types[c], p, a == 1) for z, c, p, a in offering_rows]
+        it = _instance_type(dict(zip(fields, scalars, strict=True)), labels, offerings)
         types[it.name] = it
     return Decoded(str(doc["region"]), str(doc.get("source", "")), types)
+
+
+# -- building the decoded objects ---------------------------------------------------------------------
+# A cold start decodes the whole catalog (some 1,300 types and 12,000 offerings) before it can schedule.
+# Both classes are frozen dataclasses, whose generated `__init__` sets each field through
+# `object.__setattr__` by name; for these plain-data classes (no `__post_init__`, no converters) the same
+# objects are made at a fraction of the cost by filling their slots (Offering) or their `__dict__`
+# (InstanceType) directly. `_FAST` says whether the classes are still such that this gives what
+# `__init__` gives (tests/unit/catalog check it field by field); otherwise the constructors are used.
+_OFFERING_FIELDS = ("zone", "capacity_type", "price", "available")
+_FAST = (
+    tuple(f.name for f in dataclasses.fields(Offering)) == _OFFERING_FIELDS
+    and "__slots__" in Offering.__dict__ and "__dict__" not in dir(Offering)
+    and "__slots__" not in InstanceType.__dict__
+    and not hasattr(Offering, "__post_init__") and not hasattr(InstanceType, "__post_init__")
+)
+
+
+def _offering_slots() -> Any:
+    new = object.__new__
+    zone, capacity_type, price, available = (getattr(Offering, n).__set__ for n in _OFFERING_FIELDS)
+
+    def build(z: str, c: str, p: float, a: bool) -> Offering:
+        o = new(Offering)
+        zone(o, z)
+        capacity_type(o, c)
+        price(o, p)
+        available(o, a)
+        return o
+
+    return build
+
+
+_offering: Any = _offering_slots() if _FAST else Offering
+
+
+def _instance_type(scalars: dict[str, Any], labels: dict[str, str], offerings: list[Offering]) -> InstanceType:
+    requirements = instance_requirements(labels, offerings)
+    if not _FAST:
+        return InstanceType(**scalars, labels=labels, offerings=offerings, requirements=requirements)
+    it = object.__new__(InstanceType)
+    it.__dict__.update(scalars, labels=labels, offerings=offerings, requirements=requirements)
+    return it

@@ -205,3 +205,43 @@ def test_the_refresh_use_case_stores_a_due_catalog() -> None:
     store = MemoryCatalogStore()
     assert catalog_refresh.run(_deps(StoredCatalogSource(store, REGION, Fetcher()))) is True
     assert store.items[REGION].refreshed_at == T0
+
+
+# -- reading ahead ---------------------------------------------------------------------------------------------
+def test_a_read_ahead_is_the_cold_starts_only_read_and_get_decodes_it() -> None:
+    store = CountingStore()
+    stored(store, T0)
+    source = StoredCatalogSource(store, REGION)
+    source.read_ahead()
+    assert store.reads == 1
+    stored(store, T0 + timedelta(minutes=1), live_catalog(price=0.5))  # a refresh after the read: not seen yet
+    catalog = source.get(T0 + timedelta(minutes=2))
+    assert store.reads == 1 and len(catalog) == 3
+    assert catalog["m5.large"].offering("us-east-1a", "spot").price == 0.0123  # type: ignore[union-attr]
+    source.read_ahead()  # warm: nothing to read ahead
+    assert source.get(T0 + timedelta(minutes=3)) is catalog and store.reads == 1
+
+
+def test_what_a_read_ahead_raised_is_raised_by_get_and_then_read_again() -> None:
+    class Failing(CountingStore):
+        def read(self, region: str) -> StoredCatalog | None:
+            super().read(region)
+            if self.reads == 1:
+                raise ConnectionError("throttled")
+            return MemoryCatalogStore.read(self, region)
+
+    store = Failing()
+    stored(store, T0)
+    source = StoredCatalogSource(store, REGION)
+    source.read_ahead()  # a worker thread must not raise: `get` does, where the read belongs
+    with pytest.raises(ConnectionError, match="throttled"):
+        source.get(T0)
+    assert len(source.get(T0)) == 3 and store.reads == 2
+
+
+def test_a_stale_catalog_read_ahead_still_falls_back_to_the_snapshot() -> None:
+    store = CountingStore()
+    stored(store, T0)
+    source = StoredCatalogSource(store, REGION)
+    source.read_ahead()
+    assert len(source.get(T0 + MAX_AGE + timedelta(seconds=1))) > 100 and store.reads == 1

@@ -6,6 +6,7 @@ a deprecated image that a NodeClass pins by id or name, and DescribeImages hides
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from carpool.adapters.aws import session
@@ -21,6 +22,10 @@ class AwsAmiSource:
 
     def get_parameter(self, path: str) -> str | None:
         return self.parameters.get_parameter(path)
+
+    def get_parameters(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """Several parameters in one GetParameters (see `SsmParameters.get_parameters`)."""
+        return self.parameters.get_parameters(paths)
 
     def describe_images(
         self,

@@ -28,13 +28,16 @@ boto3 clients are thread-safe once built; building them is not, hence the lock.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, overload
 
 import boto3
+import botocore.loaders
 import botocore.session
 from botocore.config import Config
+from botocore.exceptions import DataNotFoundError
 
 from carpool import environment
 from carpool.adapters.aws import timestamps
@@ -118,9 +121,55 @@ def _core_session() -> botocore.session.Session:
     """A botocore session whose loader finds carpool's cut-down service models (`service_models`) before
     botocore's own: it reads the first `<service>/<version>/service-2.json` on its search path."""
     core = botocore.session.Session()
-    core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+    loader = core.get_component("data_loader")
+    loader.search_paths.insert(0, str(DATA_PATH))
+    _answer_per_service(loader)
     timestamps.install(core)
     return core
+
+
+def _answer_per_service(loader: botocore.loaders.Loader) -> None:
+    """Have `loader` tell whether a service exists from that service's own directories.
+
+    Before loading a model, botocore checks the service against `list_available_services(type)`, which
+    lists every directory of every search path and each one's versions (over 900 `listdir` calls for the
+    400-odd services botocore ships), once per data type: the first client of a cold start paid that
+    twice (service models, endpoint rule sets). The answer is the same: a service is available for a
+    type when one of its versions has that type's file, which is what `list_api_versions` checks."""
+    listing = loader.list_available_services  # botocore's own, for whoever wants the whole list
+
+    def list_available_services(type_name: str) -> _AvailableServices:
+        return _AvailableServices(loader, type_name, listing)
+
+    loader.list_available_services = list_available_services  # type: ignore[method-assign]
+
+
+class _AvailableServices(Sequence[str]):
+    """botocore's sorted list of the services that have `type_name` data, made only if iterated; `in`
+    looks at the one service asked about."""
+
+    def __init__(self, loader: botocore.loaders.Loader, type_name: str, listing: Callable[[str], list[str]]) -> None:
+        self._loader = loader
+        self._type_name = type_name
+        self._listing = listing
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or not name or os.sep in name or name.startswith("."):
+            return name in self._listing(self._type_name)
+        try:
+            return bool(self._loader.list_api_versions(name, self._type_name))
+        except DataNotFoundError:
+            return False
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._listing(self._type_name)[index]
+
+    def __len__(self) -> int:
+        return len(self._listing(self._type_name))
 
 
 def client(
