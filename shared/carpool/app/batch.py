@@ -1,11 +1,8 @@
 """SQS batches in two phases: parse every record on its own (a bad record fails alone, with its
 reason), then act on all the good ones together (the provisioner packs a whole batch of pods at once).
 
-The response is Lambda's partial-batch response (`batchItemFailures`), so SQS redelivers only the failed
-records and, after `maxReceiveCount`, moves them to the DLQ. The per-record loop is carpool's own rather
-than Powertools' `BatchProcessor`, which answers the same for SQS but whose import builds the pydantic
-models and data classes of every event source it supports (Kinesis, DynamoDB streams, Kafka...): tens of
-milliseconds of every cold start, for a loop.
+Powertools' `BatchProcessor` does the per-record bookkeeping and builds the partial-batch response, so
+SQS redelivers only the failed records and, after `maxReceiveCount`, moves them to the DLQ.
 """
 
 from __future__ import annotations
@@ -13,7 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +45,31 @@ def process(
     """
     if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
         raise ValueError("event: expected an SQS batch with a 'Records' list")
+    # Imported on first use rather than with the module: Powertools' batch package loads every one of its
+    # event data classes (DynamoDB, Kinesis...) and asyncio, which the handler's import need not pay for.
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
     outcome: BatchOutcome[T] = BatchOutcome()
-    for record in event["Records"]:
-        if not _identifiable(record):
-            # without a message id SQS cannot be told about it; it returns after its visibility timeout
-            log.warning("skipping a record without a messageId: %.200r", record)
-            continue
-        mid = record["messageId"]
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+    def handle(record: SQSRecord) -> None:
         try:
-            body = record.get("body")
+            body = record.raw_event.get("body")
             if not isinstance(body, str):
                 raise ValueError(f"record body: expected the event as a JSON string, got {type(body).__name__}")
-            outcome.parsed[mid] = parse(body)
+            outcome.parsed[record.message_id] = parse(body)
         except Exception as exc:  # every bad record is reported, never raised
             reason = f"{type(exc).__name__}: {exc}"
-            outcome.failures[mid] = reason
-            log.warning("rejected record %s: %s", mid, reason)
+            outcome.failures[record.message_id] = reason
+            log.warning("rejected record %s: %s", record.message_id, reason)
+            raise
+
+    records = [r for r in event["Records"] if _identifiable(r)]
+    for bad in (r for r in event["Records"] if not _identifiable(r)):
+        # without a message id SQS cannot be told about it; it returns after its visibility timeout
+        log.warning("skipping a record without a messageId: %.200r", bad)
+    with processor(records, handle):
+        processor.process()
     if outcome.parsed:
         try:
             outcome.result, retry = act(outcome.parsed)
