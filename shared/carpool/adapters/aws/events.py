@@ -7,20 +7,22 @@ failures are transient); whatever still fails is counted and logged, and the cal
 
 Batches go out on a few threads at once: a 10,000-pod burst is 1,000 PutEvents calls, and at a real
 round trip of 20-50 ms one after another they would use most of the watcher's minute. botocore clients
-are thread-safe; the default connection pool (10) bounds the useful width.
+are thread-safe; the default connection pool (10) bounds the useful width. The batches go through
+`carpool.together`, so each runs in a copy of the caller's context (its environment, its log routing) and
+under the caller's X-Ray entity (the PutEvents subsegments belong to the invocation's trace).
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from carpool import together
 from carpool.adapters.aws import session
 
 log = logging.getLogger(__name__)
@@ -70,10 +72,7 @@ class EventBridgePublisher:
         if len(clean) <= 1 or self._workers <= 1:
             results = [self._send_batch(b) for b in clean]
         else:
-            with ThreadPoolExecutor(max_workers=min(self._workers, len(clean))) as pool:
-                # each batch in a copy of the caller's context: its environment and log routing follow it
-                futures = [pool.submit(contextvars.copy_context().run, self._send_batch, b) for b in clean]
-                results = [f.result() for f in futures]
+            results = together.run([partial(self._send_batch, b) for b in clean], workers=self._workers)
         return [entry for failed in results for entry in failed]
 
     def _send_batch(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
