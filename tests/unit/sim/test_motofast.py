@@ -96,6 +96,9 @@ def _queries(c: Any) -> list[Any]:
                    FilterExpression="n > :n",
                    ExpressionAttributeValues={":p": {"S": "CLAIMS"}, ":s": {"S": "c3"}, ":n": {"N": "5"}}),
         every_page(KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "NONE"}}),
+        every_page(**claims, ProjectionExpression="pk, gsi1sk"),
+        [page["Count"] for page in c.get_paginator("query").paginate(TableName="s", Select="COUNT", **claims)],
+        sorted(c.scan(TableName="s")["Items"], key=str),  # the stored items, after the queries
     ]
 
 
@@ -105,3 +108,20 @@ def test_queries_answer_the_same_items_in_the_same_order(indexed: Any) -> None:
         fast = _queries(indexed)
     assert fast == plain
     assert len(fast[0][0]) == 30 and len(fast[1]) == 5 and sum(len(p) for p in fast[4]) == 30
+
+
+def test_query_results_reach_the_answer_without_copies_of_the_stored_items(
+        indexed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    copies: list[Any] = []
+    original = Item.__deepcopy__
+    monkeypatch.setattr(Item, "__deepcopy__", lambda self, memo: copies.append(self) or original(self, memo))
+    query = {"TableName": "s", "IndexName": "gsi1", "KeyConditionExpression": "gsi1pk = :p",
+             "ExpressionAttributeValues": {":p": {"S": "CLAIMS"}}}
+    plain = indexed.query(**query)["Items"]
+    assert len(copies) == 30
+    copies.clear()
+    with faster_moto():
+        assert indexed.query(**query)["Items"] == plain
+    assert copies == []
