@@ -18,17 +18,27 @@ Inputs, and nothing else, decide the layer:
 * ``shared/carpool`` (without ``__pycache__``), of which the layer ships everything but ``cli/`` and
   ``sim/`` (local tools that import typer/rich/moto) unless some runtime module imports them.
 * this file, since it decides how the inputs become the layer.
+* the CPython minor (and bytecode magic number) that compiles the layer's bytecode, or its absence.
+
+Bytecode: Lambda mounts the layer read-only at ``/opt``, so a layer without ``__pycache__`` makes every
+cold start compile carpool, pydantic, Powertools, the X-Ray SDK... from source again (roughly tripling
+init time). The build therefore compiles every ``.py`` with a CPython 3.12 interpreter (the runtime's
+version: bytecode is only valid for the minor that wrote it), found as ``$CARPOOL_LAYER_PYTHON``,
+``python3.12`` on ``PATH`` or a pyenv 3.12; pyc files use PEP 552's *unchecked-hash* mode, which
+holds no mtime (reproducible) and is never re-validated against the source (right for an immutable
+layer). Without such an interpreter the layer is built without bytecode and a warning says so; the
+digest records which case it is, so the two never share a cache entry or an asset hash.
 
 :func:`layer_digest` hashes those inputs (relative paths and contents only, so every checkout of one
 commit agrees); the CDK app uses it as the layer's asset hash, so any edit to the library makes a new
 layer version and nothing else does. :func:`build_layer` turns the inputs into a folder that is
-byte-identical on every build (no bytecode, no absolute paths in ``RECORD``, fixed modes and mtimes)
-and keeps it as ``build/layer-<digest>``, so repeated synths copy instead of rebuilding. Wheels are
+byte-identical on every build (deterministic bytecode, no absolute paths in ``RECORD``, fixed modes
+and mtimes) and keeps it as ``build/layer-<digest>``, so repeated synths copy instead of rebuilding. Wheels are
 verified against the lock and cached in ``~/.cache/carpool/wheels``, so only the first build on a
 machine downloads.
 
 ``python -m infra.layer`` builds and prints the unzipped size; ``layer_size_bytes()`` is the number
-``bench/`` reports (target: at most 25 MB). No CDK import here, so that stays fast.
+``bench/`` reports (target: at most 35 MB, CPython 3.12 bytecode included). No CDK import here, so that stays fast.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ import tomllib
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -96,6 +107,10 @@ LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 SIZE_TARGET = 25 * 1024 * 1024
 #: 1980-01-01T00:00:00Z, the earliest time a zip entry can hold: every built file gets it.
 FIXED_MTIME = 315532800
+#: Names the interpreter that compiles the layer's bytecode (must be CPython 3.12).
+LAYER_PYTHON_ENV = "CARPOOL_LAYER_PYTHON"
+#: Where Lambda mounts the layer's ``python/`` folder: the file name recorded in code objects (tracebacks).
+LAMBDA_SITE = "/opt/python"
 
 _PIP_TARGET = (
     *[arg for platform in PLATFORMS for arg in ("--platform", platform)],
@@ -133,6 +148,24 @@ class LayerBuild:
     built: bool
     distributions: tuple[str, ...]
     excluded_subpackages: tuple[str, ...]
+    #: The interpreter whose bytecode ships (``None``: the layer has no bytecode).
+    bytecode: LayerPython | None = None
+
+
+@dataclass(frozen=True)
+class LayerPython:
+    """A CPython interpreter of the runtime's minor version, which compiles the layer's bytecode."""
+
+    executable: str
+    #: ``"3.12"``; bytecode is valid for one minor version only.
+    version: str
+    #: ``importlib.util.MAGIC_NUMBER`` in hex, the first four bytes of every pyc it writes.
+    magic: str
+
+    @property
+    def cache_tag(self) -> str:
+        """``cpython-312``: the infix of the pyc names the runtime looks for."""
+        return "cpython-" + self.version.replace(".", "")
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -183,16 +216,23 @@ def excluded_subpackages(package_source: Path = PACKAGE_SOURCE) -> tuple[str, ..
     return tuple(name for name in LOCAL_ONLY_SUBPACKAGES if not _imported_by_runtime_code(name, package_source))
 
 
-def layer_digest(package_source: Path = PACKAGE_SOURCE, lock_file: Path = LOCK_FILE) -> str:
-    """SHA-256 of everything that decides the layer's content: the library, the lock and this builder.
+def layer_digest(
+    package_source: Path = PACKAGE_SOURCE, lock_file: Path = LOCK_FILE, python: LayerPython | None | str = "find"
+) -> str:
+    """SHA-256 of everything that decides the layer's content: the library, the lock, this builder and
+    the bytecode's Python (``"find"``: the one :func:`find_layer_python` picks; ``None``: no bytecode).
 
     Only paths relative to their root and file contents enter it, never where the checkout lives or
     when a file was touched, so two clones of one commit agree and any edit to a library file
     (shipped or not: the check costs nothing and cannot be fooled by the import scan) changes it.
+    The interpreter enters as its minor version and magic number, not its path or patch release.
     """
+    compiler = find_layer_python() if isinstance(python, str) else python
+    bytecode = f"{compiler.version}:{compiler.magic}" if compiler else "none"
     digest = hashlib.sha256(b"carpool-layer\0")
     for label, content in (
         ("target", repr((PYTHON_VERSION, PLATFORMS, sorted(PROVIDED_BY_RUNTIME))).encode()),
+        ("bytecode", bytecode.encode()),
         ("builder", BUILDER_SOURCE.read_bytes()),
         ("lock", lock_file.read_bytes()),
     ):
@@ -225,16 +265,19 @@ def build_layer(
     Safe to call from parallel test workers and synths: builders of one digest are serialised by a file
     lock and a finished layer appears with one rename, so a reader never sees half a layer.
     """
-    digest = layer_digest(package_source, lock_file)
+    python = find_layer_python()
+    digest = layer_digest(package_source, lock_file, python)
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"layer-{digest}"
     built = False
     with _locked(cache_dir / f".layer-{digest}.lock"):
         if not target.is_dir():
             log(f"layer: building {target.name[:22]}... (CPython {PYTHON_VERSION}, arm64)")
+            if python is None:
+                _warn_no_bytecode()
             staging = Path(tempfile.mkdtemp(prefix=f".layer-{digest[:12]}-", dir=cache_dir))
             try:
-                _build_into(staging, package_source, lock_file, wheel_cache or default_wheel_cache())
+                _build_into(staging, package_source, lock_file, wheel_cache or default_wheel_cache(), python)
                 staging.rename(target)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -250,6 +293,7 @@ def build_layer(
         built=built,
         distributions=tuple(r.pin for r in read_lock(lock_file)),
         excluded_subpackages=excluded_subpackages(package_source),
+        bytecode=python,
     )
 
 
@@ -264,14 +308,16 @@ def default_wheel_cache() -> Path:
     return Path(base) / "carpool" / "wheels"
 
 
-def _build_into(staging: Path, package_source: Path, lock_file: Path, wheel_cache: Path) -> None:
+def _build_into(
+    staging: Path, package_source: Path, lock_file: Path, wheel_cache: Path, python: LayerPython | None
+) -> None:
     site = staging / "python"  # Lambda mounts a layer at /opt; /opt/python is on sys.path
     locked = read_lock(lock_file)
     fetch_wheels(locked, lock_file, wheel_cache)
     _pip(
         "install", "--isolated", "--no-index", "--find-links", str(wheel_cache), "--target", str(site),
         *_PIP_TARGET, "--no-deps", "--require-hashes",
-        # .pyc files compiled by the build machine's Python would be for the wrong version anyway.
+        # pip would compile with the build machine's Python (maybe the wrong minor, always with mtimes)
         "--no-compile", "--quiet", "-r", str(lock_file),
         failure="pip could not install the locked layer dependencies",
     )  # fmt: skip
@@ -285,6 +331,8 @@ def _build_into(staging: Path, package_source: Path, lock_file: Path, wheel_cach
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_bytes(file.read_bytes())
     _make_reproducible(site)
+    if python is not None:
+        compile_bytecode(site, python)
     _normalise_metadata(staging)
 
 
@@ -314,7 +362,7 @@ def _pip(*args: str, failure: str) -> None:
 
 
 def _make_reproducible(site: Path) -> None:
-    """Drop what differs between two installs of the same wheels: bytecode and paths outside ``site``.
+    """Drop what differs between two installs of the same wheels: stray bytecode and paths outside ``site``.
 
     pip lists console scripts in ``RECORD`` as ``../../bin/x`` with the hash of a script whose shebang
     names the build machine's interpreter; those scripts are not shipped, so their lines go.
@@ -355,6 +403,87 @@ def _prune(cache_dir: Path, keep: Path) -> None:
     )
     for old in layers[KEEP_CACHED_LAYERS:]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+# --- bytecode -------------------------------------------------------------------------------------
+
+_PROBE = (
+    "import sys, importlib.util as u; "
+    "print(sys.implementation.name, '%d.%d' % sys.version_info[:2], u.MAGIC_NUMBER.hex())"
+)
+
+
+def find_layer_python() -> LayerPython | None:
+    """The CPython 3.12 that compiles the layer's bytecode, or ``None`` when this machine has none.
+
+    ``$CARPOOL_LAYER_PYTHON`` wins and must be CPython 3.12 (a wrong one is an error, not a silent
+    layer without bytecode); otherwise the first CPython 3.12 among this interpreter, ``python3.12``
+    on ``PATH`` and pyenv's 3.12 installs. Each candidate is asked for its version rather than trusted
+    by name: a pyenv shim named python3.12 may not run, or may run another version.
+    """
+    return _find_layer_python(os.environ.get(LAYER_PYTHON_ENV, ""), os.environ.get("PATH", ""))
+
+
+@lru_cache(maxsize=8)
+def _find_layer_python(configured: str, path: str) -> LayerPython | None:
+    if configured:
+        python = probe_python(configured)
+        if python is None:
+            raise LayerError(f"{LAYER_PYTHON_ENV}={configured} is not a CPython {PYTHON_VERSION} interpreter")
+        return python
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates = [
+        sys.executable,
+        shutil.which(f"python{PYTHON_VERSION}", path=path),
+        *sorted(map(str, pyenv_root.glob(f"versions/{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}")), reverse=True),
+    ]
+    for candidate in candidates:
+        if candidate and (python := probe_python(candidate)):
+            return python
+    return None
+
+
+def probe_python(executable: str) -> LayerPython | None:
+    """``executable`` as a :class:`LayerPython` if it runs and is CPython 3.12, else ``None``."""
+    try:
+        result = subprocess.run([executable, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    fields = result.stdout.split()
+    if result.returncode != 0 or len(fields) != 3 or fields[:2] != ["cpython", PYTHON_VERSION]:
+        return None
+    return LayerPython(executable=executable, version=fields[1], magic=fields[2])
+
+
+def compile_bytecode(site: Path, python: LayerPython) -> None:
+    """Write ``__pycache__/<module>.cpython-312.pyc`` next to every ``.py`` under ``site``.
+
+    unchecked-hash pyc files carry a source hash instead of an mtime and are loaded without reading
+    the source again, so they are reproducible and valid on a read-only ``/opt``. ``-d`` records
+    ``/opt/python/...`` as the file name in code objects instead of the staging folder, which would
+    make each build differ. Every ``.py`` of the layer is an importable module name (wheels ship no
+    scripts into ``python/``; the tests check this), so nothing is skipped.
+    """
+    result = subprocess.run(
+        [python.executable, "-I", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+         "-d", LAMBDA_SITE, str(site)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise LayerError(
+            f"{python.executable} could not compile the layer:\n{result.stdout.strip() or result.stderr.strip()}"
+        )
+
+
+def _warn_no_bytecode() -> None:
+    print(
+        f"layer: WARNING: no CPython {PYTHON_VERSION} interpreter found (checked ${LAYER_PYTHON_ENV}, "
+        f"python{PYTHON_VERSION} on PATH, pyenv): building the layer WITHOUT bytecode, so every cold start "
+        f"compiles its ~1000 modules from source (init roughly 3x slower). Install Python {PYTHON_VERSION} "
+        f"(e.g. `uv python install {PYTHON_VERSION}` or `pyenv install {PYTHON_VERSION}`) or set "
+        f"{LAYER_PYTHON_ENV}, then synth again.",
+        file=sys.stderr,
+    )
 
 
 def layer_size_bytes(path: Path) -> int:
@@ -559,7 +688,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"layer: {build.path} {_mib(build.size_bytes)} unzipped ({build.size_bytes} bytes; {status} the "
         f"{_mib(SIZE_TARGET)} target, Lambda limit {_mib(LAMBDA_UNZIPPED_LIMIT)}); "
-        f"{len(build.distributions)} distributions; left out: {excluded}, boto3/botocore (runtime)"
+        f"{len(build.distributions)} distributions; left out: {excluded}, boto3/botocore (runtime); "
+        f"bytecode: {build.bytecode.cache_tag + ' (unchecked-hash)' if build.bytecode else 'NONE'}"
     )
     return 0 if build.size_bytes <= LAMBDA_UNZIPPED_LIMIT else 1
 

@@ -15,6 +15,7 @@ from bench.lambda_package import LAYER_TARGET_BYTES
 from infra.functions import FUNCTIONS_DIR
 from infra.layer import (
     LAMBDA_UNZIPPED_LIMIT,
+    LAYER_PYTHON_ENV,
     LOCK_FILE,
     PACKAGE_SOURCE,
     PROVIDED_BY_RUNTIME,
@@ -22,8 +23,10 @@ from infra.layer import (
     TARGET_MARKERS,
     LayerBuild,
     LayerError,
+    LayerPython,
     build_layer,
     default_wheel_cache,
+    find_layer_python,
     layer_digest,
     layer_size_bytes,
     read_lock,
@@ -199,8 +202,14 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
 
 
 def test_the_built_layer_has_no_machine_specific_content(layer: LayerBuild) -> None:
+    """Bytecode names its source as Lambda mounts it (/opt/python/...), never the build folder."""
     site = layer.path / "python"
-    assert not list(site.rglob("__pycache__")) and not list(site.rglob("*.pyc"))
+    build_paths = [str(REPO_ROOT).encode(), str(layer.path.parent).encode(), b"/.layer-"]  # .layer-: staging
+    for compiled in site.rglob("*.pyc"):
+        content = compiled.read_bytes()
+        assert not any(path in content for path in build_paths), compiled
+    if layer.bytecode is not None:
+        assert b"/opt/python/carpool/labels.py" in (site / "carpool/__pycache__/labels.cpython-312.pyc").read_bytes()
     assert not list(site.glob("*.dist-info/direct_url.json"))
     for record in site.glob("*.dist-info/RECORD"):
         for line in record.read_text().splitlines():
@@ -336,3 +345,128 @@ def test_every_import_of_shipped_code_is_in_the_layer_or_the_runtime(layer: Laye
             if top and top not in allowed:
                 missing.setdefault(top, set()).add(str(file))
     assert missing == {}
+
+
+# --- bytecode -------------------------------------------------------------------------------------
+
+#: PEP 552: flags bit 0 = hash-based, bit 1 = check_source; unchecked-hash sets bit 0 only.
+UNCHECKED_HASH = 0b01
+
+
+@pytest.fixture(scope="session")
+def python312() -> str:
+    """A CPython 3.12 (the Lambda runtime's version) to check the bytecode with, found as the build does."""
+    python = find_layer_python()
+    if python is None:
+        pytest.skip(f"no CPython 3.12 interpreter here (set {LAYER_PYTHON_ENV} or put python3.12 on PATH)")
+    return python.executable
+
+
+def run312(python312: str, code: str, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python312, "-I", "-B", "-c", code, *args], capture_output=True, text=True, check=True, **kwargs
+    )  # fmt: skip
+
+
+def test_every_module_has_unchecked_hash_bytecode_for_cpython_312(layer: LayerBuild, python312: str) -> None:
+    """Each pyc: 3.12's magic (asked of a 3.12 interpreter), unchecked-hash flags, the hash of the shipped source."""
+    site = layer.path / "python"
+    assert layer.bytecode is not None and layer.bytecode.cache_tag == "cpython-312"
+    magic = bytes.fromhex(run312(python312, "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())").stdout)
+    sources = sorted(site.rglob("*.py"))
+    assert len(sources) > 500
+    expected_pycs = set()
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc"
+        expected_pycs.add(pyc)
+        header = pyc.read_bytes()[:16]
+        assert header[:4] == magic, pyc
+        assert int.from_bytes(header[4:8], "little") == UNCHECKED_HASH, pyc
+    assert set(site.rglob("*.pyc")) == expected_pycs  # no other version's bytecode, no pyc without a source
+    # the source hash in each header is the one 3.12 computes for the file that ships beside it
+    mismatched = run312(python312, (
+        "import sys, importlib.util as u\n"
+        "for path in sys.stdin.read().split():\n"
+        "    pyc = u.cache_from_source(path)\n"
+        "    if open(pyc, 'rb').read()[8:16] != u.source_hash(open(path, 'rb').read()): print(path)\n"
+    ), input="\n".join(map(str, sources))).stdout  # fmt: skip
+    assert mismatched == ""
+
+
+def test_every_python_file_of_the_layer_is_an_importable_module(layer: LayerBuild) -> None:
+    """Why the build compiles every .py: none is a script or template Python would never import."""
+    site = layer.path / "python"
+    for source in site.rglob("*.py"):
+        parts = source.relative_to(site).with_suffix("").parts
+        assert all(part.isidentifier() for part in parts), source
+
+
+def test_the_runtime_loads_the_bytecode_without_reading_the_source(
+    layer: LayerBuild, python312: str, tmp_path: Path
+) -> None:
+    """A copy whose sources raise if executed still imports: 3.12 ran the shipped pyc, unchecked.
+
+    Pure-Python packages only: the layer's native extensions are arm64 and this machine may not be.
+    """
+    copy = tmp_path / "python"
+    for package in ("jmespath", "typing_extensions.py", "annotated_types"):
+        source = layer.path / "python" / package
+        if source.is_dir():
+            shutil.copytree(source, copy / package)
+        else:
+            copy.mkdir(exist_ok=True)
+            shutil.copy2(source, copy / package)
+            (copy / "__pycache__").mkdir(exist_ok=True)
+            shutil.copy2(source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc", copy / "__pycache__")
+    for source in copy.rglob("*.py"):
+        source.write_text("raise RuntimeError('the source ran, not the bytecode')\n")
+    probe = (
+        "import sys, os; sys.path.insert(0, sys.argv[1]);"
+        "import jmespath, typing_extensions, annotated_types;"
+        "assert jmespath.search('a.b', {'a': {'b': 7}}) == 7;"
+        "print(jmespath.__cached__, os.path.exists(jmespath.__cached__), typing_extensions.__cached__)"
+    )
+    cached, exists, te_cached = run312(python312, probe, str(copy)).stdout.split()
+    assert cached == str(copy / "jmespath" / "__pycache__" / "__init__.cpython-312.pyc") and exists == "True"
+    assert te_cached.endswith("__pycache__/typing_extensions.cpython-312.pyc")
+
+
+def test_the_digest_says_whether_and_for_which_python_the_bytecode_was_compiled(library: Path) -> None:
+    py312 = LayerPython(executable="/usr/bin/python3.12", version="3.12", magic="cb0d0d0a")
+    elsewhere = LayerPython(executable="/opt/other/bin/python3.12", version="3.12", magic="cb0d0d0a")
+    py313 = LayerPython(executable="/usr/bin/python3.13", version="3.13", magic="f30d0d0a")
+    with_bytecode = layer_digest(library, LOCK_FILE, py312)
+    assert layer_digest(library, LOCK_FILE, elsewhere) == with_bytecode  # where it is installed does not matter
+    assert layer_digest(library, LOCK_FILE, None) != with_bytecode
+    assert layer_digest(library, LOCK_FILE, py313) not in {with_bytecode, layer_digest(library, LOCK_FILE, None)}
+
+
+def test_a_configured_interpreter_that_is_not_cpython_312_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if sys.version_info[:2] == (3, 12):  # pragma: no cover - the venv is another version here
+        pytest.skip("this interpreter is 3.12, the one the check accepts")
+    for configured in (sys.executable, str(tmp_path / "missing-python")):
+        monkeypatch.setenv(LAYER_PYTHON_ENV, configured)
+        with pytest.raises(LayerError, match=LAYER_PYTHON_ENV):
+            find_layer_python()
+    assert layer_module.probe_python(sys.executable) is None
+
+
+def test_a_configured_cpython_312_is_used(python312: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LAYER_PYTHON_ENV, python312)
+    python = find_layer_python()
+    assert python is not None and python.executable == python312 and python.version == "3.12"
+
+
+@pytest.mark.slow
+def test_without_a_312_interpreter_the_layer_is_built_without_bytecode_and_says_so(
+    library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(layer_module, "find_layer_python", lambda: None)
+    build = build_layer(cache_dir=tmp_path, package_source=library, log=lambda _m: None)
+    assert build.built and build.bytecode is None
+    assert not list(build.path.rglob("*.pyc")) and not list(build.path.rglob("__pycache__"))
+    assert build.digest == layer_digest(library, LOCK_FILE, None)
+    warning = capsys.readouterr().err
+    assert "WITHOUT bytecode" in warning and LAYER_PYTHON_ENV in warning and "python3.12" in warning
