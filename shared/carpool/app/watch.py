@@ -5,9 +5,23 @@ pending, so an event lost anywhere downstream only delays a pod by one watcher p
 nominated to a live claim (their node is booting) are the exception: the provisioner would only confirm
 the nomination, so publishing them again costs events, queue traffic and invocations for nothing (a
 10,000-pod burst waits a minute or two for its nodes). Once the nomination expires or its claim is gone,
-the pod is published again. Given a watch period, it then follows the API's watch stream for that long;
-everything the run found is published when it ends (the deployed watcher does not watch:
-`carpool.delivery.WATCH_SECONDS` says why).
+the pod is published again.
+
+Which pods await their node is read from the claims the run already has (`ledger.active()`), not from
+the nominations (for a burst, 10,000 keys a minute): a pod awaits its node iff a claim lists it in
+`pods`, still holds its nominations (`holds_nominations`) and its `nominated_until` (the earliest expiry
+of its nominations) is still ahead. Why that is safe: a claim's nominations can only be taken over once
+they expired, once the claim is gone or registered past its hold (exactly what the rule excludes), or
+by a claim replacing a registered one (interruption, consolidation), which then lists the pod too. A
+pod wrongly published costs nothing but an event: the provisioner confirms every pod against the
+nominations with consistent reads and drops those nominated. And since index reads are eventually
+consistent, a stale claim list delays a pod by one period at most. The one claim listing pods it does
+not hold is a reservation of more than one transaction cut short between them (`DynamoLedger`); the pods
+it never nominated wait until it is reaped or its `nominated_until` passes.
+
+Given a watch period, a run then follows the API's watch stream for that long; everything the run found
+is published when it ends (the deployed watcher does not watch: `carpool.delivery.WATCH_SECONDS` says
+why).
 
 What a run reads is sized by what can need carpool, not by the cluster: the resync lists unbound Pending
 pods only (server-side field selector `spec.nodeName=,status.phase=Pending`) and every node (a node's
@@ -36,7 +50,7 @@ from carpool import labels, lifecycle, observability
 from carpool.api import events
 from carpool.api.k8s import Node, Pod
 from carpool.app.wiring import Dependencies
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, holds_nominations
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +110,7 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     entries = list(_resync(deps, summary, now, claims, index))
     if watch_seconds > 0:
         entries.extend(_follow(deps, summary, now, watch_seconds, index))
-    entries = _without_nominated(_unique(entries), deps, now, summary, any_claim=bool(claims))
+    entries = _without_awaiting(_unique(entries), _awaiting_nodes(claims, now), summary)
     _emit_gauges(deps, now)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     summary.published = len(entries)
@@ -169,14 +183,27 @@ def _unique(entries: list[dict[str, Any]]) -> list[tuple[tuple[str, str], dict[s
     return out
 
 
-def _without_nominated(marked: list[tuple[tuple[str, str], dict[str, Any]]], deps: Dependencies, now: datetime,
-                       summary: WatchSummary, any_claim: bool) -> list[dict[str, Any]]:
-    """Drops Pod Unschedulable events for pods nominated to a live claim (see the module docstring).
-    Without any claim in the ledger no pod can be nominated, so the ledger is not asked."""
-    pods = [key for (kind, key), _ in marked if kind == events.POD_UNSCHEDULABLE]
-    held = deps.ledger.nominated(now, pods) if pods and any_claim else {}
-    summary.awaiting_nodes = len(held)
-    return [entry for (kind, key), entry in marked if not (kind == events.POD_UNSCHEDULABLE and key in held)]
+def _awaiting_nodes(claims: list[Claim], now: datetime) -> set[str]:
+    """The pods whose nominations `claims` still hold at `now` (see the module docstring). A claim written
+    before `nominated_until` existed holds none here: its pods are published and the provisioner judges."""
+    held: set[str] = set()
+    for claim in claims:
+        until = claim.nominated_until
+        if until is not None and until > now and holds_nominations(claim.status, claim.registered_at, now):
+            held.update(claim.pods)
+    return held
+
+
+def _without_awaiting(marked: list[tuple[tuple[str, str], dict[str, Any]]], awaiting: set[str],
+                      summary: WatchSummary) -> list[dict[str, Any]]:
+    """Drops the Pod Unschedulable events of pods awaiting their node; counts them."""
+    out = []
+    for (kind, key), entry in marked:
+        if kind == events.POD_UNSCHEDULABLE and key in awaiting:
+            summary.awaiting_nodes += 1
+        else:
+            out.append(entry)
+    return out
 
 
 def _object_key(detail: dict[str, Any]) -> str:

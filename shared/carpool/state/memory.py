@@ -31,6 +31,8 @@ class MemoryLedger:
 
     def reserve(self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
                 replacing: Collection[str] = ()) -> None:
+        """Sets `claim.nominated_until` on the caller's claim too, as DynamoLedger does: the caller stores
+        that object whole later (`mark_launched`)."""
         with self._lock:
             if claim.name in self.claims:
                 raise ReservationRefused(f"claim {claim.name} already exists")
@@ -47,6 +49,7 @@ class MemoryLedger:
             until = now + timedelta(seconds=ttl_seconds)
             for pod in claim.pods:
                 self.nominations[pod] = (claim.name, until)
+            claim.nominated_until = until
             self.claims[claim.name] = claim.model_copy(deep=True)
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,

@@ -82,6 +82,13 @@ class Claim(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     #: allocatable of the launched type (filled at launch) so in-flight room can be computed
     allocatable: dict[str, int] = Field(default_factory=dict)
+    #: when the nominations `reserve` wrote for `pods` expire (its now + ttl), set by `reserve` on the
+    #: claim it is given so the whole-claim writes after it (`mark_launched`) keep it. Pods `nominate`
+    #: adds later expire later, so this is the earliest expiry of any nomination the claim holds: while
+    #: the claim lives and holds (`holds_nominations`), its pods' nominations cannot lapse before it,
+    #: which readers such as the watcher learn from the claim alone, without a read per pod. None for
+    #: claims written before the field existed (they are treated as holding nothing).
+    nominated_until: datetime | None = None
 
 
 class UnavailableOffering(BaseModel):

@@ -35,7 +35,8 @@ class ClaimLedger(Protocol):
         the pool's usage within `limits` (every resource the limits name, each its own condition).
         Nominations that no longer hold (expired, claim gone, claim registered past its hold) and those
         held by the claims in `replacing` (nodes being replaced: interruption, consolidation) are taken
-        over. Raises ReservationRefused."""
+        over. Sets `claim.nominated_until` (now+ttl) on `claim` itself, so the caller's later whole-claim
+        write (`mark_launched`) keeps it. Raises ReservationRefused."""
         ...
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.sim.cluster import SimulatedCluster
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
+from carpool.state.models import Claim
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 CONFIG = """
@@ -76,27 +77,102 @@ def test_resync_publishes_every_pending_pod_each_run() -> None:
     assert all(e["EventBusName"] == "carpool-demo" and e["Source"] == "carpool.cluster" for e in pub.calls[0])
 
 
-def test_pods_nominated_to_a_live_claim_are_not_published_again() -> None:
-    from carpool.state.models import Claim
+def _claim(name: str, pods: list[str]) -> Claim:
+    return Claim(name=name, nodepool="default", nodeclass="default", created_at=NOW, instance_types=["m5.large"],
+                 pods=pods, reserved={"cpu": 2000, "nodes": 1}, requested={"cpu": 1000})
 
+
+def _published_pods(pub: Publisher) -> list[str]:
+    return sorted(json.loads(e["Detail"])["pod"]["metadata"]["name"] for e in pub.calls[-1]
+                  if e["DetailType"] == "Pod Unschedulable")
+
+
+def _counting_nominated(ledger: MemoryLedger) -> list[object]:
+    """Wraps (does not replace) `ledger.nominated`: every call is recorded and answered by the ledger."""
+    calls: list[object] = []
+    real = ledger.nominated
+
+    def counted(*args: Any, **kwargs: Any) -> dict[str, str]:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    ledger.nominated = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_pods_nominated_to_a_live_claim_are_not_published_again() -> None:
     cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
     for n in ("a", "b", "c"):
         cluster.add_pod(_pod(n))
     cluster.bind()
     deps = _deps(cluster, pub)
-    booting = Claim(name="c1", nodepool="default", nodeclass="default", created_at=NOW, instance_types=["m5.large"],
-                    pods=["default/a"], reserved={"cpu": 2000, "nodes": 1}, requested={"cpu": 1000})
-    gone = booting.model_copy(update={"name": "c2", "pods": ["default/b"]})
-    deps.ledger.reserve(booting, None, NOW, 600)
-    deps.ledger.reserve(gone, None, NOW, 600)
-    deps.ledger.release(gone)  # its nomination no longer holds the pod
+    deps.ledger.reserve(_claim("c1", ["default/a"]), None, NOW, 600)
+    deps.ledger.reserve(_claim("c2", ["default/b"]), None, NOW, 600)
+    deps.ledger.release(_claim("c2", []))  # its nomination no longer holds the pod
 
     summary = watch.run(deps, watch_seconds=1.0)  # the watch stream replays the pods too
 
     assert summary.watch_events >= 1
-    published = sorted(json.loads(e["Detail"])["pod"]["metadata"]["name"] for e in pub.calls[0])
     assert summary.pending_pods == 3 and summary.awaiting_nodes == 1
-    assert published == ["b", "c"]
+    assert _published_pods(pub) == ["b", "c"]
+
+
+def test_awaiting_pods_are_read_from_the_claims_not_from_the_nominations() -> None:
+    """Each way a nomination stops holding publishes its pod again; the watcher's answer agrees with the
+    ledger's own (`nominated`) without asking it."""
+    minute = timedelta(minutes=1)
+    cases = {
+        "live": ("c-live", NOW, 600),  # reserved now: its node is booting
+        "grown": None,  # nominated later onto the live claim
+        "held": ("c-held", NOW - 5 * minute, 3600),  # registered a minute ago: within the hold
+        "past-hold": ("c-past", NOW - 5 * minute, 3600),  # registered 3 minutes ago: past the hold
+        "expired": ("c-exp", NOW - 11 * minute, 600),  # reserved with a 10-minute TTL 11 minutes ago
+        "released": ("c-rel", NOW, 600),
+        "legacy": ("c-old", NOW, 600),  # a claim written before `nominated_until` existed
+        "free": None,  # never nominated
+    }
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    for pod in cases:
+        cluster.add_pod(_pod(pod))
+    cluster.bind()
+    deps = _deps(cluster, pub)
+    ledger: MemoryLedger = deps.ledger  # type: ignore[assignment]
+    for pod, reservation in cases.items():
+        if reservation is not None:
+            name, at, ttl = reservation
+            ledger.reserve(_claim(name, [f"default/{pod}"]), None, at, ttl)
+    ledger.nominate("c-live", ["default/grown"], {"cpu": 1000}, NOW, 600)
+    ledger.mark_registered("c-held", "node-held", NOW - minute)
+    ledger.mark_registered("c-past", "node-past", NOW - 3 * minute)
+    ledger.release(_claim("c-rel", []))
+    ledger.claims["c-old"].nominated_until = None
+    calls = _counting_nominated(ledger)
+
+    summary = watch.run(deps)
+
+    assert calls == []
+    assert _published_pods(pub) == ["expired", "free", "legacy", "past-hold", "released"]
+    assert summary.awaiting_nodes == 3
+    # the ledger agrees, but for the claim without the field: its pod is left to the provisioner to judge
+    nominated = ledger.nominated(NOW, [f"default/{p}" for p in cases])
+    assert sorted(nominated) == ["default/grown", "default/held", "default/legacy", "default/live"]
+
+
+def test_a_claim_whose_earliest_nomination_expired_publishes_every_pod() -> None:
+    """`nominated_until` is the earliest expiry: once past, pods added later by `nominate` (still nominated)
+    are published too, which the provisioner drops. The lower bound never hides a freed pod."""
+    cluster, pub = SimulatedCluster(lambda: NOW), Publisher()
+    for n in ("a", "b"):
+        cluster.add_pod(_pod(n))
+    cluster.bind()
+    deps = _deps(cluster, pub)
+    deps.ledger.reserve(_claim("c1", ["default/a"]), None, NOW - timedelta(seconds=600), 600)
+    deps.ledger.nominate("c1", ["default/b"], {"cpu": 1000}, NOW - timedelta(seconds=300), 600)
+
+    watch.run(deps)
+
+    assert deps.ledger.get("c1").nominated_until == NOW  # type: ignore[union-attr]
+    assert _published_pods(pub) == ["a", "b"]
 
 
 def test_pool_usage_gauges_are_emitted_for_limited_resources_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -430,9 +430,12 @@ class DynamoLedger:
         self, claim: Claim, limits: Mapping[str, int] | None, now: datetime, ttl_seconds: int,
         replacing: Collection[str] = (),
     ) -> None:
+        """Sets `claim.nominated_until` on the caller's claim, which the claim item carries: the caller
+        stores that object whole later (`mark_launched`), which must not drop it."""
         _refuse_impossible(claim, limits)
         pods = list(dict.fromkeys(claim.pods))
         until = now + timedelta(seconds=ttl_seconds)
+        claim.nominated_until = until
         first, rest = pods[:FIRST_CHUNK_PODS], pods[FIRST_CHUNK_PODS:]
         head = [self._claim_put(claim), self._usage_reserve(claim, limits)]
         try:
@@ -485,6 +488,8 @@ class DynamoLedger:
         """One transaction for the chunk's claims. Its pods found nominated to claims that no longer hold
         them are looked up once and taken over in the next attempt (see `_transact_nominating`)."""
         until = now + timedelta(seconds=ttl_seconds)
+        for claim in chunk:
+            claim.nominated_until = until
         lapsed: dict[str, str] | None = None
         while len(chunk) > 1 and not _exceeds(chunk, limits):
             total = chunk[0].model_copy(update={"reserved": _summed(c.reserved for c in chunk)})
