@@ -172,8 +172,10 @@ class MotoPatch:
             raise MotoInternalChanged(f"{cls.__name__}: written for moto {cls.supported}, installed moto is "
                                       f"{version}")
         # while installed (another local AWS in this process uses it), the internals it replaced are held in
-        # `_replaced`: check those originals, not the patch standing in their place
-        originals = {(id(owner), name): original for owner, name, original in cls._replaced}
+        # `_replaced`: check those originals, not the patch standing in their place. The same holds for an
+        # internal another installed patch replaced (a patch may rely on what another one speeds up)
+        originals = {(id(owner), name): original for patch in (*MotoPatch.registry, cls)
+                     for owner, name, original in patch._replaced}
         for internal in cls.replaces + cls.relies_on:
             problem = _problem(internal, originals)
             if problem:
