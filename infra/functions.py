@@ -157,7 +157,7 @@ SPECS: dict[str, FunctionSpec] = {
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["watcher"]),
             memory_mib=delivery.MEMORY_MIB["watcher"],
             capabilities=frozenset({C.PUT_EVENTS}),
-            state_actions=NOMINATIONS_READ,
+            # no table item reads: pods awaiting their node are found from the claims on the status index
             kubernetes_write=False,
             # One: a run ends before the next is due; a slow API must not stack runs up.
             reserved_concurrency=1,
@@ -430,8 +430,9 @@ class Functions(Construct):
             iam.PolicyStatement(
                 sid="QueryClaimsByStatus", actions=["dynamodb:Query"], resources=[f"{table}/index/{STATUS_INDEX}"]
             ),
-            iam.PolicyStatement(sid="State", actions=sorted(set(spec.state_actions)), resources=[table]),
         ]
+        if spec.state_actions:
+            statements.append(iam.PolicyStatement(sid="State", actions=sorted(set(spec.state_actions)), resources=[table]))
         describe = sorted({a for c in spec.capabilities for a in DESCRIBE_ACTIONS.get(c, ())})
         if describe:
             statements.append(

@@ -172,7 +172,7 @@ PROVISION = {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dyn
              "dynamodb:BatchWriteItem"}
 #: State-table actions per function: the watcher only reads.
 STATE = {
-    "watcher": {"dynamodb:BatchGetItem"},
+    "watcher": set(),  # pods awaiting their node come from the claims on the status index
     "provisioner": PROVISION | RELEASE,
     "registrar": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"} | RELEASE,
     "interruption": PROVISION | RELEASE,

@@ -124,7 +124,12 @@ def test_the_watcher_lists_and_watches_unbound_pending_pods_only(served: tuple[S
     publisher = Publisher()
 
     def meanwhile() -> None:  # during the watch: a new pod that fits nowhere, and a running pod changes
-        time.sleep(0.4)
+        # once the pod watch is open (a fixed delay is not enough on a busy machine: the list could come after)
+        deadline = time.monotonic() + 30
+        while not any(r.path.endswith("/pods") and "watch" in r.query for r in list(server.log)):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
         with server.lock:
             sim.add_pod(pod_json("late", cpu="64"))
             sim.bind()
