@@ -52,6 +52,9 @@ from carpool.sim.apiserver import (
 from carpool.sim.scenario import Cni
 from carpool.taints import Taint, Toleration, untolerated
 
+#: The pod spec fields `Pod.requests` reads (containers' resources and restartPolicy, overhead).
+_REQUEST_FIELDS = ("containers", "initContainers", "overhead")
+
 #: Owner kinds whose pods come back (under a new name) when evicted or when their node goes away.
 _RECREATING_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
 
@@ -209,6 +212,8 @@ class SimulatedCluster:
         #: every action carpool took through this port: (elapsed, verb, target)
         self.actions: list[tuple[float, str, str]] = []
         self._fit_cache: dict[tuple[str, str, int], bool] = {}
+        #: a pod's request by the `repr` of the spec fields it is computed from (`_REQUEST_FIELDS`)
+        self._requests_by_shape: dict[str, res.Resources] = {}
         #: node -> writes another client will make to it between carpool's next reads and writes
         self._competing_writes: dict[str, int] = {}
 
@@ -693,9 +698,24 @@ class SimulatedCluster:
 
     # -- the binder (scheduler-lite) ----------------------------------------------------------------------
     def requests(self, rec: _Record) -> res.Resources:
+        """The pod's effective request (`Pod.requests`, sidecar-aware). Pods of one template share their
+        containers: one model of those parts serves them all, so binding a fresh burst validates no pod."""
         if rec.requests is None:
-            rec.requests = dict(self._model("Pod", rec).requests())
+            if rec.model is not None:
+                rec.requests = dict(rec.model.requests())
+            else:
+                rec.requests = dict(self._requests_of_spec(rec.raw.get("spec") or {}))
         return rec.requests
+
+    def _requests_of_spec(self, spec: Mapping[str, Any]) -> res.Resources:
+        parts = {k: spec[k] for k in _REQUEST_FIELDS if k in spec}
+        shape = repr(parts)
+        found = self._requests_by_shape.get(shape)
+        if found is None:
+            if len(self._requests_by_shape) > 100_000:
+                self._requests_by_shape.clear()
+            found = self._requests_by_shape[shape] = Pod.model_validate({"spec": parts}).requests()
+        return found
 
     def _signature(self, rec: _Record) -> str:
         """Pods that would be placed identically share a signature (one fit check serves them all)."""

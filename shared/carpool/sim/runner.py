@@ -40,7 +40,7 @@ import yaml
 
 from carpool import delivery, environment
 from carpool import labels as L
-from carpool.sim import lambdas, motofast, spot_prices
+from carpool.sim import collector, lambdas, motofast, spot_prices
 from carpool.sim.agents import Agents
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
@@ -131,7 +131,8 @@ class SimRunner:
                 try:
                     with lambdas.captured_output(self.log), motofast.faster_moto():
                         self._setup(aws)
-                        self._loop()
+                        with collector.quiet_collector():
+                            self._loop()
                     result = self._result()
                     self.requests.finish(self.scenario.name, self.scenario.cluster.name, self.scenario.cluster.region,
                                          self.account)

@@ -30,6 +30,8 @@ from carpool import delivery
 from carpool.sim import lambdas, own_cost
 
 _HOOK_ID = "carpool-sim-usage"
+#: A stored item's identity: (table, ((key attribute, type, value), ...)) (see `_ref`).
+Ref = tuple[str, tuple[tuple[str, str, str], ...]]
 #: Global secondary indexes of the state table by their partition key (`infra/state.py`, projecting all).
 _INDEX_KEYS = ("gsi1pk",)
 #: How long the deployed watcher follows its watch stream (`functions/watcher/handler.py`).
@@ -50,7 +52,7 @@ class UsageMeter:
         self._log_bytes = 0
         self._sessions: list[Any] = []
         #: what each stored item is known to weigh (bytes, in an index), by table and key
-        self.sizes: dict[str, tuple[int, bool]] = {}
+        self.sizes: dict[Ref, tuple[int, bool]] = {}
         self._handler: logging.Handler = logging.NullHandler()
 
     # -- wiring ----------------------------------------------------------------------------------------
@@ -114,10 +116,10 @@ class UsageMeter:
         """Mean size of the stored items known at the end of the run, by kind (the partition key's prefix:
         CLAIM, POOL, ...), as DynamoDB sizes them for request units."""
         kinds: dict[str, list[int]] = {}
-        for ref, (size, _indexed) in self.sizes.items():
-            _table, key = json.loads(ref)
-            pk = next(iter((key.get("pk") or key.get("id") or {"S": ""}).values()))
-            kinds.setdefault(str(pk).split("#")[0], []).append(size)
+        for (_table, key), (size, _indexed) in self.sizes.items():
+            values = {name: raw for name, _kind, raw in key}
+            pk = values.get("pk") or values.get("id") or ""
+            kinds.setdefault(pk.split("#")[0], []).append(size)
         return {kind: round(sum(sizes) / len(sizes), 1) for kind, sizes in sorted(kinds.items())}
 
     def _of(self, function: str) -> own_cost.FunctionUsage:
@@ -193,8 +195,10 @@ def _key_of(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k in ("pk", "sk", "id")}
 
 
-def _ref(table: str, key: Mapping[str, Any]) -> str:
-    return json.dumps([table, dict(key)], sort_keys=True, default=str)
+def _ref(table: str, key: Mapping[str, Any]) -> Ref:
+    """An item's identity: its table and key attributes (name, type, value), in name order (a request's
+    `Key` and an answer's item may list them in either order)."""
+    return table, tuple(sorted((name, kind, str(raw)) for name, value in key.items() for kind, raw in value.items()))
 
 
 def _indexes(item: Mapping[str, Any]) -> int:
@@ -202,7 +206,7 @@ def _indexes(item: Mapping[str, Any]) -> int:
 
 
 def _units(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any],
-           sizes: dict[str, tuple[int, bool]]) -> tuple[float, float]:
+           sizes: dict[Ref, tuple[int, bool]]) -> tuple[float, float]:
     """(read units, write units) of one DynamoDB request (see `own_cost` for the rules), keeping `sizes`
     (what each item weighs, learned from the items read and written) up to date."""
     consistent = bool(params.get("ConsistentRead"))
@@ -242,7 +246,7 @@ def _units(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any],
     return 0.0, 0.0
 
 
-def _seen(sizes: dict[str, tuple[int, bool]], table: str, item: Mapping[str, Any] | None) -> int:
+def _seen(sizes: dict[Ref, tuple[int, bool]], table: str, item: Mapping[str, Any] | None) -> int:
     """A read item's size, remembered for the writes that follow."""
     if not item:
         return 0
@@ -251,7 +255,7 @@ def _seen(sizes: dict[str, tuple[int, bool]], table: str, item: Mapping[str, Any
     return size
 
 
-def _write(sizes: dict[str, tuple[int, bool]], table: str, kind: str, body: Mapping[str, Any], *,
+def _write(sizes: dict[Ref, tuple[int, bool]], table: str, kind: str, body: Mapping[str, Any], *,
            transactional: bool) -> float:
     """One item write, charged by the larger of the item before and after (an update's new size: the
     item before plus every value and name it sets), plus the index when the item is (or was) in it."""

@@ -112,3 +112,72 @@ def test_v1_list_and_bare_pod() -> None:
     m = load([doc])
     assert sorted(p.key for p in m.pods) == ["default/solo", "default/web-0", "default/web-1"]
     assert all(p.is_provisionable() for p in m.pods)
+
+
+def test_stable_uid_is_the_rfc_uuid5_of_the_object() -> None:
+    import uuid
+
+    from carpool.api.workloads import _UID_NAMESPACE
+
+    names = ["web-0", "web-9999", "", "nöde-ü", "日本語", "x" * 300]
+    for kind, namespace, name in [("Pod", ns, n) for ns in ("default", "kube-system") for n in names] + [
+        ("Deployment", "default", "burst")
+    ]:
+        expected = uuid.uuid5(_UID_NAMESPACE, f"{kind}/{namespace}/{name}")
+        got = stable_uid(kind, namespace, name)
+        assert got == str(expected) and uuid.UUID(got).version == 5
+
+
+def _rich_template() -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}, "namespace": "tns", "name": "x"},
+        "spec": {
+            "containers": [
+                {"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                 "ports": [{"containerPort": 80, "hostPort": 8080}]},
+                {"name": "d", "resources": {"requests": {"cpu": 0.5}}},
+            ],
+            "initContainers": [{"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+            "nodeSelector": {"a": "b"},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                           "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {}}}],
+            "overhead": {"cpu": "10m"},
+        },
+    }
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
+def test_expanded_pods_are_what_stamping_one_at_a_time_gives(kind: str) -> None:
+    """The batch expansion writes the same pods as stamping each from the template and marking it pending."""
+    from carpool.api.k8s import PodStamper
+    from carpool.api.meta import OwnerReference
+    from carpool.api.workloads import WORKLOAD_KINDS, as_pending
+
+    doc = workload(kind, replicas=4, template=_rich_template())
+    model = WORKLOAD_KINDS[("apps/v1", kind)].model_validate(doc)
+    owner = OwnerReference(api_version="apps/v1", kind=kind, name="web",
+                           uid=stable_uid(kind, "tns", "web"), controller=True, block_owner_deletion=True)
+    stamper = PodStamper(model.template())
+    one_by_one = [as_pending(stamper.stamp(name=f"web-{i}", namespace="tns", owner=owner,
+                                           uid=stable_uid("Pod", "tns", f"web-{i}"))) for i in range(4)]
+    pods = model.pods()
+    assert [p.to_json_dict() for p in pods] == [p.to_json_dict() for p in one_by_one]
+    assert pods == one_by_one
+    assert [p.model_fields_set for p in pods] == [p.model_fields_set for p in one_by_one]
+    assert pods[0].requests() == {"cpu": 1610, "memory": 2**30, "pods": 1}
+
+
+def test_expanded_pods_own_every_part_of_their_spec_and_metadata() -> None:
+    a, b = Deployment.model_validate(workload("Deployment", replicas=2, template=_rich_template())).pods()
+    a.metadata.labels["app"] = "changed"
+    a.metadata.owner_references[0].name = "changed"
+    a.spec.tolerations.clear()
+    a.spec.node_selector["a"] = "changed"
+    a.spec.volumes[0].ephemeral["volumeClaimTemplate"]["x"] = 1  # type: ignore[index]
+    a.status.conditions[0].reason = "changed"
+    assert b.metadata.labels == {"app": "web"} and b.metadata.owner_references[0].name == "web"
+    assert len(b.spec.tolerations) == 1 and b.spec.node_selector == {"a": "b"}
+    assert b.spec.volumes[0].ephemeral == {"volumeClaimTemplate": {}}
+    assert b.is_provisionable()

@@ -160,7 +160,7 @@ def test_dynamodb_requests_are_sized_by_their_items() -> None:
     key = {"pk": {"S": "claim#a"}, "sk": {"S": "x"}}
     item = {**key, "blob": {"S": "x" * 1500}}  # 1,516 bytes: two write units
     indexed = {**item, "gsi1pk": {"S": "claims"}}
-    sizes: dict[str, tuple[int, bool]] = {}
+    sizes: dict[usage.Ref, tuple[int, bool]] = {}
     # a Put of an item the index projects writes the index too
     assert usage._units("PutItem", {"TableName": "t", "Item": indexed}, {}, sizes) == (0.0, 4.0)
     # an update is charged by the larger of the item before and after (what it sets added), in a
@@ -198,3 +198,79 @@ def test_report_and_summary_show_the_monthly_cost_per_service() -> None:
     line = summary.own_cost_line(result)
     assert f"${cost.monthly_usd:.2f}" in line and "Lambda" in line and "SQS" in line
     assert result.to_json_dict()["ownCost"]["metricSeries"] == sorted(cost.metric_series)
+
+
+def _reference_size(value: dict) -> int:
+    """The Developer Guide's rules, written out plainly (the meter's sizing must agree with them)."""
+    import math
+
+    (kind, raw), = value.items()
+    if kind == "S":
+        return len(raw.encode())
+    if kind == "N":
+        digits = raw.lstrip("-").replace(".", "").lstrip("0").rstrip("0") or "0"
+        return math.ceil(len(digits) / 2) + 1
+    if kind == "B":
+        return len(raw)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode()) for s in raw)
+    if kind == "NS":
+        return sum(_reference_size({"N": n}) for n in raw)
+    if kind == "BS":
+        return sum(len(b) for b in raw)
+    if kind == "L":
+        return 3 + sum(_reference_size(v) + 1 for v in raw)
+    return 3 + sum(len(k.encode()) + _reference_size(v) + 1 for k, v in raw.items())
+
+
+def _random_value(rng, depth: int = 0) -> dict:
+    texts = ["", "a", "claim#default-1", "é", "nöde-ü", "日本語", "x" * 300, "emoji 🚀"]
+    numbers = ["0", "-0.0100", "12345", "1736154900", "3.14159", "-7", "100000000000000000000"]
+    kinds = ["S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS"] + (["L", "M"] if depth < 3 else [])
+    kind = rng.choice(kinds)
+    if kind == "S":
+        return {"S": rng.choice(texts)}
+    if kind == "N":
+        return {"N": rng.choice(numbers)}
+    if kind == "B":
+        return {"B": bytes(rng.randrange(256) for _ in range(rng.randrange(20)))}
+    if kind in ("BOOL", "NULL"):
+        return {kind: True}
+    if kind == "SS":
+        return {"SS": rng.sample(texts, 3)}
+    if kind == "NS":
+        return {"NS": rng.sample(numbers, 3)}
+    if kind == "BS":
+        return {"BS": [b"\x00\x01", b"abc"]}
+    if kind == "L":
+        return {"L": [_random_value(rng, depth + 1) for _ in range(rng.randrange(5))]}
+    return {"M": {rng.choice(texts) + str(i): _random_value(rng, depth + 1) for i in range(rng.randrange(5))}}
+
+
+def test_item_sizes_agree_with_the_rules_written_out_for_every_type() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        item = {name: _random_value(rng) for name in rng.sample(["pk", "sk", "naïve", "instanceTypes", "n"], 3)}
+        expected = sum(len(name.encode()) + _reference_size(v) for name, v in item.items())
+        assert own_cost.item_size(item) == expected
+    with pytest.raises(ValueError, match="unknown DynamoDB type"):
+        own_cost.value_size({"X": "1"})
+
+
+def test_items_are_known_by_table_and_key_whatever_the_key_order() -> None:
+    from carpool.sim import usage
+
+    meter = usage.UsageMeter()
+    key = {"pk": {"S": "CLAIM#a"}, "sk": {"S": "CLAIM"}}
+    assert usage._ref("t", key) == usage._ref("t", {"sk": {"S": "CLAIM"}, "pk": {"S": "CLAIM#a"}})
+    assert usage._ref("t", key) != usage._ref("u", key)
+    assert usage._ref("t", key) != usage._ref("t", {"pk": {"S": "CLAIM#a"}, "sk": {"S": "USAGE"}})
+    usage._units("PutItem", {"TableName": "t", "Item": {**key, "v": {"S": "x" * 10}}}, {}, meter.sizes)
+    usage._units("PutItem", {"TableName": "t", "Item": {"pk": {"S": "POOL#p"}, "sk": {"S": "USAGE"}}}, {},
+                 meter.sizes)
+    usage._units("PutItem", {"TableName": "i", "Item": {"id": {"S": "IDEM#k"}}}, {}, meter.sizes)
+    assert meter.item_bytes() == {"CLAIM": 2 + 7 + 2 + 5 + 1 + 10, "IDEM": 2 + 6, "POOL": 2 + 6 + 2 + 5}
