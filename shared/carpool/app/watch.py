@@ -39,9 +39,8 @@ taint is published too: its claim may never have learned its instance, and the r
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -107,10 +106,10 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     summary = WatchSummary()
     claims = deps.ledger.active()
     index = _ClaimIndex(claims)
-    entries = list(_resync(deps, summary, now, claims, index))
+    found = list(_resync(deps, summary, now, claims, index))
     if watch_seconds > 0:
-        entries.extend(_follow(deps, summary, now, watch_seconds, index))
-    entries = _without_awaiting(_unique(entries), _awaiting_nodes(claims, now), summary)
+        found.extend(_follow(deps, summary, now, watch_seconds, index))
+    entries = _without_awaiting(_unique(found), _awaiting_nodes(claims, now), summary)
     _emit_gauges(deps, now)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     summary.published = len(entries)
@@ -120,28 +119,46 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     return summary
 
 
+#: An event the run found: (detail-type, object key), and how to build its PutEvents entry. Entries are
+#: built only for what is published: in a burst most pending pods await their nodes, and encoding each
+#: one's event every minute only to drop it would be most of the run's work.
+_Found = tuple[tuple[str, str], Callable[[], dict[str, Any]]]
+
+
 def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: list[Claim],
-            index: _ClaimIndex) -> Iterable[dict[str, Any]]:
+            index: _ClaimIndex) -> Iterable[_Found]:
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
     for pod in deps.cluster.pending_pods():
         if pod.is_provisionable():
             summary.pending_pods += 1
             summary.oldest_pending_seconds = max(summary.oldest_pending_seconds, _age(pod, now))
-            yield events.pod_unschedulable_entry(cluster, pod, now, bus)
+            yield _pod_found(cluster, pod, now, bus)
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
     by_node = {c.node_name: c for c in claims if c.node_name}
     for node in nodes.values():
         if needs_registrar(node, cluster, index.of(node)):
             summary.registered_nodes += 1
-            yield events.node_registered_entry(cluster, node, now, bus)
+            yield _registered_found(cluster, node, now, bus)
     for name, claim in by_node.items():
         if name not in nodes and claim.status == ClaimStatus.REGISTERED:
             summary.deleted_nodes += 1
-            yield events.node_deleted_entry(cluster, name, None, now, bus)
+            yield _deleted_found(cluster, name, None, now, bus)
+
+
+def _pod_found(cluster: str, pod: Pod, now: datetime, bus: str) -> _Found:
+    return (events.POD_UNSCHEDULABLE, pod.key), lambda: events.pod_unschedulable_entry(cluster, pod, now, bus)
+
+
+def _registered_found(cluster: str, node: Node, now: datetime, bus: str) -> _Found:
+    return (events.NODE_REGISTERED, node.name), lambda: events.node_registered_entry(cluster, node, now, bus)
+
+
+def _deleted_found(cluster: str, name: str, provider_id: str | None, now: datetime, bus: str) -> _Found:
+    return (events.NODE_DELETED, name), lambda: events.node_deleted_entry(cluster, name, provider_id, now, bus)
 
 
 def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float,
-            index: _ClaimIndex) -> Iterable[dict[str, Any]]:
+            index: _ClaimIndex) -> Iterable[_Found]:
     """Watch from the resync's list versions. A version too old to resume from ends the watch quietly:
     the next run's resync covers the gap (level-triggered)."""
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
@@ -153,33 +170,32 @@ def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: f
 
 
 def _changes(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float, bus: str,
-             cluster: str, index: _ClaimIndex) -> Iterable[dict[str, Any]]:
+             cluster: str, index: _ClaimIndex) -> Iterable[_Found]:
     for change in deps.cluster.watch(dict(summary.resource_versions), seconds):
         summary.watch_events += 1
         if change.resource_version:
             summary.resource_versions[change.kind] = change.resource_version
         obj = change.obj
         if isinstance(obj, Pod) and change.type != "DELETED" and obj.is_provisionable():
-            yield events.pod_unschedulable_entry(cluster, obj, now, bus)
+            yield _pod_found(cluster, obj, now, bus)
         elif isinstance(obj, Node):
             claim = index.of(obj)
             if change.type == "DELETED":
                 if owned(obj, cluster) or claim is not None:
-                    yield events.node_deleted_entry(cluster, obj.name, obj.provider_id, now, bus)
+                    yield _deleted_found(cluster, obj.name, obj.provider_id, now, bus)
             elif needs_registrar(obj, cluster, claim):
-                yield events.node_registered_entry(cluster, obj, now, bus)
+                yield _registered_found(cluster, obj, now, bus)
 
 
-def _unique(entries: list[dict[str, Any]]) -> list[tuple[tuple[str, str], dict[str, Any]]]:
-    """One event per object and detail-type per run: the watch replays what the resync already published.
-    Each entry comes with its (detail-type, object key) mark."""
+def _unique(found: list[_Found]) -> list[_Found]:
+    """One event per object and detail-type per run: the watch replays what the resync already found
+    (the first finding of an object is kept)."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for entry in entries:
-        mark = (entry["DetailType"], _object_key(json.loads(entry["Detail"])))
+    for mark, build in found:
         if mark not in seen:
             seen.add(mark)
-            out.append((mark, entry))
+            out.append((mark, build))
     return out
 
 
@@ -194,24 +210,16 @@ def _awaiting_nodes(claims: list[Claim], now: datetime) -> set[str]:
     return held
 
 
-def _without_awaiting(marked: list[tuple[tuple[str, str], dict[str, Any]]], awaiting: set[str],
-                      summary: WatchSummary) -> list[dict[str, Any]]:
-    """Drops the Pod Unschedulable events of pods awaiting their node; counts them."""
+def _without_awaiting(marked: list[_Found], awaiting: set[str], summary: WatchSummary) -> list[dict[str, Any]]:
+    """The entries to publish: every finding but the Pod Unschedulable events of pods awaiting their
+    node, which are counted."""
     out = []
-    for (kind, key), entry in marked:
+    for (kind, key), build in marked:
         if kind == events.POD_UNSCHEDULABLE and key in awaiting:
             summary.awaiting_nodes += 1
         else:
-            out.append(entry)
+            out.append(build())
     return out
-
-
-def _object_key(detail: dict[str, Any]) -> str:
-    for kind in ("pod", "node"):
-        meta = (detail.get(kind) or {}).get("metadata") or {}
-        if meta.get("name"):
-            return f"{meta.get('namespace', '')}/{meta['name']}"
-    return str(detail.get("nodeName", ""))
 
 
 def _age(pod: Pod, now: datetime) -> float:
