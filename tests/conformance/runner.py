@@ -757,8 +757,13 @@ def case_id(path: Path) -> str:
     return str(path.relative_to(CASES).with_suffix(""))
 
 
+#: libyaml's loader where PyYAML has it: each pytest worker loads all ~300 cases while collecting, and the
+#: pure-Python scanner made that seconds of every `make test`. Same safe constructors, same documents.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_case(path: Path) -> dict[str, Any]:
-    case = yaml.safe_load(path.read_text())
+    case = yaml.load(path.read_text(), Loader=_LOADER)  # noqa: S506  (a safe loader)
     for key in ("source", "test", "expect"):
         if not case.get(key):
             raise CaseError(f"{path}: missing {key!r}")
