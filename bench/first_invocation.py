@@ -11,8 +11,11 @@ simulated cluster stands in for the EKS API server; its set-up is not timed).
 The live catalog is in the state table as in a running deployment: before the samples, the disruption
 function's refresh (`carpool.app.catalog_refresh`, the production code) builds it from local EC2 once,
 untimed. The cold start's catalog share is reported on its own: `StoredCatalogSource.get` on the
-invocation's thread, i.e. decoding it (its one read is made beside the invocation's other reads, on a
-worker thread, `read_ahead`, and counts in the rest of the first invocation).
+invocation's thread, i.e. what the invocation waited for the catalog there. The provisioner reads and
+decodes it on a thread of its own from the start of its batch (`sources.catalog_read_ahead`), so that
+share is what was left when `get` was called, and the rest counts in the rest of the first invocation;
+the decoding's own duration, wherever it ran, is reported beside (`catalogDecodeMs`, not a stage: it
+overlaps the others).
 """
 
 from __future__ import annotations
@@ -55,13 +58,27 @@ def child() -> dict[str, float]:
             catalog += time.perf_counter() - begin
 
     sources.StoredCatalogSource.get = timed_fetch  # type: ignore[method-assign]
+    from carpool.catalog import encoding
+
+    decode = encoding.decode
+    decoding = 0.0
+
+    def timed_decode(data: bytes) -> Any:  # on whichever thread decodes it
+        nonlocal decoding
+        begin = time.perf_counter()
+        try:
+            return decode(data)
+        finally:
+            decoding += time.perf_counter() - begin
+
+    encoding.decode = timed_decode
     os.environ["_X_AMZN_TRACE_ID"] = _trace_header()
     start = time.perf_counter()
     wiring.use(build())
     response = module.handler(event, _Context())
     first = time.perf_counter() - start
     return {"initMs": init * 1000, "firstInvocationMs": first * 1000, "catalogMs": catalog * 1000,
-            "failedRecords": float(len(response["batchItemFailures"]))}
+            "catalogDecodeMs": decoding * 1000, "failedRecords": float(len(response["batchItemFailures"]))}
 
 
 def _prepare() -> tuple[dict[str, Any], Any]:
@@ -111,7 +128,7 @@ class _Context:
 
 def measure(samples: int = 3) -> list[dict[str, float]]:
     """Fresh-interpreter samples against one local AWS (emptied of claims between samples)."""
-    from bench.lambda_package import lambda_environment
+    from bench.lambda_package import compile_shipped_code, lambda_environment
     from bench.provisioner_stages import AL2023_X86, CONFIG
     from carpool.sim import motofast
     from carpool.sim.localaws import LocalAws
@@ -126,6 +143,7 @@ def measure(samples: int = 3) -> list[dict[str, float]]:
         local = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "CARPOOL_"))}
         env = {**lambda_environment("provisioner"), **local}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "shared"), str(ROOT)])
+        compile_shipped_code()
         for _ in range(samples):
             aws.clear_state()
             refresh_catalog()  # the state a running deployment has (clear_state emptied the table)
@@ -166,8 +184,9 @@ def rows(samples: int = 3) -> list[dict[str, Any]]:
     catalog = statistics.median(s["catalogMs"] for s in found)
     stages = {"init": round(init, 1), "stored catalog": round(catalog, 1),
               "rest of first invocation": round(first - catalog, 1)}
+    decoding = statistics.median(s["catalogDecodeMs"] for s in found)
     return [{"benchmark": "provisioner init + first invocation", "milliseconds": round(init + first, 1),
-             "targetMilliseconds": TARGET_MS, "stages": stages,
+             "targetMilliseconds": TARGET_MS, "stages": stages, "catalogDecodeMs": round(decoding, 1),
              "failedRecords": max(s["failedRecords"] for s in found)}]
 
 
@@ -176,7 +195,9 @@ def print_rows(items: list[dict[str, Any]]) -> None:
         total = r["milliseconds"]
         ok = "ok" if total <= r["targetMilliseconds"] else "MISSED"
         shares = ", ".join(f"{k} {v:.0f} ms ({100 * v / total:.0f}%)" for k, v in r["stages"].items())
-        print(f"{r['benchmark']:34} {total:>8.0f} ms  target <= {r['targetMilliseconds']:.0f} ms {ok}  ({shares})")
+        beside = f"; catalog decoded in {r['catalogDecodeMs']:.0f} ms" if "catalogDecodeMs" in r else ""
+        print(f"{r['benchmark']:34} {total:>8.0f} ms  target <= {r['targetMilliseconds']:.0f} ms {ok}  "
+              f"({shares}{beside})")
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ digest records which case it is, so the two never share a cache entry or an asse
 commit agrees); the CDK app uses it as the layer's asset hash, so any edit to the library makes a new
 layer version and nothing else does. :func:`build_layer` turns the inputs into a folder that is
 byte-identical on every build (deterministic bytecode, no absolute paths in ``RECORD``, fixed modes
-and mtimes) and keeps it as ``build/layer-<digest>``, so repeated synths copy instead of rebuilding. Wheels are
-verified against the lock and cached in ``~/.cache/carpool/wheels``, so only the first build on a
-machine downloads.
+and mtimes) and keeps it as ``build/layer-<digest>``, so repeated synths copy instead of rebuilding; its
+size and the subpackages it leaves out are kept beside it (``layer-<digest>.json``) instead of being
+found again by every synth. Wheels are verified against the lock and cached in
+``~/.cache/carpool/wheels``, so only the first build on a machine downloads.
 
 ``python -m infra.layer`` builds and prints the unzipped size; ``layer_size_bytes()`` is the number
 ``bench/`` reports (target: at most 35 MB, CPython 3.12 bytecode included). No CDK import here, so that stays fast.
@@ -49,6 +50,7 @@ import contextlib
 import email.parser
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -213,7 +215,8 @@ def read_lock(lock_file: Path = LOCK_FILE) -> list[LockedRequirement]:
 
 def excluded_subpackages(package_source: Path = PACKAGE_SOURCE) -> tuple[str, ...]:
     """The local-only subpackages that no runtime module imports, hence left out of the layer."""
-    return tuple(name for name in LOCAL_ONLY_SUBPACKAGES if not _imported_by_runtime_code(name, package_source))
+    imported = _local_only_imported_by_runtime_code(package_source)
+    return tuple(name for name in LOCAL_ONLY_SUBPACKAGES if name not in imported)
 
 
 def layer_digest(
@@ -271,30 +274,86 @@ def build_layer(
     target = cache_dir / f"layer-{digest}"
     built = False
     with _locked(cache_dir / f".layer-{digest}.lock"):
-        if not target.is_dir():
-            log(f"layer: building {target.name[:22]}... (CPython {PYTHON_VERSION}, arm64)")
-            if python is None:
-                _warn_no_bytecode()
-            staging = Path(tempfile.mkdtemp(prefix=f".layer-{digest[:12]}-", dir=cache_dir))
-            try:
-                _build_into(staging, package_source, lock_file, wheel_cache or default_wheel_cache(), python)
-                staging.rename(target)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-            built = True
+        facts = _read_facts(target)
+        if facts is None:
+            if target.is_dir():  # cached by a builder that kept no facts: they follow from the folder
+                facts = _LayerFacts(layer_size_bytes(target), excluded_subpackages(package_source))
+            else:
+                facts = _build(target, digest, package_source, lock_file, wheel_cache, python, log)
+                built = True
+            _write_facts(target, facts)
         os.utime(target)  # "last used", for pruning; the folder's own mtime is not part of the layer
-    _prune(cache_dir, keep=target)
+    if built:  # the cache only grows when a layer is built
+        _prune(cache_dir, keep=target)
     if output_dir is not None:
         shutil.copytree(target, output_dir, dirs_exist_ok=True)
     return LayerBuild(
         path=target,
         digest=digest,
-        size_bytes=layer_size_bytes(target),
+        size_bytes=facts.size_bytes,
         built=built,
         distributions=tuple(r.pin for r in read_lock(lock_file)),
-        excluded_subpackages=excluded_subpackages(package_source),
+        excluded_subpackages=facts.excluded_subpackages,
         bytecode=python,
     )
+
+
+@dataclass(frozen=True)
+class _LayerFacts:
+    """What a built layer's digest fixes but costs seconds to find again: kept beside the cached folder.
+
+    The import scan reads the whole library and the size walks ~2000 files; both are functions of the
+    inputs the digest covers (the library and this builder) or of the immutable folder itself.
+    """
+
+    size_bytes: int
+    excluded_subpackages: tuple[str, ...]
+
+
+def _build(
+    target: Path,
+    digest: str,
+    package_source: Path,
+    lock_file: Path,
+    wheel_cache: Path | None,
+    python: LayerPython | None,
+    log: Callable[[str], None],
+) -> _LayerFacts:
+    """Build into a staging folder and rename it to ``target``: a reader never sees half a layer."""
+    log(f"layer: building {target.name[:22]}... (CPython {PYTHON_VERSION}, arm64)")
+    if python is None:
+        _warn_no_bytecode()
+    staging = Path(tempfile.mkdtemp(prefix=f".layer-{digest[:12]}-", dir=target.parent))
+    try:
+        excluded = _build_into(staging, package_source, lock_file, wheel_cache or default_wheel_cache(), python)
+        facts = _LayerFacts(layer_size_bytes(staging), excluded)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return facts
+
+
+def _facts_file(target: Path) -> Path:
+    # Beside the folder, not in it: the folder is the asset, byte for byte.
+    return target.with_name(target.name + ".json")
+
+
+def _read_facts(target: Path) -> _LayerFacts | None:
+    """The facts kept for ``target``, or ``None`` when the folder or its facts are missing or unreadable."""
+    if not target.is_dir():
+        return None
+    try:
+        raw = json.loads(_facts_file(target).read_text())
+        return _LayerFacts(int(raw["size_bytes"]), tuple(str(name) for name in raw["excluded_subpackages"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_facts(target: Path, facts: _LayerFacts) -> None:
+    content = {"size_bytes": facts.size_bytes, "excluded_subpackages": list(facts.excluded_subpackages)}
+    staging = target.with_name(f".{target.name}.json.tmp")
+    staging.write_text(json.dumps(content))
+    staging.replace(_facts_file(target))
 
 
 def default_wheel_cache() -> Path:
@@ -310,7 +369,8 @@ def default_wheel_cache() -> Path:
 
 def _build_into(
     staging: Path, package_source: Path, lock_file: Path, wheel_cache: Path, python: LayerPython | None
-) -> None:
+) -> tuple[str, ...]:
+    """Install, copy the library, compile; return the local-only subpackages left out."""
     site = staging / "python"  # Lambda mounts a layer at /opt; /opt/python is on sys.path
     locked = read_lock(lock_file)
     fetch_wheels(locked, lock_file, wheel_cache)
@@ -334,6 +394,7 @@ def _build_into(
     if python is not None:
         compile_bytecode(site, python)
     _normalise_metadata(staging)
+    return excluded
 
 
 def fetch_wheels(locked: Iterable[LockedRequirement], lock_file: Path, wheel_cache: Path) -> None:
@@ -403,6 +464,7 @@ def _prune(cache_dir: Path, keep: Path) -> None:
     )
     for old in layers[KEEP_CACHED_LAYERS:]:
         shutil.rmtree(old, ignore_errors=True)
+        _facts_file(old).unlink(missing_ok=True)
 
 
 # --- bytecode -------------------------------------------------------------------------------------
@@ -591,26 +653,37 @@ def _library_files(root: Path) -> Iterator[Path]:
         yield file
 
 
-def _imported_by_runtime_code(subpackage: str, package_source: Path = PACKAGE_SOURCE) -> bool:
-    """True when a module outside the local-only subpackages imports ``carpool.<subpackage>``.
+#: Any import of ``carpool.cli``/``carpool.sim`` (absolute, relative, ``from carpool import sim``) spells
+#: the subpackage as a whole identifier, so a module without one of these words cannot import it.
+_LOCAL_ONLY_WORD = re.compile(r"\b(?:" + "|".join(map(re.escape, LOCAL_ONLY_SUBPACKAGES)) + r")\b")
 
-    Imports under ``if TYPE_CHECKING:`` do not count: they never run.
+
+def _local_only_imported_by_runtime_code(package_source: Path = PACKAGE_SOURCE) -> set[str]:
+    """The local-only subpackages that some module outside them imports (``__main__`` never ships).
+
+    Imports under ``if TYPE_CHECKING:`` do not count: they never run. One pass over the library; only
+    modules naming a local-only subpackage at all are parsed (parsing all of them took seconds).
     """
-    wanted = f"carpool.{subpackage}"
+    imported: set[str] = set()
     for file in _library_files(package_source):
         relative = file.relative_to(package_source)
         if file.suffix != ".py" or relative.parts[0] in LOCAL_ONLY_SUBPACKAGES or relative.name == "__main__.py":
             continue
+        text = file.read_text()
+        if not _LOCAL_ONLY_WORD.search(text):
+            continue
         parts = ["carpool", *relative.with_suffix("").parts]
         package = parts[:-1]  # for `x/__init__.py` and `x/y.py` alike, relative imports start at x
         try:
-            tree = ast.parse(file.read_text(), filename=str(file))
+            tree = ast.parse(text, filename=str(file))
         except SyntaxError:
             continue  # someone is mid-edit; the digest still covers the file
         for module in _runtime_imports(tree, package):
-            if module == wanted or module.startswith(wanted + "."):
-                return True
-    return False
+            for name in LOCAL_ONLY_SUBPACKAGES:
+                wanted = f"carpool.{name}"
+                if module == wanted or module.startswith(wanted + "."):
+                    imported.add(name)
+    return imported
 
 
 def _runtime_imports(tree: ast.AST, package: list[str]) -> Iterator[str]:

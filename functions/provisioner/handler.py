@@ -1,5 +1,15 @@
 """Provisioner Lambda: SQS batches of `Pod Unschedulable` events -> schedule -> CreateFleet -> claims."""
 
+# ruff: noqa: E402  (the collector is paused before the imports below, see `_collecting`)
+import gc
+
+# The import below allocates a hundred-odd thousand objects (modules, classes, validators) that live as
+# long as the process and almost no garbage: the cyclic collector, which would walk them a hundred times
+# over while they load, is paused until they have, and then they are frozen out of its reach
+# (`gc.freeze`), so no later collection walks them again either.
+_collecting = gc.isenabled()
+gc.disable()
+
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
@@ -7,13 +17,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from carpool import observability
 from carpool.adapters.aws.wiring import build_from_env
-from carpool.app import batch, parsing, provision, wiring
+from carpool.app import batch, parsing, provision, sources, wiring
 from carpool.app.deadline import Deadline
 
 logger = Logger(service="carpool-provisioner")
 tracer = Tracer(service="carpool-provisioner", auto_patch=False)
 observability.trace_calls(tracer)
 wiring.provide(build_from_env)
+gc.freeze()
+if _collecting:
+    gc.enable()
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -21,5 +34,9 @@ wiring.provide(build_from_env)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.get()
     deadline = Deadline.from_lambda_context(context)  # claims not started by then are retried, not timed out
-    outcome = batch.process(event, parsing.pod_unschedulable, lambda parsed: provision.run(parsed, deps, deadline))
-    return outcome.response()
+
+    def provision_batch(parsed: dict[str, Any]) -> Any:
+        with sources.catalog_read_ahead(deps.catalog):  # a cold start decodes it while waiting on its reads
+            return provision.run(parsed, deps, deadline)
+
+    return batch.process(event, parsing.pod_unschedulable, provision_batch).response()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -484,6 +484,17 @@ class Requirements(Mapping[str, Requirement]):
         self._reqs[r.key] = existing.intersection(r) if existing is not None else r
 
     # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def of_distinct(cls, reqs: Sequence[Requirement]) -> Requirements:
+        """`Requirements(reqs)`, made in one step when no two of `reqs` share a key (an instance type's:
+        one per label, zone and capacity type), as a catalog's decoding makes one per type."""
+        by_key = {r.key: r for r in reqs}
+        if len(by_key) != len(reqs):  # a key given twice: intersected, as `__init__` does
+            return cls(reqs)
+        out = cls()
+        out._reqs = by_key
+        return out
+
     @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> Requirements:
         return cls(Requirement(k, False, (v,)) for k, v in labels.items())

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 
+from carpool import environment
+from carpool.adapters.aws import session
 from carpool.adapters.aws.catalog import Ec2Catalog, fetch_catalog_inputs
 from carpool.api.loader import load
 from carpool.app.planning import assemble, plan
@@ -66,8 +68,10 @@ def test_allocatable_parity(scenario_result):
 def _planned_claim(sc: Scenario, pool: str):
     """`carpool plan`'s scheduling of the scenario's pods against a catalog read from local EC2 (its spot
     prices included) for the cluster's zones, as the provisioner reads it."""
-    with LocalAws(cluster=sc.cluster.name, region=sc.cluster.region) as aws:
-        inputs = fetch_catalog_inputs(datetime.now(UTC), Ec2Catalog(client=aws.client("ec2"), region=sc.cluster.region))
+    with LocalAws(cluster=sc.cluster.name, region=sc.cluster.region) as aws, environment.using(aws.env):
+        # carpool's own EC2 client, as the provisioner's (its service model and timestamp parser)
+        ec2 = session.client("ec2", region=sc.cluster.region)
+        inputs = fetch_catalog_inputs(datetime.now(UTC), Ec2Catalog(client=ec2, region=sc.cluster.region))
     zones = set(sc.cluster.zones)
     inputs["type_offerings"] = [o for o in inputs["type_offerings"] if o["Location"] in zones]
     catalog = builder.from_ec2(**inputs)

@@ -14,6 +14,8 @@ REGION = "eu-west-1"
 VPC_ID = "vpc-0123456789abcdef0"
 CLUSTER_SG = "sg-0123456789abcdef0"
 NODE_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/KarpenterNodeRole-prod"
+#: CDK context that stages no asset (`cdk ls` passes it): the layer keeps its custom hash, nothing is built.
+SKIP_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
 #: What `cdk` would have cached in cdk.context.json after looking the VPC up.
 VPC_LOOKUP = {
     f"vpc-provider:account={ACCOUNT}:filter.vpc-id={VPC_ID}:region={REGION}:returnAsymmetricSubnets=true": {

@@ -5,45 +5,81 @@ from __future__ import annotations
 import json
 import tarfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Annotations, Match, Template
-from cdk_support import Synth
+from aws_cdk.cx_api import CloudAssembly
+from cdk_support import SKIP_BUNDLING, Synth
 from infra.layer import LayerBuild, layer_digest
 from infra.settings import SettingsError
+from infra.stack import CarpoolStack
 from packaging.version import Version
 
 from infra import app as app_module
 
 
-def test_build_app_makes_one_stack_named_after_the_cluster(
-    layer: LayerBuild, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CLUSTER_NAME", "from-env")  # -c wins
-    app, stack = app_module.build_app({"clusterName": "demo"}, outdir=str(tmp_path), nag=False)
-    assert stack.stack_name == "carpool-demo"
-    assembly = app.synth()
-    assert [s.stack_name for s in assembly.stacks] == ["carpool-demo"]
-    template = Template.from_stack(stack)
-    template.resource_count_is("AWS::Lambda::Function", 5)
-    assert "ClusterNameRequired" not in template.to_json().get("Rules", {})
+@dataclass(frozen=True)
+class BundledSynth:
+    """``cdk synth -c clusterName=demo`` as the app runs it, layer bundling included."""
+
+    stack: CarpoolStack
+    assembly: CloudAssembly
+    template: dict[str, Any]
+    #: The library's digest before and after the synth (other work may edit the library meanwhile).
+    digests: tuple[str, str]
 
 
-def test_synth_builds_the_layer_from_the_library(layer: LayerBuild, tmp_path: Path) -> None:
-    """No separate build step: the synthesized asset folder is the layer of the current library."""
-    digest = layer_digest()
-    app, stack = app_module.build_app({"clusterName": "demo"}, outdir=str(tmp_path), nag=False)
-    assembly = app.synth()
-    layers = Template.from_stack(stack).find_resources("AWS::Lambda::LayerVersion")
-    (resource,) = layers.values()
-    asset = Path(assembly.directory) / ("asset." + resource["Properties"]["Content"]["S3Key"].removesuffix(".zip"))
-    if digest != layer_digest():  # pragma: no cover - the library was edited during the synth
+@pytest.fixture(scope="module")
+def bundled(layer: LayerBuild, tmp_path_factory: pytest.TempPathFactory) -> BundledSynth:
+    """One bundling synth (seconds: the layer is copied into the assembly) for every test of it."""
+    before = layer_digest()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("CLUSTER_NAME", "from-env")  # -c wins
+        outdir = tmp_path_factory.mktemp("cdk.out")
+        app, stack = app_module.build_app({"clusterName": "demo"}, outdir=str(outdir), nag=False)
+        assembly = app.synth()
+    return BundledSynth(stack, assembly, Template.from_stack(stack).to_json(), (before, layer_digest()))
+
+
+def _unchanged_library(bundled: BundledSynth) -> str:
+    digest, after = bundled.digests
+    if digest != after or layer_digest() != digest:  # pragma: no cover - the library was edited meanwhile
         pytest.skip("the library changed during the synth")
+    return digest
+
+
+def test_build_app_makes_one_stack_named_after_the_cluster(bundled: BundledSynth) -> None:
+    assert bundled.stack.stack_name == "carpool-demo"
+    assert [s.stack_name for s in bundled.assembly.stacks] == ["carpool-demo"]
+    assert len(Template.from_json(bundled.template).find_resources("AWS::Lambda::Function")) == 5
+    assert "ClusterNameRequired" not in bundled.template.get("Rules", {})
+
+
+def test_synth_builds_the_layer_from_the_library(bundled: BundledSynth) -> None:
+    """No separate build step: the synthesized asset folder is the layer of the current library."""
+    (resource,) = Template.from_json(bundled.template).find_resources("AWS::Lambda::LayerVersion").values()
+    key = resource["Properties"]["Content"]["S3Key"]
+    asset = Path(bundled.assembly.directory) / ("asset." + key.removesuffix(".zip"))
+    digest = _unchanged_library(bundled)
     built = app_module.REPO_ROOT / "build" / f"layer-{digest}"
     assert (asset / "python" / "carpool" / "__init__.py").read_bytes() == (built / "python" / "carpool" / "__init__.py").read_bytes()
     assert sorted(p.relative_to(asset) for p in asset.rglob("*")) == sorted(p.relative_to(built) for p in built.rglob("*"))
+
+
+def test_a_synth_without_bundling_writes_the_same_template(bundled: BundledSynth, tmp_path: Path) -> None:
+    """Why the other CDK tests may skip bundling: the layer's asset hash is its input digest, not a
+    fingerprint of the staged folder, so the template does not depend on whether the layer was staged."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("CLUSTER_NAME", "from-env")
+        app, stack = app_module.build_app({"clusterName": "demo", **SKIP_BUNDLING}, outdir=str(tmp_path), nag=False)
+        skipped = Template.from_stack(stack).to_json()
+    _unchanged_library(bundled)
+    (resource,) = Template.from_json(skipped).find_resources("AWS::Lambda::LayerVersion").values()
+    assert not (tmp_path / ("asset." + resource["Properties"]["Content"]["S3Key"].removesuffix(".zip"))).exists()
+    assert skipped == bundled.template  # the layer's S3 key included
 
 
 def test_cluster_name_defaults_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

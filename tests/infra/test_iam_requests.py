@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aws_cdk import Environment
 from cdk_support import Synth, statements
 from iam_eval import as_list, evaluate, granted_actions
@@ -32,6 +33,10 @@ from carpool.sim.requests import AwsCall, Check, Recording, authorizations, tag_
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = (REPO / "tests/infra/scenarios/iam-requests.yaml", REPO / "examples/005-spot-interruption.yaml")
+#: The cluster every scenario is recorded for (the first one's): the policies are bound to the cluster's
+#: name, so recordings of one cluster are all checked against one synthesized stack.
+CLUSTER = "iam"
+DISCOVERY = "karpenter.sh/discovery"
 #: A scenario takes one to three minutes alone; far longer on a machine busy with other suites.
 RUN_TIMEOUT_SECONDS = 2400
 #: Granted to every role but used by the Lambda service on the function's behalf, not by carpool's code.
@@ -63,6 +68,28 @@ RELEASERS = ("provisioner", "registrar", "interruption", "disruption")
 
 
 # -- recordings --------------------------------------------------------------------------------------------
+def _renamed(doc: Any, old: str) -> Any:
+    """`doc` with every discovery tag selecting `old` selecting `CLUSTER` instead."""
+    if isinstance(doc, dict):
+        return {k: (CLUSTER if k == DISCOVERY and v == old else _renamed(v, old)) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_renamed(v, old) for v in doc]
+    return doc
+
+
+def _for_cluster(path: Path, out_dir: Path) -> Path:
+    """The scenario at `path`, played for the cluster `CLUSTER` (written to `out_dir` when renamed)."""
+    doc = yaml.safe_load(path.read_text())
+    old = doc["cluster"]["name"]
+    if old == CLUSTER:
+        return path
+    doc = _renamed(doc, old)
+    doc["cluster"]["name"] = CLUSTER
+    renamed = out_dir / path.name
+    renamed.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return renamed
+
+
 def _run_scenarios(out_dir: Path) -> list[Recording]:
     """Every scenario in its own process at once: a simulation is CPU-bound Python, so processes (not
     threads, which share one interpreter lock) let the two use both cores."""
@@ -70,9 +97,10 @@ def _run_scenarios(out_dir: Path) -> list[Recording]:
     runs = []
     for path in SCENARIOS:
         out, log = out_dir / f"{path.stem}.json", out_dir / f"{path.stem}.log"
+        scenario = _for_cluster(path, out_dir)
         with log.open("w") as sink:
             runs.append((path, out, log, subprocess.Popen(
-                [sys.executable, "-m", "carpool.sim.record", str(path), "--out", str(out),
+                [sys.executable, "-m", "carpool.sim.record", str(scenario), "--out", str(out),
                  "--result", str(out.with_suffix(".result.json"))],
                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)))  # fmt: skip
     try:

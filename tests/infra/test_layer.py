@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -170,25 +171,58 @@ def test_two_checkouts_in_different_directories_agree(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_builds_from_the_same_inputs_are_byte_identical(library: Path, tmp_path: Path) -> None:
-    """Also: the build ships the library it is given (not the one next to infra/), and is cached."""
-    labels = library / "labels.py"
-    labels.write_text(labels.read_text() + "\nMARKER = 'edited'\n")
-    trees = []
-    for name in ("first", "second"):
-        build = build_layer(cache_dir=tmp_path / name, package_source=library, log=lambda _m: None)
-        assert build.built and build.path == tmp_path / name / f"layer-{build.digest}"
-        assert build.digest == layer_digest(library, LOCK_FILE)
-        trees.append(snapshot(build.path))
-    assert trees[0] == trees[1]
-    assert any(path.startswith("python/pydantic_core/") for path in trees[0])
-    assert b"MARKER = 'edited'" in trees[0]["python/carpool/labels.py"][0]
+def test_two_builds_from_the_same_inputs_are_byte_identical(
+    layer: LayerBuild, layer_source: Path, tmp_path: Path
+) -> None:
+    """A fresh build from the inputs of the session's layer equals it byte for byte, and is then cached.
+
+    The session's layer is the other build: made by this session or an earlier one (another process,
+    maybe another checkout), which makes the comparison stricter, not looser. What ships of the library
+    given, rather than the one next to infra/, is checked by the build without bytecode below.
+    """
+    fresh = build_layer(cache_dir=tmp_path / "fresh", package_source=layer_source, log=lambda _m: None)
+    assert fresh.built and fresh.path == tmp_path / "fresh" / f"layer-{fresh.digest}"
+    assert fresh.digest == layer.digest == layer_digest(layer_source, LOCK_FILE)
+    tree = snapshot(fresh.path)
+    assert any(path.startswith("python/pydantic_core/") for path in tree)
+    assert tree == snapshot(layer.path)
+    assert (fresh.size_bytes, fresh.excluded_subpackages) == (layer.size_bytes, layer.excluded_subpackages)
     # a synth of the same inputs copies the cached layer into CDK's asset folder instead of rebuilding
     asset = tmp_path / "cdk.out" / "asset.x-building"
     asset.mkdir(parents=True)
-    again = build_layer(asset, cache_dir=tmp_path / "first", package_source=library, log=lambda _m: None)
+    again = build_layer(asset, cache_dir=tmp_path / "fresh", package_source=layer_source, log=lambda _m: None)
     assert again.built is False
-    assert snapshot(asset) == trees[0]
+    assert snapshot(asset) == tree
+    assert (again.size_bytes, again.excluded_subpackages) == (fresh.size_bytes, fresh.excluded_subpackages)
+
+
+def test_a_cached_layer_without_its_facts_gets_them_back(
+    layer: LayerBuild, layer_source: Path, tmp_path: Path
+) -> None:
+    """Size and left-out subpackages are kept beside a cached layer; lost or unreadable, they are found again."""
+    cache = tmp_path / "cache"
+    cached = cache / layer.path.name
+    shutil.copytree(layer.path, cached, symlinks=True, copy_function=os.link)  # read only here
+    facts = cached.with_name(cached.name + ".json")
+    older = [cache / f"layer-old{age}" for age in range(layer_module.KEEP_CACHED_LAYERS + 2)]
+    for age, folder in enumerate(older):
+        folder.mkdir()
+        os.utime(folder, (1_000_000 + age, 1_000_000 + age))
+    size = layer_size_bytes(cached)
+    for damaged in (None, "{not json", '{"size_bytes": 1}'):
+        if damaged is None:
+            facts.unlink(missing_ok=True)
+        else:
+            facts.write_text(damaged)
+        found = build_layer(cache_dir=cache, package_source=layer_source, log=lambda _m: None)
+        assert not found.built and found.path == cached
+        assert found.size_bytes == size == layer.size_bytes
+        assert found.excluded_subpackages == layer.excluded_subpackages
+        assert found.excluded_subpackages == layer_module.excluded_subpackages(layer_source)
+        assert json.loads(facts.read_text()) == {
+            "size_bytes": layer.size_bytes, "excluded_subpackages": list(layer.excluded_subpackages)
+        }
+    assert all(folder.is_dir() for folder in older)  # only a build makes the cache grow, so only a build prunes it
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -221,9 +255,11 @@ def test_the_built_layer_has_no_machine_specific_content(layer: LayerBuild) -> N
 def test_cache_keeps_only_the_most_recent_layers(tmp_path: Path) -> None:
     for age, name in enumerate(("layer-a", "layer-b", "layer-c", "layer-d", "layer-e")):
         (tmp_path / name).mkdir()
+        (tmp_path / f"{name}.json").write_text("{}")
         os.utime(tmp_path / name, (1_000_000 + age, 1_000_000 + age))
     layer_module._prune(tmp_path, keep=tmp_path / "layer-a")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["layer-a", "layer-c", "layer-d", "layer-e"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["layer-a", "layer-c", "layer-d", "layer-e"]
+    assert sorted(p.stem for p in tmp_path.glob("*.json")) == ["layer-a", "layer-c", "layer-d", "layer-e"]
 
 
 # --- what the layer contains ----------------------------------------------------------------------
@@ -251,9 +287,9 @@ def test_native_extensions_are_built_for_arm64_cpython_312(layer: LayerBuild) ->
         assert int.from_bytes(header[18:20], "little") == AARCH64, extension
 
 
-def test_carpool_package_is_copied_without_local_only_parts(layer: LayerBuild) -> None:
+def test_carpool_package_is_copied_without_local_only_parts(layer: LayerBuild, layer_source: Path) -> None:
     copy = layer.path / "python" / "carpool"
-    source = PACKAGE_SOURCE
+    source = layer_source  # what the layer was built from (the checkout may have been edited since)
     assert (copy / "__init__.py").read_bytes() == (source / "__init__.py").read_bytes()
     assert (copy / "catalog" / "data").is_dir()
     assert sorted(p.name for p in (copy / "catalog" / "data").iterdir()) == sorted(
@@ -325,6 +361,25 @@ def test_a_runtime_import_of_a_local_only_package_keeps_it(tmp_path: Path) -> No
     (package / "sim" / "__init__.py").write_text("")
     (package / "app.py").write_text("from .sim import runner\n")
     assert layer_module.excluded_subpackages(package) == ("cli",)
+
+
+def test_every_spelling_of_an_import_is_found_and_a_mere_mention_is_not(tmp_path: Path) -> None:
+    """Only modules naming ``cli``/``sim`` as a word are parsed: each way to import one still names it."""
+    for code, kept in [
+        ("from carpool import sim\n", "sim"),
+        ("import carpool.cli.main\n", "cli"),
+        ("from . import cli as c\n", "cli"),
+        ("from .sim.runner import SimRunner\n", "sim"),
+        ('"""a simulation, via the cli-like simulator"""\nsimulate = cli_name = 1\n', None),
+    ]:
+        package = tmp_path / str(len(list(tmp_path.iterdir()))) / "carpool"
+        for name in ("cli", "sim"):
+            (package / name).mkdir(parents=True)
+            (package / name / "__init__.py").write_text("")
+        (package / "__init__.py").write_text("")
+        (package / "app.py").write_text(code)
+        expected = tuple(name for name in ("cli", "sim") if name != kept)
+        assert layer_module.excluded_subpackages(package) == expected, code
 
 
 def test_every_import_of_shipped_code_is_in_the_layer_or_the_runtime(layer: LayerBuild) -> None:
@@ -463,9 +518,13 @@ def test_a_configured_cpython_312_is_used(python312: str, monkeypatch: pytest.Mo
 def test_without_a_312_interpreter_the_layer_is_built_without_bytecode_and_says_so(
     library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Also: the build ships the library it is given, not the one next to infra/."""
+    labels = library / "labels.py"
+    labels.write_text(labels.read_text() + "\nMARKER = 'edited'\n")
     monkeypatch.setattr(layer_module, "find_layer_python", lambda: None)
     build = build_layer(cache_dir=tmp_path, package_source=library, log=lambda _m: None)
     assert build.built and build.bytecode is None
+    assert b"MARKER = 'edited'" in (build.path / "python" / "carpool" / "labels.py").read_bytes()
     assert not list(build.path.rglob("*.pyc")) and not list(build.path.rglob("__pycache__"))
     assert build.digest == layer_digest(library, LOCK_FILE, None)
     warning = capsys.readouterr().err

@@ -127,9 +127,23 @@ class LambdaContext:
 
 
 # -- local EC2 -------------------------------------------------------------------------------------------
+#: The clients these helpers and the fixtures use, one per local AWS (endpoint and account) and service:
+#: building a boto3 client costs tens of milliseconds, and the fixtures run for every test. They are never
+#: handed to a test, so no test's hooks on a client outlive it (`aws.client` gives a test its own).
+_CLIENTS: dict[tuple[str, str, str], Any] = {}
+
+
+def helper_client(aws: LocalAws, service: str) -> Any:
+    """A cached plain boto3 client on `aws`, for this module's and conftest.py's own reads and clean-ups."""
+    key = (aws.endpoint, aws.account_id, service)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = aws.client(service)
+    return _CLIENTS[key]
+
+
 def running_instances(aws: LocalAws) -> list[dict[str, Any]]:
     """The cluster's pending and running instances."""
-    out = aws.client("ec2").describe_instances(Filters=[
+    out = helper_client(aws, "ec2").describe_instances(Filters=[
         {"Name": "tag:carpool.dev/cluster", "Values": [CLUSTER]},
         {"Name": "instance-state-name", "Values": ["pending", "running"]}])
     return [i for r in out["Reservations"] for i in r["Instances"]]
@@ -141,7 +155,7 @@ def clear_ec2(aws: LocalAws) -> None:
     Tests that count templates or instances need a clean EC2. (moto's DescribeLaunchTemplates used to
     answer only its first 15 templates, which hid newer ones from GC; LocalAws now pages it like EC2.)
     """
-    ec2 = aws.client("ec2")
+    ec2 = helper_client(aws, "ec2")
     ids = [i["InstanceId"] for i in running_instances(aws)]
     if ids:
         ec2.terminate_instances(InstanceIds=ids)

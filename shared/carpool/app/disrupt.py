@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -24,7 +25,7 @@ from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import templates
-from carpool.state.models import IN_FLIGHT_STATUSES
+from carpool.state.models import IN_FLIGHT_STATUSES, Claim
 from carpool.state.ports import ReservationRefused
 
 log = logging.getLogger(__name__)
@@ -50,17 +51,24 @@ class DisruptSummary:
 def run(deps: Dependencies) -> DisruptSummary:
     summary = DisruptSummary()
     now = deps.clock()
-    clean_up(deps, now, summary)
-    _collect_launch_templates(deps, now, summary)
+    claims: list[Claim] = []
+    decisions = clean_up(deps, now, summary, read=claims.extend)
+    # The claims clean_up read are still the ledger's when it changed none of them (a provisioner's claim
+    # created since is covered by the templates' grace period, as it would be between two reads).
+    _collect_launch_templates(deps, now, summary, None if _changed_claims(decisions) else claims)
     from carpool.app import consolidation
 
     consolidation.run(deps, now, summary)
     return summary
 
 
-def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary) -> orphans.Decisions:
-    """Read claims, instances, nodes (and pods when an instance is unclaimed), decide, act."""
+def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
+             read: Callable[[list[Claim]], None] | None = None) -> orphans.Decisions:
+    """Read claims, instances, nodes (and pods when an instance is unclaimed), decide, act. `read` is
+    handed the active claims as read, before any decision is acted on."""
     claims = deps.ledger.active()
+    if read is not None:
+        read(claims)
     instances = [orphans.InstanceView.from_ec2(i) for i in deps.compute.describe_instances(_owned_filters(deps))]
     nodes = deps.cluster.list_nodes()
     # pods are listed only when a node's pods can change a decision (an unclaimed or timed-out instance)
@@ -149,10 +157,18 @@ def _drained(node: str, deps: Dependencies) -> bool:
     return not result.blocked and not drain.pods_on(deps.cluster, node)
 
 
-def _collect_launch_templates(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
+def _changed_claims(decisions: orphans.Decisions) -> bool:
+    """Whether acting on `decisions` wrote to the ledger (claims repaired, adopted or released)."""
+    return bool(decisions.repairs or decisions.adoptions or decisions.releases or decisions.terminations)
+
+
+def _collect_launch_templates(deps: Dependencies, now: datetime, summary: DisruptSummary,
+                              claims: list[Claim] | None = None) -> None:
     """Delete carpool's launch templates that no live claim uses and that are older than a grace period
-    (a provisioner may have just created one it is about to launch from)."""
-    in_use = {c.labels.get(LAUNCH_TEMPLATE_LABEL, "") for c in deps.ledger.active()}
+    (a provisioner may have just created one it is about to launch from). `claims`: the active claims
+    if this invocation read them already and changed none (each read lists every claim's pods)."""
+    active = deps.ledger.active() if claims is None else claims
+    in_use = {c.labels.get(LAUNCH_TEMPLATE_LABEL, "") for c in active}
     existing = {t["LaunchTemplateName"]: _as_datetime(t.get("CreateTime"))
                 for t in deps.compute.list_launch_templates(deps.settings.cluster_name)}
     for name in templates.launch_templates_to_delete(existing, in_use, now, LAUNCH_TEMPLATE_GRACE):

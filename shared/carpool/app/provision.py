@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -195,17 +196,21 @@ def _fail(outcome: ProvisionOutcome, keys: Iterable[str], reason: str) -> None:
 
 def _leave_alone_what_others_serve(pods: Iterable[Pod], deps: Dependencies, outcome: ProvisionOutcome) -> list[Pod]:
     """Pods pinned to a node group (Cluster Autoscaler's) or bound for another scheduler are not launched
-    for; each pod is counted in `PodsServedBy{server}`. See `carpool.coexistence`."""
+    for; each pod is counted in `PodsServedBy{server}`, one data point per server with the batch's count
+    (a burst's thousand pods are one log line each server, not a thousand). See `carpool.coexistence`."""
     classifier = coexistence.Coexistence(deps.config.load().nodepools)
     kept = []
+    served: Counter[str] = Counter()
     for pod in pods:
         verdict = classifier.serves(pod)
-        observability.emit("PodsServedBy", server=verdict.server.value)
+        served[verdict.server.value] += 1
         if verdict.leave_alone:
             outcome.ignored[pod.key] = verdict.reason
             log.info("leaving pod %s alone: %s", pod.key, verdict.reason)
         else:
             kept.append(pod)
+    for server, count in sorted(served.items()):
+        observability.emit("PodsServedBy", count, server=server)
     return kept
 
 

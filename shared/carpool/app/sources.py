@@ -14,9 +14,12 @@ the snapshot shipped with the package and say so in the log and the `CatalogFall
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -72,6 +75,9 @@ class CatalogStore(Protocol):
 
 #: `StoredCatalogSource._ahead` when no read was made ahead
 _NOT_READ: Any = object()
+#: what a read made ahead hands to `get`: the stored catalog and, when it was decoded there too, the
+#: decoded catalog or why it could not be decoded
+_Ahead = tuple[StoredCatalog | None, Catalog | CatalogDecodeError | None]
 
 
 class CatalogUnavailable(RuntimeError):
@@ -134,8 +140,9 @@ class StoredCatalogSource:
         #: when the catalog in hand was built (None: it is the snapshot)
         self._built: datetime | None = None
         self._checked: datetime | None = None
-        #: the cold start's store read, made ahead by `read_ahead` (its answer, or what it raised)
-        self._ahead: StoredCatalog | None | Exception = _NOT_READ
+        #: the cold start's store read, made ahead by `read_ahead` (its answer, or what it raised), or
+        #: `start_reading`'s thread at work
+        self._ahead: _Ahead | Exception | _ReadAndDecode = _NOT_READ
 
     # -- reading --------------------------------------------------------------------------------------
     def get(self, now: datetime) -> Catalog:
@@ -150,24 +157,45 @@ class StoredCatalogSource:
         """Make the store read the cold start's `get` needs now, and leave the decoding to `get`.
 
         Meant for a worker thread, beside the invocation's other reads (`carpool.together`): the read is
-        a network wait, but decoding is a hundred-odd milliseconds of Python that, on a worker, would hold
+        a network wait, but decoding is some fifty milliseconds of Python that, on a worker, would hold
         the interpreter lock against every other reader's thread each time it wakes (and they wake on
         every socket operation). `get` decodes it on its caller's thread once those reads are done. Does
-        nothing once a catalog is in hand (a warm process checks for a newer one in `get`, one small read)."""
+        nothing once a catalog is in hand (a warm process checks for a newer one in `get`, one small read),
+        or while `start_reading` is at work."""
         if self._catalog is not None or self._ahead is not _NOT_READ:
             return
         try:
-            self._ahead = self._store.read(self._region)
+            self._ahead = (self._store.read(self._region), None)
         except Exception as exc:  # raised by `get`, where it would have been raised
             self._ahead = exc
 
-    def _read(self) -> StoredCatalog | None:
+    def start_reading(self) -> None:
+        """Read and decode the cold start's catalog on a thread of its own, from now on.
+
+        A cold invocation's first steps (parsing its batch, reading the config, confirming the pods) do
+        not need the catalog, and much of their time is spent waiting on the network: the read and the
+        decoding (some fifty milliseconds of Python) fill those waits instead of following them. `get` takes
+        what the thread found (waiting for it if need be) and judges it as it judges a read of its own
+        (age, region). Does nothing once a catalog is in hand or a read was made ahead."""
+        if self._catalog is not None or self._ahead is not _NOT_READ:
+            return
+        self._ahead = _ReadAndDecode(self._store, self._region)
+
+    def finish_reading(self) -> None:
+        """Wait for `start_reading`'s thread, if one is at work (an invocation that never asked for the
+        catalog ends with no read of it still running; `get` will take its answer)."""
+        if isinstance(self._ahead, _ReadAndDecode):
+            self._ahead.wait()
+
+    def _read(self) -> _Ahead:
         ahead, self._ahead = self._ahead, _NOT_READ
         if ahead is _NOT_READ:
-            return self._store.read(self._region)
+            return self._store.read(self._region), None
+        if isinstance(ahead, _ReadAndDecode):
+            ahead = ahead.wait()
         if isinstance(ahead, Exception):
             raise ahead
-        return ahead  # type: ignore[return-value]
+        return ahead  # type: ignore[no-any-return]
 
     def _recheck(self, now: datetime) -> None:
         """Warm: read only the stored catalog's build time, and the catalog itself only when it is newer."""
@@ -183,14 +211,14 @@ class StoredCatalogSource:
     def _load(self, now: datetime) -> None:
         """Read the store: the live catalog when one usable is there, else the snapshot."""
         self._checked = now
-        stored = self._read()
+        stored, decoded = self._read()
         if stored is None:
             return self._fall_back(now, "no live catalog is stored yet")
         if self._stale(stored.refreshed_at, now):
             return self._fall_back(now, f"the stored catalog was built at {stored.refreshed_at.isoformat()}, "
                                         f"more than {self._max_age} ago")
         try:
-            catalog = Catalog.decode(stored.data)
+            catalog = _decoded(stored, decoded)
         except CatalogDecodeError as exc:
             return self._fall_back(now, f"the stored catalog cannot be read ({exc})")
         if catalog.region != self._region:
@@ -229,6 +257,63 @@ class StoredCatalogSource:
         self._catalog, self._built, self._checked = catalog, now, now
         log.info("instance-type catalog refreshed: %d types", len(catalog))
         return True
+
+
+def _decoded(stored: StoredCatalog, decoded: Catalog | CatalogDecodeError | None) -> Catalog:
+    """`stored` decoded: what a read made ahead decoded already, else decoded here."""
+    if isinstance(decoded, CatalogDecodeError):
+        raise decoded
+    return decoded if decoded is not None else Catalog.decode(stored.data)
+
+
+class _ReadAndDecode:
+    """`StoredCatalogSource.start_reading`'s thread: the store read and the decoding of what it found.
+
+    It runs in a copy of the starter's `contextvars` context (the running function's environment) and
+    under its X-Ray entity (`observability.in_this_trace`), so its GetItem is recorded inside the
+    invocation as the invocation's other reads are."""
+
+    def __init__(self, store: CatalogStore, region: str) -> None:
+        self._store = store
+        self._region = region
+        self._answer: _Ahead | Exception = RuntimeError("the catalog read ahead ended without an answer")
+        context = contextvars.copy_context()
+        run = observability.in_this_trace(lambda: context.run(self._run))
+        self._thread = threading.Thread(target=run, name="catalog-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            stored = self._store.read(self._region)
+        except Exception as exc:  # raised by `get`, where it would have been raised
+            self._answer = exc
+            return
+        decoded: Catalog | CatalogDecodeError | None = None
+        if stored is not None:
+            try:
+                decoded = Catalog.decode(stored.data)
+            except CatalogDecodeError as exc:  # `get` falls back and says why
+                decoded = exc
+        self._answer = (stored, decoded)
+
+    def wait(self) -> _Ahead | Exception:
+        self._thread.join()
+        return self._answer
+
+
+@contextmanager
+def catalog_read_ahead(source: CatalogSource) -> Iterator[None]:
+    """Within the block, the stored catalog is read and decoded beside the invocation's work
+    (`StoredCatalogSource.start_reading`); it does not outlive the block. Other sources: nothing to do."""
+    start, finish = getattr(source, "start_reading", None), getattr(source, "finish_reading", None)
+    if start is None or finish is None:
+        yield
+        return
+    start()
+    try:
+        yield
+    finally:
+        finish()
 
 
 class MemoryCatalogStore:

@@ -132,4 +132,4 @@ def instance_requirements(labels: Mapping[str, str], offerings: Sequence[Offerin
     reqs = [_label_requirement(k, v) for k, v in labels.items()]
     reqs.append(_set_requirement(L.ZONE, zones))
     reqs.append(_set_requirement(L.CAPACITY_TYPE, capacity_types))
-    return Requirements(reqs)
+    return Requirements.of_distinct(reqs)

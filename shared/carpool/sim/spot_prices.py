@@ -32,8 +32,10 @@ POOL_VARIANCE = 0.15
 DIGITS = 5
 
 
+@lru_cache(maxsize=65536)
 def _unit(*parts: str) -> float:
-    """A number in [0, 1) fixed by `parts`, the same in every process."""
+    """A number in [0, 1) fixed by `parts`, the same in every process (kept once computed: every
+    DescribeSpotPriceHistory page and CreateFleet prices hundreds of pools)."""
     digest = hashlib.sha256("/".join(parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 

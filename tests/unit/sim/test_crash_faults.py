@@ -14,7 +14,9 @@ from carpool.sim.scenario import CapacityFailure, Crash, parse_scenario
 
 
 @pytest.fixture
-def ec2() -> Any:
+def ec2(monkeypatch: pytest.MonkeyPatch) -> Any:
+    # only the image registered here exists, as in the simulation's local EC2 (no moto default AMIs)
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     with mock_aws():
         client = boto3.client("ec2", region_name="us-east-1")
         image = client.register_image(Name="img", Architecture="x86_64", RootDeviceName="/dev/xvda")["ImageId"]

@@ -28,7 +28,9 @@ BOOT = NodeBootstrap(cluster_name=CLUSTER, endpoint="https://sim.eks", ca_bundle
 
 
 @pytest.fixture
-def ec2() -> Iterator[Any]:
+def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    # only the images registered here exist, as in the simulation's local EC2 (no moto default AMIs)
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     with mock_aws():
         localaws._FleetAllocation.install()
         try:

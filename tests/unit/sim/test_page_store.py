@@ -19,6 +19,8 @@ from carpool.sim.ec2_pages import PagedInstanceTypes
 from carpool.sim.localaws import LocalAws
 from carpool.sim.moto_patches import Internal
 
+from .page_writers import write_many
+
 REGION = "us-east-1"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 LATER = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)
@@ -71,18 +73,12 @@ def test_a_damaged_file_is_ignored_and_replaced(tmp_path: Path, damage: str) -> 
     assert store.get("k") == value
 
 
-def _write_many(root: str, key: str, marker: str, times: int) -> None:
-    store = page_store.PageStore(Path(root))
-    for i in range(times):
-        store.put(key, (200, {"W": marker}, f"<{marker}>{i % 3}" + marker * 200_000))
-
-
 def test_concurrent_writers_leave_one_whole_answer(tmp_path: Path) -> None:
     """Processes writing the same key while another reads it: a reader sees nothing or one writer's whole
     answer, never a mix, and no writer's temporary file stays behind."""
     context = multiprocessing.get_context("spawn")
     markers = ["a", "b", "c"]
-    writers = [context.Process(target=_write_many, args=(str(tmp_path), "shared", m, 30)) for m in markers]
+    writers = [context.Process(target=write_many, args=(str(tmp_path), "shared", m, 30)) for m in markers]
     for w in writers:
         w.start()
     reader = page_store.PageStore(tmp_path)
