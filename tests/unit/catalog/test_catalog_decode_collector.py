@@ -21,11 +21,11 @@ from carpool.requirements import Requirement, Requirements
 
 @pytest.fixture
 def collector_enabled() -> Iterator[None]:
+    """The collector on for the test, and left after it as it was before (a test may switch it off)."""
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
-        gc.disable()
+    (gc.enable if was else gc.disable)()
 
 
 def test_the_collector_is_off_while_decoding_and_on_again_after(
