@@ -113,12 +113,13 @@ def write_inputs(directory: Path, count: int, *, fmt: str = "json") -> tuple[Pat
 
 def plan_stages(manifests: Path, pods: Path) -> dict[str, float]:
     """Seconds per stage of one `carpool plan --json` in this process (same functions as the command)."""
+    from carpool import cyclic_gc
     from carpool.api.loader import load
     from carpool.app.planning import plan
-    from carpool.cli.plan import Stopwatch, no_cyclic_gc, plan_inputs, render_json
+    from carpool.cli.plan import Stopwatch, plan_inputs, render_json
 
     clock = Stopwatch()
-    with no_cyclic_gc():
+    with cyclic_gc.paused():
         loaded = load([manifests, pods])
         clock.lap("load")
         inputs = plan_inputs(loaded, instance_types=None, region="us-east-1", unavailable=[], capacity=None)

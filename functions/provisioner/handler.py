@@ -1,32 +1,24 @@
 """Provisioner Lambda: SQS batches of `Pod Unschedulable` events -> schedule -> CreateFleet -> claims."""
 
-# ruff: noqa: E402  (the collector is paused before the imports below, see `_collecting`)
-import gc
+from carpool import cyclic_gc
 
-# The import below allocates a hundred-odd thousand objects (modules, classes, validators) that live as
-# long as the process and almost no garbage: the cyclic collector, which would walk them a hundred times
-# over while they load, is paused until they have, and then they are frozen out of its reach
-# (`gc.freeze`), so no later collection walks them again either.
-_collecting = gc.isenabled()
-gc.disable()
+# The import allocates a hundred-odd thousand objects (modules, classes, validators) that live as long as
+# the process: the cyclic collector is paused while they load and they are then frozen out of its reach.
+with cyclic_gc.paused(freeze=True):
+    from typing import Any
 
-from typing import Any
+    from aws_lambda_powertools import Logger, Tracer
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
+    from carpool import observability
+    from carpool.adapters.aws.wiring import build_from_env
+    from carpool.app import batch, parsing, provision, sources, wiring
+    from carpool.app.deadline import Deadline
 
-from carpool import observability
-from carpool.adapters.aws.wiring import build_from_env
-from carpool.app import batch, parsing, provision, sources, wiring
-from carpool.app.deadline import Deadline
-
-logger = Logger(service="carpool-provisioner")
-tracer = Tracer(service="carpool-provisioner", auto_patch=False)
-observability.trace_calls(tracer)
-wiring.provide(build_from_env)
-gc.freeze()
-if _collecting:
-    gc.enable()
+    logger = Logger(service="carpool-provisioner")
+    tracer = Tracer(service="carpool-provisioner", auto_patch=False)
+    observability.trace_calls(tracer)
+    wiring.provide(build_from_env)
 
 
 @logger.inject_lambda_context(log_event=False)

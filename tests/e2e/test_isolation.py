@@ -25,7 +25,7 @@ import yaml
 
 from carpool.sim.result import SimResult
 from carpool.sim.runner import simulate
-from carpool.sim.scenario import load_scenario
+from carpool.sim.scenario import for_cluster, load_scenario
 
 from .conftest import EXAMPLES
 
@@ -43,16 +43,6 @@ SHORTER: dict[str, dict[str, Any]] = {
 REPO = Path(__file__).resolve().parents[2]
 #: The cluster both scenarios are played for.
 CLUSTER = "isolation"
-DISCOVERY = "karpenter.sh/discovery"
-
-
-def _renamed(doc: Any, old: str) -> Any:
-    """`doc` with every discovery tag selecting `old` selecting `CLUSTER` instead."""
-    if isinstance(doc, dict):
-        return {k: (CLUSTER if k == DISCOVERY and v == old else _renamed(v, old)) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [_renamed(v, old) for v in doc]
-    return doc
 
 
 def _shorter(doc: dict[str, Any], duration: int | None = None, replicas: dict[str, int] | None = None) -> dict[str, Any]:
@@ -74,9 +64,7 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for name in SCENARIOS:
         doc = yaml.safe_load((EXAMPLES / name).read_text())
-        old = doc["cluster"]["name"]
-        doc = _shorter(_renamed(doc, old), **SHORTER[name])
-        doc["cluster"]["name"] = CLUSTER
+        doc = _shorter(for_cluster(doc, CLUSTER), **SHORTER[name])
         paths[name] = out / name
         paths[name].write_text(yaml.safe_dump(doc, sort_keys=False))
     return paths

@@ -30,13 +30,13 @@ from iam_eval import as_list, evaluate, granted_actions
 
 from carpool.sim.localaws import queue_name
 from carpool.sim.requests import AwsCall, Check, Recording, authorizations, tag_specifications
+from carpool.sim.scenario import for_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = (REPO / "tests/infra/scenarios/iam-requests.yaml", REPO / "examples/005-spot-interruption.yaml")
 #: The cluster every scenario is recorded for (the first one's): the policies are bound to the cluster's
 #: name, so recordings of one cluster are all checked against one synthesized stack.
 CLUSTER = "iam"
-DISCOVERY = "karpenter.sh/discovery"
 #: A scenario takes one to three minutes alone; far longer on a machine busy with other suites.
 RUN_TIMEOUT_SECONDS = 2400
 #: Granted to every role but used by the Lambda service on the function's behalf, not by carpool's code.
@@ -68,23 +68,12 @@ RELEASERS = ("provisioner", "registrar", "interruption", "disruption")
 
 
 # -- recordings --------------------------------------------------------------------------------------------
-def _renamed(doc: Any, old: str) -> Any:
-    """`doc` with every discovery tag selecting `old` selecting `CLUSTER` instead."""
-    if isinstance(doc, dict):
-        return {k: (CLUSTER if k == DISCOVERY and v == old else _renamed(v, old)) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [_renamed(v, old) for v in doc]
-    return doc
-
-
 def _for_cluster(path: Path, out_dir: Path) -> Path:
     """The scenario at `path`, played for the cluster `CLUSTER` (written to `out_dir` when renamed)."""
     doc = yaml.safe_load(path.read_text())
-    old = doc["cluster"]["name"]
-    if old == CLUSTER:
+    if doc["cluster"]["name"] == CLUSTER:
         return path
-    doc = _renamed(doc, old)
-    doc["cluster"]["name"] = CLUSTER
+    doc = for_cluster(doc, CLUSTER)
     renamed = out_dir / path.name
     renamed.write_text(yaml.safe_dump(doc, sort_keys=False))
     return renamed

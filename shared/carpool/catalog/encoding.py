@@ -17,16 +17,15 @@ item limit.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import gzip
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from carpool import cyclic_gc
 from carpool.catalog.instance_type import InstanceType, Offering, instance_requirements
 
 FORMAT = 2
@@ -88,28 +87,10 @@ def encode(region: str, types: Mapping[str, InstanceType], source: str) -> bytes
 
 
 def decode(data: bytes) -> Decoded:
-    """The catalog in `data` (from `encode`); `CatalogDecodeError` for anything else."""
-    with _collector_paused():
+    """The catalog in `data` (from `encode`); `CatalogDecodeError` for anything else. Decoding allocates
+    some 40,000 containers that all stay alive with the catalog, so the cyclic collector is paused."""
+    with cyclic_gc.paused():
         return _decode(data)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Decoding allocates some 40,000 containers (the document, then the types, their labels, offerings
-    and requirements), all of which stay alive with the catalog and none of which is in a reference
-    cycle. CPython's cyclic collector runs each time 700 more containers were allocated than freed,
-    every tenth run also walks the middle generation and, now and then, one walks the whole heap: a
-    cold start's heap (every module, class and validator) is some hundred thousand objects, so the
-    collections a decode set off took as long as the decoding itself, and could free nothing. The
-    collector is switched off for the decode, and back on after it unless something else had switched
-    it off (what the decode allocates is collected as usual afterwards)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _decode(data: bytes) -> Decoded:

@@ -365,3 +365,25 @@ def load_scenario(path: str | Path) -> Scenario:
     if not scenario.name:
         scenario.name = p.stem
     return scenario
+
+
+#: The tag the usual EC2NodeClass selects its subnets and security groups by, with the cluster's name.
+DISCOVERY_TAG = "karpenter.sh/discovery"
+
+
+def for_cluster(doc: dict[str, Any], cluster: str) -> dict[str, Any]:
+    """The scenario document `doc` (as loaded from YAML) played for the cluster `cluster`: its name, and
+    every discovery tag that selected the old name, now select the new one. Scenarios written for
+    different clusters can then share one set of names (tables, queues, bus) and one synthesized stack."""
+    old = doc["cluster"]["name"]
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (cluster if k == DISCOVERY_TAG and v == old else renamed(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        return value
+
+    out: dict[str, Any] = renamed(doc)
+    out["cluster"]["name"] = cluster
+    return out

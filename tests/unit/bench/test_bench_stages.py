@@ -9,9 +9,10 @@ from pathlib import Path
 from bench import stages, workloads
 from typer.testing import CliRunner
 
+from carpool import cyclic_gc
 from carpool.api.loader import load
 from carpool.cli import app
-from carpool.cli.plan import dumps_lines, no_cyclic_gc
+from carpool.cli.plan import dumps_lines
 from carpool.scheduling import convert
 
 
@@ -56,7 +57,7 @@ def test_line_per_entry_json_is_the_same_json() -> None:
 
 def test_the_cycle_collector_is_back_on_after_a_plan() -> None:
     assert gc.isenabled()
-    with no_cyclic_gc():
+    with cyclic_gc.paused():
         assert not gc.isenabled()
     assert gc.isenabled()
 
