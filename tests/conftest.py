@@ -4,22 +4,13 @@
 order (`--dist loadfile --no-loadscope-reorder`). A simulation file takes from half a minute to a few
 minutes, most others a few seconds: handed out first, the long ones overlap each other and the short ones fill the gaps, instead of
 one worker finishing a long file alone at the end. Only the order changes, never what runs.
-
-The garbage collector: once collected, the test modules and everything they imported live until the
-session ends, and the suite allocates far more long-lived objects (local AWS state, clusters, models)
-than garbage cycles. So what exists after collection is frozen out of collection (`gc.freeze`) and
-collections run less often, with the schedule a simulation uses (`carpool.sim.collector.THRESHOLDS`).
-Cycles are still collected, in larger batches; tests that check the collector set what they check.
 """
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import pytest
-
-from carpool.sim.collector import THRESHOLDS
 
 TESTS = Path(__file__).resolve().parent
 #: Longest first: the 10,000-pod burst, the IAM check (two scenarios), the isolation runs (six), the
@@ -38,8 +29,3 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: files keep their order within a rank, tests within a file
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    gc.freeze()
-    gc.set_threshold(*THRESHOLDS)
