@@ -16,6 +16,13 @@ decodes it on a thread of its own from the start of its batch (`sources.catalog_
 share is what was left when `get` was called, and the rest counts in the rest of the first invocation;
 the decoding's own duration, wherever it ran, is reported beside (`catalogDecodeMs`, not a stage: it
 overlaps the others).
+
+Beside the sample, the floor under it (`floorMs`): the third-party and standard-library modules that the
+handler's import and its first invocation loaded, imported alone, in the same order, by a fresh
+interpreter with the same environment. No carpool code runs and no request is made, so no cold start of
+this function on these libraries (Powertools, its parser, batch and parameters utilities, the X-Ray SDK,
+boto3, pydantic) can be faster on this machine. It is a lower bound: modules the simulated cluster's
+set-up loaded first are left out, though the deployed function loads some of them too.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ def child() -> dict[str, float]:
     """In the fresh interpreter: init and first invocation, milliseconds."""
     import importlib.util
 
+    before = list(sys.modules)
     start = time.perf_counter()
     spec = importlib.util.spec_from_file_location("handler", ROOT / "functions" / "provisioner" / "handler.py")
     assert spec is not None and spec.loader is not None
@@ -44,6 +52,7 @@ def child() -> dict[str, float]:
     spec.loader.exec_module(module)
     init = time.perf_counter() - start
     event, build = _prepare()  # not timed: the simulated cluster and the event stand for the world outside
+    loaded_by_init = list(sys.modules)[len(before):]
     from carpool.app import sources, wiring
 
     fetch = sources.StoredCatalogSource.get
@@ -73,12 +82,24 @@ def child() -> dict[str, float]:
 
     encoding.decode = timed_decode
     os.environ["_X_AMZN_TRACE_ID"] = _trace_header()
+    prepared = len(sys.modules)
     start = time.perf_counter()
     wiring.use(build())
     response = module.handler(event, _Context())
     first = time.perf_counter() - start
+    loaded = loaded_by_init + list(sys.modules)[prepared:]
     return {"initMs": init * 1000, "firstInvocationMs": first * 1000, "catalogMs": catalog * 1000,
-            "catalogDecodeMs": decoding * 1000, "failedRecords": float(len(response["batchItemFailures"]))}
+            "catalogDecodeMs": decoding * 1000, "failedRecords": float(len(response["batchItemFailures"])),
+            "libraries": [name for name in loaded if _importable_library(name)]}  # type: ignore[dict-item]
+
+
+def _importable_library(name: str) -> bool:
+    """A module of the libraries, importable by its own name: not carpool's own code (the library, the
+    handler, this bench), not an alias a package put in `sys.modules` under another name."""
+    if name.split(".")[0] in ("carpool", "bench", "handler") or name.startswith("__"):
+        return False
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    return spec is not None and spec.name == name
 
 
 def _prepare() -> tuple[dict[str, Any], Any]:
@@ -126,9 +147,16 @@ class _Context:
         return 120_000
 
 
+def cold_environment() -> dict[str, str]:
+    """The deployed provisioner's environment (`lambda_package.lambda_environment`), finding this tree."""
+    from bench.lambda_package import lambda_environment
+
+    return {**lambda_environment("provisioner"), "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT)])}
+
+
 def measure(samples: int = 3) -> list[dict[str, float]]:
     """Fresh-interpreter samples against one local AWS (emptied of claims between samples)."""
-    from bench.lambda_package import compile_shipped_code, lambda_environment
+    from bench.lambda_package import compile_shipped_code
     from bench.provisioner_stages import AL2023_X86, CONFIG
     from carpool.sim import motofast
     from carpool.sim.localaws import LocalAws
@@ -141,8 +169,7 @@ def measure(samples: int = 3) -> list[dict[str, float]]:
         aws.seed_amis([AL2023_X86])
         aws.put_config(CONFIG)
         local = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "CARPOOL_"))}
-        env = {**lambda_environment("provisioner"), **local}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "shared"), str(ROOT)])
+        env = {**cold_environment(), **local}
         compile_shipped_code()
         for _ in range(samples):
             aws.clear_state()
@@ -151,6 +178,22 @@ def measure(samples: int = 3) -> list[dict[str, float]]:
                                   env=env, cwd=ROOT, check=True)
             out.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return out
+
+
+def floor_ms(libraries: list[str], env: dict[str, str] | None = None, samples: int = 3) -> float:
+    """Median milliseconds a fresh interpreter with `env` takes to import `libraries` in that order (see
+    the module docstring: the floor under the cold start)."""
+    import statistics
+
+    code = ("import importlib, json, sys, time\nnames = json.loads(sys.stdin.read())\n"
+            "start = time.perf_counter()\nfor name in names:\n    importlib.import_module(name)\n"
+            "print((time.perf_counter() - start) * 1000)")
+    times = []
+    for _ in range(samples):
+        done = subprocess.run([sys.executable, "-c", code], input=json.dumps(libraries), capture_output=True,
+                              text=True, env=env or cold_environment(), cwd=ROOT, check=True)
+        times.append(float(done.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
 
 
 def refresh_catalog() -> None:
@@ -185,8 +228,10 @@ def rows(samples: int = 3) -> list[dict[str, Any]]:
     stages = {"init": round(init, 1), "stored catalog": round(catalog, 1),
               "rest of first invocation": round(first - catalog, 1)}
     decoding = statistics.median(s["catalogDecodeMs"] for s in found)
+    libraries: list[str] = found[0]["libraries"]  # type: ignore[assignment]
     return [{"benchmark": "provisioner init + first invocation", "milliseconds": round(init + first, 1),
              "targetMilliseconds": TARGET_MS, "stages": stages, "catalogDecodeMs": round(decoding, 1),
+             "floorMs": round(floor_ms(libraries), 1), "floorModules": len(libraries),
              "failedRecords": max(s["failedRecords"] for s in found)}]
 
 
@@ -198,6 +243,9 @@ def print_rows(items: list[dict[str, Any]]) -> None:
         beside = f"; catalog decoded in {r['catalogDecodeMs']:.0f} ms" if "catalogDecodeMs" in r else ""
         print(f"{r['benchmark']:34} {total:>8.0f} ms  target <= {r['targetMilliseconds']:.0f} ms {ok}  "
               f"({shares}{beside})")
+        if "floorMs" in r:
+            print(f"{'  floor: its libraries alone':34} {r['floorMs']:>8.0f} ms  (the {r['floorModules']} library "
+                  "modules it loads, imported by a fresh interpreter: no carpool code, no request)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,35 @@
+"""The floor under the provisioner's cold start: the libraries it loads, imported alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+from bench import first_invocation
+
+
+def test_the_floor_keeps_libraries_and_leaves_out_carpool_and_aliases(monkeypatch) -> None:
+    import botocore.session
+
+    alias = types.ModuleType("six.moves.fake")  # a package's alias: its spec names another module
+    alias.__spec__ = botocore.session.__spec__
+    monkeypatch.setitem(sys.modules, "six.moves.fake", alias)
+    assert first_invocation._importable_library("botocore.session")
+    assert not first_invocation._importable_library("six.moves.fake")
+    assert not first_invocation._importable_library("carpool.app.provision")
+    assert not first_invocation._importable_library("bench.first_invocation")
+    assert not first_invocation._importable_library("__main__")
+
+
+def test_the_floor_really_imports_what_it_is_given() -> None:
+    # a name that cannot be imported fails the measurement instead of being timed as nothing
+    with pytest.raises(subprocess.CalledProcessError):
+        first_invocation.floor_ms(["carpool_no_such_module"], samples=1)
+
+
+def test_more_libraries_cost_more_than_none() -> None:
+    none = first_invocation.floor_ms([], samples=1)
+    some = first_invocation.floor_ms(["botocore.session", "pydantic"], samples=1)
+    assert 0 <= none < some
