@@ -33,3 +33,15 @@ def test_more_libraries_cost_more_than_none() -> None:
     none = first_invocation.floor_ms([], samples=1)
     some = first_invocation.floor_ms(["botocore.session", "pydantic"], samples=1)
     assert 0 <= none < some
+
+
+def test_each_function_meets_a_world_where_it_does_its_real_work() -> None:
+    # the registrar registers the node the provisioner launched (and names its instance after its
+    # claim), the interruption handler replaces the interrupted node (CreateFleet)
+    found = first_invocation.measure(1, ["registrar", "interruption"])
+    for function, samples in found.items():
+        assert samples[0]["failedRecords"] == 0, function
+        assert samples[0]["initMs"] > 0 and samples[0]["firstInvocationMs"] > 0, function
+        assert "botocore.client" in samples[0]["libraries"], function
+    assert "ec2.CreateTags" in found["registrar"][0]["awsCalls"]  # the instance named after its claim
+    assert "ec2.CreateFleet" in found["interruption"][0]["awsCalls"]
