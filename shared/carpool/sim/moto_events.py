@@ -25,6 +25,12 @@ is taken only then, and every other (entry, rule) goes through moto's own code e
 - a flattened key the pattern names is reached by exactly one path through the event (keys holding dots
   could make two paths collide; moto's flattening then keeps the later one).
 
+What the entries of one call share is worked out once per call (`_Call`): each rule's targets, the
+time as moto converts it, the JSON spelling of the envelope's strings, and, for a rule whose pattern reads
+nothing but the envelope (source, detail-type, account, region, version: top-level keys, one path each),
+its answer per (source, detail-type), which is all such a match depends on. Ten pod events on a bus of
+two rules are then two matches, not twenty (~35 µs of the ~110 µs an entry cost).
+
 The events built here are JSON values by construction (decoded from the request, plus moto's numbers and
 strings), so moto's encode-decode of the event before matching changes nothing the matcher reads. The
 random event and message ids are drawn in the same order; SQS `send_message` is moto's own.
@@ -115,12 +121,12 @@ class _Entry:
         self.event, self.event_id, self.detail = event, event_id, detail
         self.resources = event.get("Resources", [])
         self.detail_json = self.resources_json = ""
-        self.shortcut = (isinstance(detail, dict) and _safe(event_id) and _safe(event["DetailType"])
+        self.shortcut = (isinstance(detail, dict) and _safe(event_id) and event_id.isascii() and _safe(event["DetailType"])
                          and _safe(event["Source"]) and isinstance(self.resources, list)
                          and all(isinstance(r, str) and "<" not in r for r in self.resources))
         if self.shortcut:
             self.detail_json = json.dumps(detail)
-            self.resources_json = json.dumps(self.resources)
+            self.resources_json = json.dumps(self.resources) if self.resources else "[]"
             self.shortcut = "<" not in self.detail_json
 
 
@@ -154,6 +160,7 @@ def _put_events(backend: Any, events: list[dict[str, Any]]) -> list[dict[str, An
             "Value '[PutEventsRequestEntry]' at 'entries' failed to satisfy constraint: "
             "Member must have length less than or equal to 10"
         )
+    call = _Call(backend)
     entries: list[dict[str, Any]] = []
     for event in events:
         if not event.get("Source"):
@@ -176,44 +183,150 @@ def _put_events(backend: Any, events: list[dict[str, Any]]) -> list[dict[str, An
                 continue
             event_id = str(models.random.uuid4())
             entries.append({"EventId": event_id})
-            event_bus = backend.describe_event_bus(backend._normalize_event_bus_arn(event.get("EventBusName")))
+            event_bus = call.bus(event.get("EventBusName"))
             entry = _Entry(event, event_id, detail)
             for rule in event_bus.rules.values():
-                _deliver(backend, rule, entry)
+                _deliver(call, rule, entry)
     return entries
 
 
-def _deliver(backend: Any, rule: Any, entry: _Entry) -> None:
-    from moto.events import models
+#: the event's top-level keys that hold the same value for every rule and every entry of one detail-type
+#: and source in a call: a pattern that names no other key matches them all alike
+_ENVELOPE = frozenset({"version", "detail-type", "source", "account", "region"})
 
-    event = entry.event
-    targets = _sqs_targets(rule, models.parse_arn) if entry.shortcut else None
-    time = event.get("Time") if "Time" in event else models.unix_time()
-    if (targets is None or not _number(time) or not _safe(backend.account_id)
-            or not _safe(backend.region_name)):
+
+def _reads_envelope_only(pattern: Any, prefix: str = "") -> bool:
+    """Whether `EventPattern._does_event_match` over `pattern` reads flattened keys of `_ENVELOPE` only
+    (anything but plain nesting, filter lists and `$or` lists answers False: such a rule is matched per
+    entry). A top-level key holds no dot, so each of these keys is reached by one path only."""
+    if not isinstance(pattern, dict):
+        return True  # moto answers False without reading the event
+    for key, value in pattern.items():
+        if key == "$or":
+            if not isinstance(value, list) or not all(_reads_envelope_only(p, prefix) for p in value):
+                return False
+            continue
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            if not _reads_envelope_only(value, name):
+                return False
+        elif isinstance(value, list) and name not in _ENVELOPE:
+            return False
+    return True
+
+
+class _Call:
+    """What the entries of one PutEvents call share, worked out once per call: the buses by name, each
+    rule's SQS targets (rules and targets are read as the call starts delivering to them; a concurrent
+    PutTargets applies from the next call, as EventBridge applies rule changes only eventually), each
+    envelope-only rule's answer per (source, detail-type), the SQS backends, the time as moto converts it,
+    and the JSON spelling of the envelope's strings."""
+
+    __slots__ = ("backend", "plain_backend", "region_json", "_buses", "_plans", "_matches", "_iso", "_quoted",
+                 "_queues")
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.plain_backend = _safe(backend.account_id) and _safe(backend.region_name)
+        self.region_json = json.dumps(backend.region_name)
+        self._buses: dict[Any, Any] = {}
+        self._plans: dict[int, tuple[Any, list[tuple[str, Any]] | None, bool]] = {}
+        self._matches: dict[tuple[int, str, str], bool] = {}
+        self._iso: dict[float, str] = {}
+        self._quoted: dict[str, str] = {}
+        self._queues: dict[tuple[str, str], Any] = {}
+
+    def bus(self, name: Any) -> Any:
+        """moto's lookup of the entry's bus (an unknown bus raises as moto raises, each time)."""
+        found = self._buses.get(name)
+        if found is None:
+            backend = self.backend
+            found = self._buses[name] = backend.describe_event_bus(backend._normalize_event_bus_arn(name))
+        return found
+
+    def plan(self, rule: Any) -> tuple[list[tuple[str, Any]] | None, bool]:
+        """The rule's SQS targets (None: moto delivers) and whether its pattern reads the envelope only."""
+        known = self._plans.get(id(rule))
+        if known is None:  # the rule is kept with its plan: its id stays its own for the call
+            from moto.events import models
+
+            targets = _sqs_targets(rule, models.parse_arn)
+            known = self._plans[id(rule)] = (rule, targets, _reads_envelope_only(rule.event_pattern.get_pattern()))
+        return known[1], known[2]
+
+    def matches(self, rule: Any, envelope_only: bool, entry: _Entry, time: float) -> bool:
+        """moto's matcher for `entry` (raises `_Ambiguous` as `_FlatView` does); a rule whose pattern reads
+        the envelope only is matched once per (source, detail-type) in the call."""
+        pattern = rule.event_pattern.get_pattern()
+        if not pattern:
+            return True
+        event, backend = entry.event, self.backend
+        if not envelope_only:
+            message = {"version": "0", "id": entry.event_id, "detail-type": event["DetailType"],
+                       "source": event["Source"], "account": backend.account_id, "time": time,
+                       "region": backend.region_name, "resources": entry.resources, "detail": entry.detail,
+                       "ingestion-time": _INGESTION_TIME}
+            return bool(rule.event_pattern._does_event_match(_FlatView(message), pattern))
+        key = (id(rule), event["Source"], event["DetailType"])
+        known = self._matches.get(key)
+        if known is None:
+            envelope = {"version": "0", "detail-type": event["DetailType"], "source": event["Source"],
+                        "account": backend.account_id, "region": backend.region_name}
+            known = self._matches[key] = bool(rule.event_pattern._does_event_match(envelope, pattern))
+        return known
+
+    def iso(self, time: float) -> str:
+        """moto's `_send_to_sqs_queue` conversion of the event's time, as JSON."""
+        seconds = float(time)
+        known = self._iso.get(seconds)
+        if known is None:
+            from moto.events import models
+
+            iso = models.iso_8601_datetime_without_milliseconds(models.utcfromtimestamp(seconds))  # type: ignore[arg-type]
+            known = self._iso[seconds] = json.dumps(iso)
+        return known
+
+    def quoted(self, text: str) -> str:
+        known = self._quoted.get(text)
+        if known is None:
+            known = self._quoted[text] = json.dumps(text)
+        return known
+
+    def sqs(self, account: str, region: str) -> Any:
+        known = self._queues.get((account, region))
+        if known is None:
+            from moto.sqs import sqs_backends
+
+            known = self._queues[(account, region)] = sqs_backends[account][region]
+        return known
+
+
+def _deliver(call: _Call, rule: Any, entry: _Entry) -> None:
+    backend, event = call.backend, entry.event
+    targets, envelope_only = call.plan(rule) if entry.shortcut else (None, False)
+    if "Time" in event:
+        time = event["Time"]
+    else:
+        from moto.events import models
+
+        time = models.unix_time()
+    if targets is None or not _number(time) or not call.plain_backend:
         _moto_delivery(backend, rule, event, entry.event_id)
         return
-    message = {"version": "0", "id": entry.event_id, "detail-type": event["DetailType"], "source": event["Source"],
-               "account": backend.account_id, "time": time, "region": backend.region_name,
-               "resources": entry.resources, "detail": entry.detail, "ingestion-time": _INGESTION_TIME}
-    pattern = rule.event_pattern
     try:
-        matches = not pattern.get_pattern() or pattern._does_event_match(_FlatView(message), pattern.get_pattern())
+        matches = call.matches(rule, envelope_only, entry, time)
     except _Ambiguous:
         _moto_delivery(backend, rule, event, entry.event_id)
         return
     if not matches:
         return
-    iso = models.iso_8601_datetime_without_milliseconds(models.utcfromtimestamp(float(time)))  # type: ignore[arg-type]
-    body = (f'{{"id": {json.dumps(entry.event_id)}, "time": {json.dumps(iso)}, "version": "0", '
-            f'"detail-type": {json.dumps(event["DetailType"])}, "source": {json.dumps(event["Source"])}, '
-            f'"region": {json.dumps(backend.region_name)}, "resources": {entry.resources_json}, '
+    body = (f'{{"id": "{entry.event_id}", "time": {call.iso(time)}, "version": "0", '
+            f'"detail-type": {call.quoted(event["DetailType"])}, "source": {call.quoted(event["Source"])}, '
+            f'"region": {call.region_json}, "resources": {entry.resources_json}, '
             f'"detail": {entry.detail_json}}}')
-    from moto.sqs import sqs_backends
-
+    queues = call.sqs(rule.account_id, rule.region_name)
     for queue_name, group_id in targets:
-        sqs_backends[rule.account_id][rule.region_name].send_message(
-            queue_name=queue_name, message_body=body, group_id=group_id)
+        queues.send_message(queue_name=queue_name, message_body=body, group_id=group_id)
 
 
 def _moto_delivery(backend: Any, rule: Any, event: dict[str, Any], event_id: str) -> None:

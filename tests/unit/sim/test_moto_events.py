@@ -37,6 +37,9 @@ EXTRA_PATTERNS = [
     {"detail": {"a": {"b": ["nested"]}}},
     {"resources": ["arn:aws:ec2:us-east-1:123456789012:instance/i-1"]},
     {"account": ["123456789012"], "region": ["us-east-1"]},
+    {"source": [{"prefix": "carpool."}], "detail-type": [{"anything-but": ["Node Deleted"]}], "version": ["0"]},
+    {"$or": [{"source": ["carpool.other"]}, {"detail-type": [{"equals-ignore-case": "node registered"}]}]},
+    {"source": {"sub": ["x"]}},  # a nested pattern under an envelope key reads "source.sub", not the envelope
     {"ingestion-time": [{"numeric": [">", 1767269999]}], "time": [{"exists": True}]},
 ]
 
@@ -55,6 +58,10 @@ ENTRIES = [
      _entry({"a": {"b": "nested"}}, Resources=["r<x>"]),
      _entry({"note": "<time> and <detail-type>", "html": "<b>"}),  # moto's template replaces inside it
      _entry({"quote": 'say "hi"', "slash": "a\\b", "ctl": "tab\there"})],
+    # one call, several (source, detail-type) pairs: rules matched once per pair must tell them apart
+    [_entry({"i": 1}), _entry({"i": 2}, "Node Registered"), _entry({"i": 3}, source="carpool.other"),
+     _entry({"i": 4}), _entry({"i": 5}, "Node Deleted", source="carpool.other"), _entry({"i": 6}, "Node Registered"),
+     _entry({"i": 7}, "Pod Unschedul\u00e9"), _entry({"i": 8}, source="carpool.other"), _entry({"i": 9})],
     [_entry({"k": 1}, detail_type='Pod "Quoted"')],  # moto's template cannot be decoded: PutEvents fails
     [_entry({"k": 1}, source="carpool.cluster<x>"),
      _entry([1, 2, {"x": 3}]),  # not an object: moto warns and still delivers what matches
@@ -136,15 +143,16 @@ def test_every_queue_gets_the_messages_moto_delivers_in_the_same_order(monkeypat
     assert fast_answers == moto_answers
     assert fast_delivered == moto_delivered
     # the scenarios reach what they are written for
-    assert len(moto_delivered["carpool-c-pod-unschedulable"]) == 17
+    assert len(moto_delivered["carpool-c-pod-unschedulable"]) == 20
     assert json.loads(moto_delivered["carpool-c-pod-unschedulable"][0][0])["time"] == "2026-01-01T12:30:15Z"
     assert len(moto_delivered["carpool-c-instance-state-change"]) == 1
     assert any("<" in body for body, _ in moto_delivered["carpool-c-pod-unschedulable"])
     assert moto_delivered["transformed"][0][0] == '{"type": "Pod Unschedulable"}'
-    assert moto_answers[4] == "JSONDecodeError"
-    assert any(e.get("ErrorCode") == "MalformedDetail" for e in moto_answers[6])
-    assert any("EventDetail should be of type dict" in w for w in moto_answers[7])
-    assert len(moto_delivered[f"extra-{len(EXTRA_PATTERNS) - 1}"]) == 20  # the ingestion time is read
+    assert moto_answers[6] == "JSONDecodeError"
+    assert any(e.get("ErrorCode") == "MalformedDetail" for e in moto_answers[8])
+    assert any("EventDetail should be of type dict" in w for w in moto_answers[9])
+    assert len(moto_delivered[f"extra-{len(EXTRA_PATTERNS) - 1}"]) == 29  # the ingestion time is read
+    assert 0 < len(moto_delivered["extra-7"]) < 29 and 0 < len(moto_delivered["extra-8"]) < 29  # envelope-only rules
 
 
 def test_the_shortcut_carries_most_entries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +165,7 @@ def test_the_shortcut_carries_most_entries(monkeypatch: pytest.MonkeyPatch) -> N
     _run(True, monkeypatch)
     assert "carpool-c-pod-unschedulable" in fallbacks  # the odd entries go to moto
     assert fallbacks.count("carpool-c-pod-unschedulable") < 10
-    assert fallbacks.count("transformed") == 20  # each valid entry on the bus (10 + 6 + 4; the quoted type fails before this rule)
+    assert fallbacks.count("transformed") == 29  # each valid entry on the bus (10 + 6 + 9 + 4; the quoted type fails before this rule)
 
 
 @pytest.mark.parametrize(("event", "key", "expected"), [
@@ -177,3 +185,43 @@ def test_the_flat_view_answers_as_moto_s_flattening(event: dict[str, Any], key: 
 def test_a_key_two_paths_reach_is_left_to_moto() -> None:
     with pytest.raises(moto_events._Ambiguous):
         _FlatView({"detail": {"a.b": 1, "a": {"b": 2}}}).get("detail.a.b")
+
+
+def test_a_rule_reading_only_the_envelope_is_matched_once_per_call_and_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten pod events in one call: carpool's rules (source and detail-type only) are matched once each;
+    a rule reading the detail is matched per entry."""
+    from moto.events import models
+
+    matched: list[int] = []
+    original = models.EventPattern._does_event_match
+
+    def counting(self: Any, event_flat: Any, pattern_node: Any, prefix: str = "") -> bool:
+        if not prefix:
+            matched.append(id(self))
+        return bool(original(self, event_flat, pattern_node, prefix))
+
+    with _world() as (events, _sqs, _queues), installed(DirectSqsDelivery):
+        rules = models.events_backends["123456789012"]["us-east-1"].event_buses[BUS].rules
+        monkeypatch.setattr(models.EventPattern, "_does_event_match", counting)
+        events.put_events(Entries=ENTRIES[0])
+        events.put_events(Entries=ENTRIES[2])  # five (source, detail-type) pairs
+        pod_rule, by_detail = id(rules["carpool-c-pod-unschedulable"].event_pattern), id(rules["extra-0"].event_pattern)
+    assert matched.count(pod_rule) == 1 + 5  # once in the first call, once per pair in the second
+    assert matched.count(by_detail) == 10 + 9
+
+
+@pytest.mark.parametrize(("pattern", "envelope_only"), [
+    ({"source": ["a"], "detail-type": ["b"]}, True),
+    ({"account": ["1"], "region": [{"prefix": "us-"}], "version": ["0"]}, True),
+    ({"$or": [{"source": ["a"]}, {"detail-type": ["b"]}]}, True),
+    ({}, True),
+    ({"source": ["a"], "detail": {"x": ["y"]}}, False),
+    ({"source": {"sub": ["x"]}}, False),  # reads "source.sub"
+    ({"id": ["e-1"]}, False),
+    ({"time": [{"exists": True}]}, False),
+    ({"resources": ["r"]}, False),
+    ({"$or": [{"source": ["a"]}, {"detail": {"x": ["y"]}}]}, False),
+    ({"$or": {"source": ["a"]}}, False),  # not a list: left to the per-entry path
+])
+def test_which_patterns_read_the_envelope_only(pattern: dict[str, Any], envelope_only: bool) -> None:
+    assert moto_events._reads_envelope_only(pattern) is envelope_only
