@@ -189,9 +189,38 @@ def usage_key(nodepool: str) -> dict[str, Any]:
 _CLAIM_FIELDS = {to_camel(name): name for name in Claim.model_fields}
 
 
+#: what separates the names of one chunk of a stored name list (see `chunked`); Kubernetes names (DNS
+#: labels and subdomains) and EC2 instance type names cannot hold it
+SEPARATOR = "\n"
+#: the claim attributes stored as `chunked` name lists
+_CHUNKED = ("pods", "instanceTypes")
+
+
+def chunked(names: Sequence[str]) -> list[str]:
+    """A list of names as a claim stores it (`pods`, `instanceTypes`), or as `nominate` appends to it: a
+    list of chunks, each the names written together joined by `SEPARATOR` (one chunk for the claim's
+    pods when it is reserved, one more per in-flight nomination). A burst's claim lists some 500 pods
+    and 60-odd instance types, and every watcher, provisioner and disruption run reads every claim: as a
+    chunk instead of 500 list elements, each is one value to write, send, check and parse, not 500.
+    The order of the names is kept."""
+    for name in names:
+        if SEPARATOR in name:
+            raise ValueError(f"{name[:80]!r} holds a line break: no Kubernetes or instance type name does")
+    return [SEPARATOR.join(names)] if names else []
+
+
+def unchunked(chunks: Iterable[str]) -> list[str]:
+    """The names of a stored `chunked` list, in order. An element without a separator is one name, so a
+    list stored one element per name reads the same."""
+    return [name for chunk in chunks for name in chunk.split(SEPARATOR) if name]
+
+
 def claim_item(claim: Claim) -> dict[str, Any]:
-    """Claim fields as top-level camelCase attributes (so `instanceId` is the design's attribute)."""
+    """Claim fields as top-level camelCase attributes (so `instanceId` is the design's attribute); its
+    pods and instance types `chunked`."""
     body = {to_camel(k): v for k, v in claim.model_dump(mode="json", exclude_none=True).items()}
+    for name in _CHUNKED:
+        body[name] = chunked(body.get(name, []))
     return {
         "pk": f"CLAIM#{claim.name}",
         "sk": "CLAIM",
@@ -203,6 +232,9 @@ def claim_item(claim: Claim) -> dict[str, Any]:
 
 def claim_from_item(item: Mapping[str, Any]) -> Claim:
     plain = from_dynamo(deserialize(item))
+    for name in _CHUNKED:
+        if isinstance(plain.get(name), list):
+            plain[name] = unchunked(plain[name])
     return Claim.model_validate({_CLAIM_FIELDS[k]: v for k, v in plain.items() if k in _CLAIM_FIELDS})
 
 
@@ -496,8 +528,8 @@ class DynamoLedger:
             ops = [self._usage_reserve(total, limits)]
             for claim in chunk:
                 ops.append(self._claim_put(claim))
-                ops += [self._nominate(p, claim.name, now, until, _takeover(replacing, (lapsed or {}).get(p)))
-                        for p in dict.fromkeys(claim.pods)]
+                nominations = _Nominations(self._table.name, claim.name, now, until)
+                ops += [nominations.op(p, _takeover(replacing, (lapsed or {}).get(p))) for p in dict.fromkeys(claim.pods)]
             try:
                 _transact(self._table, ops, self._sleep)
                 return
@@ -548,8 +580,9 @@ class DynamoLedger:
         provisioner that took such a pod meanwhile rewrote its `claim`, so the retry's condition fails and
         DynamoDB still decides the race. Raises `_Cancelled`."""
         lapsed: dict[str, str] = {}
+        nominations = _Nominations(self._table.name, claim_name, now, until)
         for lookup in (True, False):
-            ops = head + [self._nominate(p, claim_name, now, until, _takeover(replacing, lapsed.get(p))) for p in pods]
+            ops = head + [nominations.op(p, _takeover(replacing, lapsed.get(p))) for p in pods]
             try:
                 _transact(self._table, ops, self._sleep)
                 return
@@ -587,7 +620,7 @@ class DynamoLedger:
 
     def _grow_claim(self, claim_name: str, pods: list[str], requests: Mapping[str, int]) -> _Op:
         names = {"#pods": "pods", "#st": "status"}
-        vals: dict[str, Any] = {"new": pods, "empty": [], "reserved": "reserved", "launched": "launched"}
+        vals: dict[str, Any] = {"new": chunked(pods), "empty": [], "reserved": "reserved", "launched": "launched"}
         if requests:  # DynamoDB rejects a name the expressions do not use (later chunks add no requests)
             names["#req"] = "requested"
         sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)"]
@@ -616,38 +649,6 @@ class DynamoLedger:
             }
         }
         return _Op(request, "claim", claim.name)
-
-    def _nominate(self, pod: str, claim_name: str, now: datetime, until: datetime,
-                  replacing: Collection[str] = ()) -> _Op:
-        item = {
-            "pk": f"POD#{pod}",
-            "sk": "NOMINATION",
-            "gsi1pk": NOMINATIONS,
-            "gsi1sk": pod,
-            "pod": pod,
-            "claim": claim_name,
-            "until": epoch(until),
-            TTL_ATTR: ttl_epoch(until + NOMINATION_TTL_GRACE),
-        }
-        names = {"#until": "until"}
-        replaced = {f"r{i}": name for i, name in enumerate(sorted(replacing))}
-        taken_over = ""
-        if replaced:
-            names["#claim"] = "claim"
-            taken_over = f" OR #claim IN ({', '.join(':' + k for k in replaced)})"
-        request = {
-            "Put": {
-                "TableName": self._table.name,
-                "Item": serialize(item),
-                # free, or the previous nomination has expired (the same rule as MemoryLedger: until <= now),
-                # or it is held by a claim being replaced
-                "ConditionExpression": "attribute_not_exists(pk) OR #until <= :now" + taken_over,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values(now=epoch(now), **replaced),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        return _Op(request, "pod", pod)
 
     def _usage_reserve(self, claim: Claim, limits: Mapping[str, int] | None) -> _Op:
         """Add the claim's size to its pool's usage; for each limited resource r the condition is
@@ -848,7 +849,7 @@ class DynamoLedger:
         for item in items:
             plain = deserialize(item)
             if plain["until"] > limit:
-                live[str(plain["pod"])] = str(plain["claim"])
+                live[str(plain["pk"]).removeprefix("POD#")] = str(plain["claim"])
         holding = self._holding(set(live.values()), now) if live else set()
         return {pod: claim for pod, claim in live.items() if claim in holding}
 
@@ -860,6 +861,60 @@ class DynamoLedger:
             pool = plain.pop("nodepool")
             out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS}
         return out
+
+
+class _Nominations:
+    """The Puts nominating pods to one claim until one time, as of one `now`. What every pod's Put has in
+    common (its claim, expiry, TTL and condition values) is converted to DynamoDB's wire form once, not
+    once per pod: a burst's transactions carry 100 nominations each. The Puts are exactly what one
+    written pod by pod would be (same attributes in the same order, same condition). The pod's key is
+    the item's own (`pk`) and its index sort key; readers take it from `pk`, so it is not stored a third
+    time (nominations written with a `pod` attribute read the same)."""
+
+    def __init__(self, table: str, claim_name: str, now: datetime, until: datetime) -> None:
+        self._table = table
+        self._common = {
+            "claim": attribute_value(claim_name),
+            "until": attribute_value(epoch(until)),
+            TTL_ATTR: attribute_value(ttl_epoch(until + NOMINATION_TTL_GRACE)),
+        }
+        self._now = epoch(now)
+        self._conditions: dict[frozenset[str], tuple[str, dict[str, str], dict[str, Any]]] = {}
+
+    def _condition(self, replacing: Collection[str]) -> tuple[str, dict[str, str], dict[str, Any]]:
+        key = frozenset(replacing)
+        found = self._conditions.get(key)
+        if found is None:
+            names = {"#until": "until"}
+            replaced = {f"r{i}": name for i, name in enumerate(sorted(key))}
+            taken_over = ""
+            if replaced:
+                names["#claim"] = "claim"
+                taken_over = f" OR #claim IN ({', '.join(':' + k for k in replaced)})"
+            # free, or the previous nomination has expired (the same rule as MemoryLedger: until <= now),
+            # or it is held by a claim being replaced
+            found = ("attribute_not_exists(pk) OR #until <= :now" + taken_over, names,
+                     values(now=self._now, **replaced))
+            self._conditions[key] = found
+        return found
+
+    def op(self, pod: str, replacing: Collection[str] = ()) -> _Op:
+        condition, names, expression_values = self._condition(replacing)
+        # every Put its own containers (none shared with another request), as `serialize` makes them
+        item = {"pk": attribute_value(f"POD#{pod}"), "sk": {"S": "NOMINATION"}, "gsi1pk": {"S": NOMINATIONS},
+                "gsi1sk": attribute_value(pod)}
+        item.update((name, dict(value)) for name, value in self._common.items())
+        request = {
+            "Put": {
+                "TableName": self._table,
+                "Item": item,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": dict(names),
+                "ExpressionAttributeValues": {k: dict(v) for k, v in expression_values.items()},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        return _Op(request, "pod", pod)
 
 
 def _takeover(replacing: Collection[str], lapsed: str | None) -> Collection[str]:
