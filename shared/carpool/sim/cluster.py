@@ -96,8 +96,20 @@ class _NodeView:
     rv: int
 
 
+#: the last time written and its text: the clock stands still within a tick, while thousands of pods are
+#: created, bound or marked at the same time
+_last_iso: tuple[datetime, str] | None = None
+
+
 def _iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_iso
+    last = _last_iso
+    # the same datetime object (the clock's own) has the same fields; anything else is formatted anew
+    if last is not None and last[0] is at:
+        return last[1]
+    text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    _last_iso = (at, text)
+    return text
 
 
 def pod_key(raw: Mapping[str, Any]) -> str:

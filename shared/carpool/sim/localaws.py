@@ -45,14 +45,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from carpool.sim import ec2_pages, moto_linear
+from carpool.sim import ec2_pages, moto_linear, moto_serialize
 from carpool.sim.ec2_pages import PagedInstanceTypes
 from carpool.sim.moto_patches import Internal, MotoPatch, Replaced
+from carpool.sim.shared_models import LocalSession, SharedLoadersWhileImporting, SharedRegionsSession
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -341,12 +341,13 @@ class _FleetAllocation(MotoPatch):
 
 
 #: installed before the server starts: what its first requests already need
-_BEFORE_SERVER: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock)
+_BEFORE_SERVER: tuple[type[MotoPatch], ...] = (_NoDefaultAmis, _SqsClock, SharedRegionsSession)
 #: installed once the server runs, removed (in reverse) when it stops
 _WITH_SERVER: tuple[type[MotoPatch], ...] = (_JournaledTransactions, _PagedLaunchTemplates, PagedInstanceTypes,
-                                             _ModelledSpotPrices, _FleetAllocation, *moto_linear.PATCHES)
-#: every patch a running LocalAws holds installed
-_PATCHES: tuple[type[MotoPatch], ...] = (*_BEFORE_SERVER, *_WITH_SERVER)
+                                             _ModelledSpotPrices, _FleetAllocation, *moto_linear.PATCHES,
+                                             *moto_serialize.PATCHES)
+#: every patch a running LocalAws holds installed (the first one from before moto's models are imported)
+_PATCHES: tuple[type[MotoPatch], ...] = (SharedLoadersWhileImporting, *_BEFORE_SERVER, *_WITH_SERVER)
 
 
 def _prepare(fleet: Any, spot: bool) -> None:
@@ -480,6 +481,18 @@ class Network:
         return [s for ids in self.subnets.values() for s in ids]
 
 
+_client_sessions: list[LocalSession] = []
+_client_sessions_lock = threading.Lock()
+
+
+def _client_session() -> LocalSession:
+    """The session of every LocalAws's own clients (one per process, as boto3's default session is)."""
+    with _client_sessions_lock:
+        if not _client_sessions:
+            _client_sessions.append(LocalSession())
+        return _client_sessions[0]
+
+
 def table_names(cluster: str) -> StateTables:
     return StateTables(f"carpool-{cluster}-state", f"carpool-{cluster}-idempotency")
 
@@ -514,8 +527,14 @@ class LocalAws:
     def start(self) -> LocalAws:
         if self._server is not None:
             return self
-        for patch in _PATCHES:  # before anything is applied: a changed moto internal fails here, whole
-            patch.verify()
+        SharedLoadersWhileImporting.install()  # moto's models, imported to be verified, read botocore's data once
+        try:
+            with SharedLoadersWhileImporting.importing():
+                for patch in _PATCHES:  # before anything else is applied: a changed moto internal fails here, whole
+                    patch.verify()
+        except BaseException:
+            SharedLoadersWhileImporting.uninstall()
+            raise
         self.account = _Accounts.take(self._wanted_account)
         for patch in _BEFORE_SERVER:
             patch.install()
@@ -581,7 +600,7 @@ class LocalAws:
         """A plain boto3 client on the local server (for tests' own setup and assertions)."""
         if not self.endpoint:
             raise RuntimeError("LocalAws is not started")
-        return boto3.client(
+        return _client_session().client(
             service,  # type: ignore[call-overload]
             region_name=self.region,
             endpoint_url=self.endpoint,

@@ -18,6 +18,9 @@
   for a map member a copy of its whole subtree at every level; it turns answers into plain values
   through five type tests per value. `_MeasuredSizes` and `_PlainAnswers` compute the same numbers and
   values directly. Neither keeps anything between calls: stored items change in place.
+- **DynamoDB's keys**: items are stored in dicts keyed by `DynamoType`, whose hash and equality go
+  through `cast_value` (five type tests) for every lookup. `_DirectAttributeValues` hashes and compares
+  strings and binary values, and builds values from one-entry dicts, directly, with the same results.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from carpool.sim.moto_patches import Internal, MotoPatch, Replaced
+from carpool.sim.moto_patches import Internal, MotoInternalChanged, MotoPatch, Replaced
 
 #: moto's item limit, written in `LimitedSizeDict.__setitem__` (fingerprinted in `relies_on`)
 _MOTO_ITEM_LIMIT = 405000
@@ -254,6 +257,73 @@ class _PlainAnswers(MotoPatch):
         return [(utilities, "dynamo_to_dict", original), (responses, "dynamo_to_dict", answered)]
 
 
+#: the types whose `cast_value` is the stored value itself (not a number, set, list, map or NULL)
+_TEXT_TYPES = frozenset({"S", "B"})
+
+
+class _DirectAttributeValues(MotoPatch):
+    """`DynamoType` built, hashed and compared without the generic paths for the common shapes.
+
+    Items are stored in dicts keyed by `DynamoType` hash and range keys, so every read and write of an
+    item hashes and compares its keys, each time through `cast_value` (five type tests to find that a
+    string is its own value); building a `DynamoType` from a one-entry dict lists its keys and values
+    twice. The shortcuts compute the same: a string or binary value hashes as `(type, value)` and equals
+    another of the same type when the values are equal (what `cast_value` gives for them); a one-entry
+    dict becomes that entry, lists and maps wrapped member by member as moto wraps them. Anything else
+    (numbers, sets, other classes, dicts of another size) takes moto's own code."""
+
+    replaces = (Internal(_DYNAMO_TYPE, "DynamoType.__init__", "7c6cde92e1149bfe"),
+                Internal(_DYNAMO_TYPE, "DynamoType.__hash__", "4d37bb816dede322"),
+                Internal(_DYNAMO_TYPE, "DynamoType.__eq__", "48f12362c49f00c1"))
+    #: what `cast_value` answers for strings and binary values, and the type tests `__init__` makes
+    relies_on = (Internal(_DYNAMO_TYPE, "DynamoType.cast_value", "135da387dfcc7c1c"),
+                 Internal(_DYNAMO_TYPE, "DynamoType.is_number", "1acd1246a6710316"),
+                 Internal(_DYNAMO_TYPE, "DynamoType.is_set", "01b70f096bc58dfa"),
+                 Internal(_DYNAMO_TYPE, "DynamoType.is_list", "9cc3570f1cb8448b"),
+                 Internal(_DYNAMO_TYPE, "DynamoType.is_map", "6e6551375b6c2ac0"),
+                 Internal(_DYNAMO_TYPE, "DynamoType.is_null", "3f276b83b6b24669"))
+
+    @classmethod
+    def _apply(cls) -> Replaced:
+        from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
+
+        constants = (DDBType.STRING, DDBType.BINARY, DDBType.LIST, DDBType.MAP, DDBType.NUMBER, DDBType.NULL)
+        if constants != ("S", "B", "L", "M", "N", "NULL") or not _TEXT_TYPES.isdisjoint(
+                {DDBType.STRING_SET, DDBType.NUMBER_SET, DDBType.BINARY_SET}):
+            raise MotoInternalChanged(f"{cls.__name__}: moto's DDBType names changed")
+        init, hashed, equal = (DynamoType.__dict__[n] for n in ("__init__", "__hash__", "__eq__"))
+
+        def __init__(self: Any, type_as_dict: Any) -> None:
+            if type(self) is not DynamoType or type(type_as_dict) is not dict or len(type_as_dict) != 1:
+                init(self, type_as_dict)
+                return
+            (kind, value), = type_as_dict.items()
+            self.type = kind
+            if kind == "L":
+                value = [DynamoType(v) for v in value]
+            elif kind == "M":
+                value = {k: DynamoType(v) for k, v in value.items()}
+            self.value = value
+
+        def __hash__(self: Any) -> int:
+            kind = self.type
+            if kind in _TEXT_TYPES and type(self) is DynamoType:
+                return hash((kind, self.value))
+            return int(hashed(self))
+
+        def __eq__(self: Any, other: Any) -> bool:
+            kind = self.type
+            if kind in _TEXT_TYPES and type(self) is DynamoType and type(other) is DynamoType and other.type == kind:
+                return bool(self.value == other.value)
+            return bool(equal(self, other))
+
+        DynamoType.__init__ = __init__  # type: ignore[method-assign]
+        DynamoType.__hash__ = __hash__  # type: ignore[method-assign,assignment]
+        DynamoType.__eq__ = __eq__  # type: ignore[method-assign,assignment]
+        return [(DynamoType, "__init__", init), (DynamoType, "__hash__", hashed), (DynamoType, "__eq__", equal)]
+
+
 #: the patches of this module, installed by every running `LocalAws` (`_MeasuredSizes` before
 #: `_ItemsMeasuredOnce`, which measures through it)
-PATCHES: tuple[type[MotoPatch], ...] = (_IndexedQueryKeys, _MeasuredSizes, _ItemsMeasuredOnce, _PlainAnswers)
+PATCHES: tuple[type[MotoPatch], ...] = (_IndexedQueryKeys, _MeasuredSizes, _ItemsMeasuredOnce, _PlainAnswers,
+                                        _DirectAttributeValues)

@@ -62,8 +62,10 @@ def ondemand_price(region: str, instance_type: str) -> float | None:
     return _ondemand(region).get(instance_type)
 
 
+@lru_cache(maxsize=65536)
 def spot_price(region: str, instance_type: str, zone: str) -> float | None:
-    """USD per hour of a spot instance of `instance_type` in `zone`, or None without an on-demand price."""
+    """USD per hour of a spot instance of `instance_type` in `zone`, or None without an on-demand price
+    (kept once computed: a function of its arguments, asked for every pool of every price page)."""
     od = ondemand_price(region, instance_type)
     if od is None:
         return None

@@ -179,3 +179,32 @@ def test_condition_parsers_of_equal_inputs_hand_out_their_own_names() -> None:
         second = responses.create_condition_expression_parser(*args)
         second.parse()
     assert second.expr_attr_names_found == ["#claim"]
+
+
+def test_expression_keys_are_equal_only_for_equal_inputs() -> None:
+    from carpool.sim.motofast import _expression_key
+
+    now = {":now": {"N": "1732480000"}}
+    text = "attribute_not_exists(pk) OR #until <= :now"
+    same = [_expression_key(text, {"#until": "until"}, dict(now)),
+            _expression_key(text, {"#until": "until"}, {":now": {"N": "1732480000"}})]
+    different = [
+        _expression_key(text, {"#until": "until"}, {":now": {"N": "1732480001"}}),
+        _expression_key(text, {"#until": "until"}, {":now": {"S": "1732480000"}}),
+        _expression_key(text, {"#until": "until"}, None),
+        _expression_key(text, {"#until": "until"}, {}),
+        _expression_key(text, None, now),
+        _expression_key(text, {}, now),
+        _expression_key(text + " ", {"#until": "until"}, now),
+        _expression_key(text, {"#until": "untiL"}, now),
+        # not one-level text: keyed by the JSON text instead, still apart from the rest
+        _expression_key(text, {"#until": "until"}, {":now": {"L": [{"N": "1732480000"}]}}),
+        _expression_key(text, {"#until": "until"}, {":now": {"BOOL": True}}),
+        _expression_key(text, {"#until": "until"}, {":now": {"BOOL": 1}}),
+    ]
+    assert same[0] == same[1] and isinstance(same[0], tuple)
+    assert all(k is not None for k in different)
+    assert len({same[0], *different}) == 1 + len(different)
+    # the order names and values were written in does not matter
+    assert _expression_key(text, {"#a": "a", "#b": "b"}, None) == _expression_key(text, {"#b": "b", "#a": "a"}, None)
+    assert _expression_key(text, None, {":b": {"B": b"\x00"}}) is None  # binary: not worth a key
