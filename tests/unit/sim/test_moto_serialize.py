@@ -49,7 +49,9 @@ def _seed(clients: dict[str, Any]) -> None:
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
     group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc)["GroupId"]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    # its own image: whether moto loads its default AMIs depends on what ran before in the process
+    image = ec2.register_image(Name="nodes", Architecture="x86_64", RootDeviceName="/dev/xvda",
+                               BlockDeviceMappings=[{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 20}}])["ImageId"]
     template = ec2.create_launch_template(LaunchTemplateName="nodes-lt", LaunchTemplateData={
         "ImageId": image, "UserData": "dXNlcmRhdGE=", "SecurityGroupIds": [group],
         "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
