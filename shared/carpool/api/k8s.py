@@ -62,6 +62,8 @@ class ResourceRequirements(KubeModel):
 
     @model_validator(mode="after")
     def _requests_default_to_limits(self) -> ResourceRequirements:
+        if not self.limits:  # most containers: nothing to default
+            return self
         missing = {k: v for k, v in self.limits.items() if k not in self.requests}
         if missing:
             self.requests = {**self.requests, **missing}
