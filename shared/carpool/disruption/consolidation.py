@@ -34,6 +34,7 @@ from carpool.disruption.decision import Decision, Kind, Reason, Replacement
 from carpool.resources import Resources, add, subtract
 from carpool.scheduling import inputs as si
 from carpool.scheduling.claim import NODE
+from carpool.scheduling.indexcache import IndexCache
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions, schedule
 
@@ -52,8 +53,10 @@ class Outcome:
 class Simulator:
     """The scheduler over the view's room, updated as decisions are taken.
 
-    Each simulation hands the scheduler every node that is room, so its cost grows with the cluster; two
+    Each simulation hands the scheduler every node that is room, so its cost grows with the cluster; three
     reductions keep it small without changing any answer:
+    - the pools' instance indexes (types priced and sorted, requirement masks) are built once per run and
+      shared by its simulations (`IndexCache`): the pools are the same in every one;
     - a node's labels are cut to the keys something can ask about (`referenced_keys`: the keys of every
       pod's node affinity, node selector and topology terms, of the pools' requirements and labels, and the
       keys the scheduler itself reads): a label no requirement or topology term names cannot change where
@@ -73,6 +76,7 @@ class Simulator:
         self._keys = referenced_keys(view, self.pools, self.daemonsets)
         self._repelling = any(p.anti_affinity for n in view.existing for p in n.pods)
         self._reduced: dict[tuple[str, bool], si.ExistingNode] = {}
+        self._indexes = IndexCache()
         self.simulations = 0
         self._reserve_for_pending(view.pending)
 
@@ -90,6 +94,7 @@ class Simulator:
             existing=[self._room(n, with_pods) for name, n in self.existing.items() if name not in gone],
             daemonsets=self.daemonsets,
             options=ScheduleOptions(claim_name=lambda pool, i: f"{pool}-replacement-{seq}-{i}"),
+            indexes=self._indexes,
         )
 
     def _room(self, node: si.ExistingNode, with_pods: bool) -> si.ExistingNode:

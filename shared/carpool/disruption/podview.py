@@ -113,6 +113,14 @@ def from_pod(pod: Pod) -> PodView:
     return replace(view, spec=convert.pod_spec(pod)) if view.reschedulable else view
 
 
+def bound(view: PodView, node: str) -> PodView:
+    """The view of a pod that was not finished, once bound to `node` and started (Running, Ready): a
+    binding sets the pod's node and status only, so its shape, protection and cost stay what they were."""
+    if view.terminal:
+        raise ValueError(f"pod {view.key} has finished: a binding does not start it again")
+    return replace(view, node=node, phase="Running", healthy=_healthy("Running", view.terminating, "True"))
+
+
 @dataclass(frozen=True, slots=True)
 class Owner:
     kind: str

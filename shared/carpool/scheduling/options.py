@@ -13,6 +13,7 @@ efficiency for the batch's workload shape (`efficiency.py`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from carpool import labels as L
 from carpool.requirements import Requirements
@@ -57,6 +58,9 @@ class InstanceIndex:
         self.zones = sorted({z for z, _ in self.labels.offers})
         self.capacity_types = sorted({c for _, c in self.labels.offers})
         self.efficiency = EfficiencyRanking(self.types, self.prices)
+        #: a claim signature's types in price order, by its requirements (filled by
+        #: `planned_claims.price_order`; a function of this index and the requirements only)
+        self.price_orders: dict[Requirements, list[Any]] = {}
 
     # -- resources ----------------------------------------------------------------------------------
     def fit_mask(self, total: Mapping[str, int]) -> int:

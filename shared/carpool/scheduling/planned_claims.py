@@ -89,16 +89,21 @@ def planned_claim(b: Bin, price_orders: dict[int, PriceOrder], limit: int | None
 
 
 def price_order(signature: Signature, pool: PoolState, price_orders: dict[int, PriceOrder]) -> PriceOrder:
-    """The signature's instance types with an offering its requirements allow, cheapest first (cached)."""
+    """The signature's instance types with an offering its requirements allow, cheapest first (cached per
+    signature, and on the pool's index by the signature's requirements, of which its types are a function:
+    batches that share an index, see `carpool.scheduling.indexcache`, share their price orders too)."""
     ordered = price_orders.get(signature.id)
     if ordered is None:
-        ordered = []
         index = pool.index
-        for i in bits(signature.type_mask):
-            p = index.price(i, signature.requirements)
-            if p is not None:
-                ordered.append((i, InstanceChoice(index.types[i].name, p[0], p[1], p[2])))
-        ordered.sort(key=lambda t: (t[1].price, t[1].name))
+        ordered = index.price_orders.get(signature.requirements)
+        if ordered is None:
+            ordered = []
+            for i in bits(signature.type_mask):
+                p = index.price(i, signature.requirements)
+                if p is not None:
+                    ordered.append((i, InstanceChoice(index.types[i].name, p[0], p[1], p[2])))
+            ordered.sort(key=lambda t: (t[1].price, t[1].name))
+            index.price_orders[signature.requirements] = ordered
         price_orders[signature.id] = ordered
     return ordered
 

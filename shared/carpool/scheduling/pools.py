@@ -15,6 +15,7 @@ Order rules (documented, deterministic, tested):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from carpool import labels as L
 from carpool.requirements import Requirement, Requirements
@@ -24,11 +25,15 @@ from carpool.scheduling.limits import PoolLimits
 from carpool.scheduling.options import InstanceIndex
 from carpool.taints import untolerated
 
+if TYPE_CHECKING:
+    from carpool.scheduling.indexcache import IndexCache
+
 
 class PoolState:
     """One pool during a batch: normalized requirements, instance index, overhead, limits, split count."""
 
-    def __init__(self, id: int, spec: PoolSpec, daemonsets: Sequence[PodSpec]) -> None:
+    def __init__(self, id: int, spec: PoolSpec, daemonsets: Sequence[PodSpec],
+                 indexes: IndexCache | None = None) -> None:
         self.id = id
         self.spec = spec
         self.name = spec.name
@@ -40,7 +45,9 @@ class PoolState:
             reqs = reqs.merge(Requirements.from_labels(spec.labels))
         self.requirements = reqs
         self.taints = spec.taints
-        self.index = InstanceIndex(spec.instance_types, reqs)
+        # batches scheduled one after another against the same pools may share the index (`IndexCache`)
+        self.index = (indexes.index(spec.instance_types, reqs) if indexes is not None
+                      else InstanceIndex(spec.instance_types, reqs))
         daemons = daemons_on(reqs, spec.taints, daemonsets)
         self.overhead: Resources = add(daemon_overhead(daemons), spec.daemon_overhead)
         #: host ports the pool's DaemonSet pods hold on every new node (Karpenter reserves them on a new

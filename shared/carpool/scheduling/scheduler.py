@@ -16,7 +16,8 @@ One concept a module, as in Karpenter's package:
   against a signature; `room.py`: bins by free room;
 - `topology.py` / `topologygroup.py`: topology counts; `domains.py`: the domains a group may use;
 - `pools.py` and `limits.py`: NodePool order and limits; `balance.py`: cost-balanced filling of
-  unconstrained pods; `planned_claims.py` and `explain.py`: the result and the reasons for what is left.
+  unconstrained pods; `planned_claims.py` and `explain.py`: the result and the reasons for what is left;
+  `indexcache.py`: pools' instance indexes shared by batches scheduled one after another (consolidation).
 
 Beyond Karpenter:
 - cost: pods with no placement rule of their own are placed after the others, bin by bin, so nodes fill
@@ -39,6 +40,7 @@ from carpool.resources import CPU
 from carpool.scheduling import balance, explain, label_safety
 from carpool.scheduling.domains import Domains
 from carpool.scheduling.existingnode import fixed_bins
+from carpool.scheduling.indexcache import IndexCache
 from carpool.scheduling.inputs import ExistingNode, InFlightClaim, PodSpec, PoolSpec
 from carpool.scheduling.newclaim import NewClaims
 from carpool.scheduling.pending import PendingGroup
@@ -79,13 +81,16 @@ def schedule(
     existing: Sequence[ExistingNode] = (),
     daemonsets: Sequence[PodSpec] = (),
     options: ScheduleOptions | None = None,
+    indexes: IndexCache | None = None,
 ) -> SchedulingResult:
-    """Plan where every pending pod goes. Pure: same inputs, same result."""
+    """Plan where every pending pod goes. Pure: same inputs, same result (`indexes`, when given, only
+    shares the pools' instance indexes with the caller's other batches: see `carpool.scheduling.indexcache`)."""
     start = time.perf_counter()
     unsafe = label_safety.unsafe_pods(pods)
     if unsafe:
         pods = [p for p in pods if p.key not in unsafe]
-    result = Scheduler(pools, in_flight=in_flight, existing=existing, daemonsets=daemonsets, options=options).solve(pods)
+    result = Scheduler(pools, in_flight=in_flight, existing=existing, daemonsets=daemonsets, options=options,
+                       indexes=indexes).solve(pods)
     for key, reason in unsafe.items():
         result.unschedulable[key] = {pool.name: reason for pool in pools} or {"": reason}
     result.seconds = time.perf_counter() - start
@@ -103,9 +108,10 @@ class Scheduler:
         existing: Sequence[ExistingNode] = (),
         daemonsets: Sequence[PodSpec] = (),
         options: ScheduleOptions | None = None,
+        indexes: IndexCache | None = None,
     ) -> None:
         self.options = options or ScheduleOptions()
-        self.pools = [PoolState(i, spec, daemonsets) for i, spec in enumerate(pools)]
+        self.pools = [PoolState(i, spec, daemonsets, indexes) for i, spec in enumerate(pools)]
         self.order = PoolOrder(self.pools)
         self.topology = Topology()
         self.signatures = SignatureRegistry()

@@ -79,7 +79,10 @@ class SignatureRegistry:
     def for_node(self, pool: PoolState | None, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> Signature:
         """The signature of an existing node or in-flight claim: its labels (hostname excluded) and taints."""
         key = ("fixed", frozenset(labels.items()), taints)
-        return self._intern(key, pool, Requirements.from_labels(labels), taints, labels)
+        signature = self._index.get(key)  # nodes with equal labels share it: requirements built once
+        if signature is None:
+            signature = self._intern(key, pool, Requirements.from_labels(labels), taints, labels)
+        return signature
 
     def _intern(self, key: tuple, pool: PoolState | None, requirements: Requirements, taints: tuple[Taint, ...],
                 labels: Mapping[str, str] | None) -> Signature:

@@ -795,12 +795,17 @@ class SimulatedCluster:
 
     def _bind(self, key: str, rec: _Record, node_name: str) -> None:
         now = _iso(self._clock())
+        before = rec.view
         rec.raw.setdefault("spec", {})["nodeName"] = node_name
         rec.raw["status"] = {"phase": "Running", "startTime": now, "conditions": [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
             {"type": "Ready", "status": "True", "lastTransitionTime": now}]}
         self.unbound_seconds.append(self._elapsed() - rec.created_at)
         self._record_change("MODIFIED", "Pod", rec)
+        if before is not None and not before.terminal:
+            # the binding changed the node and the status only: the pod's view as of now follows from
+            # the one before (a burst's pods are listed pending, then again bound, all of them)
+            rec.view = podview.bound(before, node_name)
 
     def _mark_unschedulable(self, rec: _Record, ready_nodes: int) -> bool:
         if pod_unschedulable(rec.raw):

@@ -124,3 +124,26 @@ def test_multi_node_search_returns_the_best_prefix_found_when_time_runs_out() ->
     assert got.decision is not None and got.decision.nodes == tuple(c.node for c in cands[:4])
     none = consolidation.multi(cands, Simulator(inputs.view, inputs.pool_specs), out_of_time=lambda: True)
     assert none.decision is None
+
+
+def test_a_runs_simulations_share_each_pools_instance_index_and_answer_the_same(monkeypatch: Any) -> None:
+    """The pools are the same in every simulation of a run: their instance indexes are built once, and
+    the plan is the one indexes built per simulation give."""
+    from carpool.scheduling import indexcache, options
+
+    w = busy_world(cpu="500m")
+    built: list[int] = []
+    real_init = options.InstanceIndex.__init__
+
+    def counting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(options.InstanceIndex, "__init__", counting_init)
+    shared = w.plan()
+    shared_builds = len(built)
+    monkeypatch.setattr(indexcache.IndexCache, "index", lambda self, types, reqs: options.InstanceIndex(types, reqs))
+    built.clear()
+    alone = w.plan()
+    assert shared.decisions and (shared.decisions, shared.kept, shared.waiting) == (alone.decisions, alone.kept, alone.waiting)
+    assert shared_builds == 1 < len(built)

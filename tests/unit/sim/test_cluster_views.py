@@ -62,3 +62,37 @@ def test_a_view_cannot_be_changed_by_its_reader(cluster: SimulatedCluster) -> No
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.node = "elsewhere"  # type: ignore[misc]
     assert cluster.pod_views("n1")[0].node == "n1"
+
+
+def test_a_bound_pod_is_seen_as_a_fresh_read_of_it_would_be(cluster: SimulatedCluster) -> None:
+    """Binding carries a pod's view over (node, phase, health change): it must equal the view the API
+    adapter's projection makes of the bound pod's JSON."""
+    cluster.add_node(make_node("n1", cpu="1"))
+    annotations = {"controller.kubernetes.io/pod-deletion-cost": "100", "karpenter.sh/do-not-disrupt": "true"}
+    for i in range(3):
+        raw = make_pod(f"web-{i}", cpu="1", owners=OWNER,
+                       tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}])
+        raw["metadata"]["annotations"] = annotations
+        cluster.add_pod(raw)
+    cluster.bind()  # one fits; the others stay pending
+    before = {v.key: v for v in cluster.pod_views()}
+    assert sorted(v.node for v in before.values()) == ["", "", "n1"]
+    cluster.add_node(make_node("n2", cpu="4"))
+    cluster.bind()
+    carried = {v.key: v for v in cluster.pod_views()}
+    for rec in cluster.pods.values():
+        rec.view = None
+    fresh = {v.key: v for v in cluster.pod_views()}
+    assert carried == fresh
+    moved = [k for k, v in before.items() if not v.node]
+    assert all(carried[k].node == "n2" and carried[k].phase == "Running" and carried[k].healthy for k in moved)
+    assert all(not before[k].healthy and before[k].phase == "Pending" for k in moved)
+    assert all(carried[k].spec == before[k].spec and carried[k].protection for k in moved)
+
+
+def test_binding_does_not_restart_a_finished_pod_view() -> None:
+    finished = podview.PodView(key="default/done", node="", phase="Succeeded", labels={}, requests={}, spec=None)
+    with pytest.raises(ValueError, match="finished"):
+        podview.bound(finished, "n1")
+    running = podview.bound(dataclasses.replace(finished, phase="Pending", terminating=True), "n1")
+    assert (running.node, running.phase, running.healthy) == ("n1", "Running", False)
