@@ -220,22 +220,10 @@ def measure(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> dict[str,
             out[function].append(json.loads(done.stdout.strip().splitlines()[-1]))
 
         for _ in range(samples):
-            for function in ("provisioner", "watcher"):
-                if function in functions:
-                    aws.clear_state()
-                    refresh_catalog()  # the state a running deployment has (clear_state emptied the table)
-                    sample(function, _Worlds(path).pending(function))
-            if set(functions) & {"registrar", "disruption", "interruption"}:
+            for function in functions:  # each in a world of its own: what one function did is not another's
                 aws.clear_state()
-                refresh_catalog()
-                worlds = _Worlds(path)
-                if "registrar" in functions:
-                    sample("registrar", worlds.launched())
-                settled = worlds.registered()
-                for function in ("disruption", "interruption"):
-                    if function in functions:
-                        sample(function, {"nodes": settled["nodes"], "pods": settled["pods"],
-                                          "event": settled[function]})
+                refresh_catalog()  # the state a running deployment has (clear_state emptied the table)
+                sample(function, _Worlds(path).meeting(function))
     return out
 
 
@@ -257,6 +245,16 @@ class _Worlds:
                                   "spec": {"containers": [{"name": "c", "image": "x",
                                                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}})
         self.cluster.bind()
+
+    def meeting(self, function: str) -> dict[str, Any]:
+        """The world `function`'s cold start meets."""
+        if function in ("provisioner", "watcher"):
+            return self.pending(function)
+        launched = self.launched()
+        if function == "registrar":
+            return launched
+        settled = self.registered()
+        return {"nodes": settled["nodes"], "pods": settled["pods"], "event": settled[function]}
 
     def pending(self, function: str = "provisioner") -> dict[str, Any]:
         """Pods pending: the provisioner's batch of their events, or the watcher's schedule."""
@@ -327,11 +325,14 @@ class _Worlds:
         return nodes
 
     def _instances(self) -> dict[str, dict[str, Any]]:
+        """The instances of this world's claims (local EC2 keeps those of the worlds before it)."""
         from carpool.adapters.aws import session
+        from carpool.adapters.aws.dynamodb_state import DynamoLedger
 
-        pages = session.client("ec2").describe_instances(
-            Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]},
-                     {"Name": f"tag:kubernetes.io/cluster/{self._name()}", "Values": ["owned"]}])
+        ids = sorted(c.instance_id for c in DynamoLedger(self._settings().table).active() if c.instance_id)
+        if not ids:
+            raise RuntimeError("preparing the bench world: the provisioner launched nothing")
+        pages = session.client("ec2").describe_instances(InstanceIds=ids)
         return {i["InstanceId"]: i for r in pages["Reservations"] for i in r["Instances"]}
 
     def _records(self, entries: list[dict[str, Any]], role: str) -> dict[str, Any]:
