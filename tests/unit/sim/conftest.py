@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from moto import mock_aws
 
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
@@ -54,3 +56,13 @@ def create_dynamo_table(client: Any, name: str, gsi1: bool = False) -> None:
         TableName=name, BillingMode="PAY_PER_REQUEST",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes], **extra)
+
+
+@pytest.fixture
+def moto_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto in this process (`mock_aws`), with the fake credentials and region boto3 clients need."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield

@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 from moto.dynamodb.models.dynamo_type import DynamoType
 
 from carpool.sim.moto_linear import _DirectAttributeValues
@@ -69,19 +66,8 @@ def test_unhashable_values_stay_unhashable() -> None:
 
 
 @pytest.fixture
-def ddb() -> Iterator[Any]:
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        with mock_aws():
-            yield boto3.client("dynamodb", region_name="us-east-1")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def ddb(moto_in_process: None) -> Any:
+    return boto3.client("dynamodb", region_name="us-east-1")
 
 
 def _session(ddb: Any, table: str) -> list[Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -11,7 +9,6 @@ import botocore.session
 import pytest
 from botocore.exceptions import ClientError
 from botocore.serialize import create_serializer
-from moto import mock_aws
 from moto.core.parse import EC2QueryParser, QueryParser
 from moto.core.utils import get_service_model
 from moto.dynamodb.exceptions import ItemSizeTooLarge
@@ -140,23 +137,12 @@ def test_items_of_every_attribute_type_are_stored_identically() -> None:
 
 
 @pytest.fixture
-def table() -> Iterator[Any]:
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        with mock_aws():
-            client = boto3.client("dynamodb", region_name="us-east-1")
-            client.create_table(TableName="t", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                                BillingMode="PAY_PER_REQUEST")
-            yield client
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def table(moto_in_process: None) -> Any:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(TableName="t", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                        BillingMode="PAY_PER_REQUEST")
+    return client
 
 
 def _writes(client: Any, pk: str) -> tuple[dict[str, Any], list[dict[str, str]]]:

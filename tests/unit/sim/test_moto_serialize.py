@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from moto.core import serialize
 
 from carpool.sim import moto_serialize
@@ -29,19 +26,8 @@ def unpatched() -> None:
 
 
 @pytest.fixture
-def aws() -> Iterator[dict[str, Any]]:
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        with mock_aws():
-            yield {name: boto3.client(name, region_name=REGION) for name in ("ec2", "dynamodb", "sqs", "ssm")}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def aws(moto_in_process: None) -> dict[str, Any]:
+    return {name: boto3.client(name, region_name=REGION) for name in ("ec2", "dynamodb", "sqs", "ssm")}
 
 
 def _seed(clients: dict[str, Any]) -> None:
