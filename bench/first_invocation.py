@@ -250,13 +250,12 @@ class _Worlds:
         """The world `function`'s cold start meets."""
         if function in ("provisioner", "watcher"):
             return self.pending(function)
-        launched = self.launched()
+        registering = self.launched()
         if function == "registrar":
-            return launched
-        settled = self.registered()
-        return {"nodes": settled["nodes"], "pods": settled["pods"], "event": settled[function]}
+            return registering
+        return self.registered(registering["event"], function)
 
-    def pending(self, function: str = "provisioner") -> dict[str, Any]:
+    def pending(self, function: str) -> dict[str, Any]:
         """Pods pending: the provisioner's batch of their events, or the watcher's schedule."""
         from bench.provisioner_stages import _batch
         from carpool.sim.lambdas import scheduled_event
@@ -269,26 +268,28 @@ class _Worlds:
         """The provisioner's claims launched; their nodes registered by their kubelets, not yet by carpool."""
         from carpool.api import events
 
-        self._invoke("provisioner", self.pending()["event"])
+        self._invoke("provisioner", self.pending("provisioner")["event"])
         nodes = [self.cluster.get_node(self.cluster.add_node(raw)) for raw in self._joined_nodes()]
         entries = [events.node_registered_entry(self._name(), node, _utc_now(), "bus") for node in nodes if node]
-        self.registering = self._records(entries, "registrar")
-        return {"nodes": self._nodes(), "pods": self._pods(), "event": self.registering}
+        return {"nodes": self._nodes(), "pods": self._pods(), "event": self._records(entries, "registrar")}
 
-    def registered(self) -> dict[str, Any]:
-        """After the registrar's run: nodes registered and Ready, the pods bound to them."""
+    def registered(self, registering: dict[str, Any], function: str) -> dict[str, Any]:
+        """After the registrar's run on `registering`: nodes registered and Ready, the pods bound to them;
+        the disruption function's schedule or a spot interruption warning for one of the nodes."""
         from carpool.api import events
         from carpool.sim.lambdas import scheduled_event
 
-        self._invoke("registrar", self.registering)
+        self._invoke("registrar", registering)
         self.cluster.bind()
-        instance = next(iter(self._instances()))
-        warning = {"Time": _utc_now(), "Source": "aws.ec2", "DetailType": events.SPOT_INTERRUPTION,
-                   "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
-                   "Resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance}"]}
-        return {"nodes": self._nodes(), "pods": self._pods(),
-                "disruption": scheduled_event("carpool-disruption", _utc_now(), "us-east-1"),
-                "interruption": self._records([warning], "interruption")}
+        if function == "disruption":
+            event = scheduled_event("carpool-disruption", _utc_now(), "us-east-1")
+        else:
+            instance = next(iter(self._instances()))
+            warning = {"Time": _utc_now(), "Source": "aws.ec2", "DetailType": events.SPOT_INTERRUPTION,
+                       "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
+                       "Resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance}"]}
+            event = self._records([warning], "interruption")
+        return {"nodes": self._nodes(), "pods": self._pods(), "event": event}
 
     def _invoke(self, function: str, event: dict[str, Any]) -> None:
         import contextlib
@@ -337,15 +338,10 @@ class _Worlds:
 
     def _records(self, entries: list[dict[str, Any]], role: str) -> dict[str, Any]:
         """SQS records as the function's event source mapping delivers them from its queue."""
-        from carpool.api import events
+        from bench.provisioner_stages import sqs_records
 
         account, name = self.path.queues[role].rstrip("/").split("/")[-2:]
-        arn = f"arn:aws:sqs:us-east-1:{account}:{name}"
-        records = [{"messageId": f"m{i}", "receiptHandle": "r", "attributes": {}, "messageAttributes": {},
-                    "body": json.dumps(events.delivered_event(entry, event_id=f"e{i}"), default=str),
-                    "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": "us-east-1"}
-                   for i, entry in enumerate(entries)]
-        return {"Records": records}
+        return sqs_records(entries, f"arn:aws:sqs:us-east-1:{account}:{name}")
 
     def _nodes(self) -> list[dict[str, Any]]:
         return [dict(rec.raw) for rec in self.cluster.store("Node").values()]

@@ -98,13 +98,19 @@ def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
 def _batch(pods: list[Any], now: datetime) -> dict[str, Any]:
     from carpool.api import events
 
+    return sqs_records([events.pod_unschedulable_entry(CLUSTER, pod, now, "bus") for pod in pods])
+
+
+def sqs_records(entries: list[dict[str, Any]], arn: str = "arn:aws:sqs:us-east-1:123456789012:q") -> dict[str, Any]:
+    """The Lambda SQS event of the events a rule delivers to the queue `arn` for PutEvents `entries`."""
+    from carpool.api import events
+
     records = []
-    for i, pod in enumerate(pods):
-        entry = events.pod_unschedulable_entry(CLUSTER, pod, now, "bus")
+    for i, entry in enumerate(entries):
         body = json.dumps(events.delivered_event(entry, event_id=f"e{i}"), default=str)
         records.append({"messageId": f"m{i}", "receiptHandle": "r", "body": body, "attributes": {},
                         "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"})
+                        "eventSourceARN": arn, "awsRegion": "us-east-1"})
     return {"Records": records}
 
 
