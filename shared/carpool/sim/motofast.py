@@ -36,6 +36,8 @@ While `faster_moto()` is active:
   nomination carries the same condition 99 times, and moto parses each twice;
 - DynamoDB update expressions are parsed once per distinct text (moto parses each twice per Update,
   about 200 µs a parse; the per-item validation against the stored item still runs every time);
+- the table of botocore service names an error answer needs is built once per process, not by every
+  request that fails before moto's cache of it is filled (`carpool.sim.moto_errors`);
 - the server's list of service modules (a directory listing per request) is read once, and so is each
   response class's list of method names (an `inspect.getmembers` over the class per request);
 - an answer's request id is written into its body only where the body has a `<RequestId>` element (moto
@@ -63,7 +65,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from carpool.sim import moto_checks, moto_partitions
+from carpool.sim import moto_checks, moto_errors, moto_partitions
 from carpool.sim.moto_events import DirectSqsDelivery
 from carpool.sim.moto_patches import Internal, MotoInternalChanged, MotoPatch, Replaced, installed
 
@@ -851,7 +853,7 @@ PATCHES: tuple[type[MotoPatch], ...] = (_CheapCounts, _LazyReceive, _OnePassDele
                                         _ParsedUpdates, _ModuleListOnce, DirectSqsDelivery,
                                         _WireFormRequests, _MethodNamesOnce, _CheapMessageCopies,
                                         _RequestIdsWhereWritten, moto_checks.EmptyKeysChecked,
-                                        moto_checks.DuplicateKeysHashed)
+                                        moto_checks.DuplicateKeysHashed, moto_errors.ServiceNamesOnce)
 
 
 @contextlib.contextmanager
