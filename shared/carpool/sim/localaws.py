@@ -46,10 +46,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
-from carpool.sim import ec2_pages, moto_linear, moto_serialize
+from carpool.sim import ec2_pages, moto_linear, moto_serialize, persistent_http
 from carpool.sim.ec2_pages import PagedInstanceTypes
 from carpool.sim.moto_patches import Internal, MotoPatch, Replaced
 from carpool.sim.shared_models import LocalSession, SharedLoadersWhileImporting, SharedRegionsSession
@@ -430,7 +430,7 @@ def _undo(entries: list[_JournalEntry]) -> None:
             table.items[hash_key] = item
 
 
-class _QuietRequestHandler(MotoRequestHandler):
+class _QuietRequestHandler(persistent_http.PersistentConnectionHandler):
     """No access log line per request (thousands per test run)."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -438,8 +438,9 @@ class _QuietRequestHandler(MotoRequestHandler):
 
 
 class _Server(ThreadedMotoServer):
-    """ThreadedMotoServer whose app serves its own account on its own clock, serializes DynamoDB requests
-    (and logs requests only when verbose)."""
+    """ThreadedMotoServer whose app serves its own account on its own clock, serializes DynamoDB requests,
+    keeps connections open between requests as AWS endpoints do (`carpool.sim.persistent_http`), and logs
+    requests only when verbose."""
 
     account = str(_Accounts.FIRST)
     clock: Callable[[], Callable[[], float] | None] = staticmethod(lambda: None)  # type: ignore[assignment]
@@ -447,10 +448,16 @@ class _Server(ThreadedMotoServer):
     def _server_entry(self) -> None:
         app = _AccountAndClock(_SerializedDynamoDb(DomainDispatcherApplication(create_backend_app)),
                                self.account, self.clock)
-        handler = MotoRequestHandler if self._verbose else _QuietRequestHandler
+        handler = persistent_http.PersistentConnectionHandler if self._verbose else _QuietRequestHandler
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=handler)
         self._server_ready_event.set()
         self._server.serve_forever()
+
+    def stop(self) -> None:
+        server = self._server
+        super().stop()
+        if server is not None:  # the clients' pooled connections, each waited on by a thread of its own
+            persistent_http.close_connections(server)
 
 
 @dataclass(frozen=True)
