@@ -605,3 +605,28 @@ def test_a_run_out_of_time_leaves_drains_for_the_next_run_and_starts_nothing_new
     monkeypatch.setattr(executor, "START_SECONDS", 35.0)
     h.run_until_quiet()
     assert h.disrupting() == [] and all(p.spec.node_name for p in h.app_pods("web"))
+
+
+def test_a_run_late_after_advancing_disruptions_in_flight_plans_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 5,000 nodes the reads and the advance of in-flight drains can take a run past `START_SECONDS`;
+    a plan begun then takes as long again for at most one decision, so the run ends and the next plans."""
+    from carpool.app import consolidation as executor
+
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
+    h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))
+    h.settle()
+    h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",))
+    h.minute()  # drifted: its replacement is launched
+    on_nodes = {(n.spec.provider_id or "").rsplit("/", 1)[-1] for n in h.owned_nodes()}
+    [replacement] = [i for i in h.compute.instances if i not in on_nodes]
+    h.stuck.add(replacement)  # it has not joined yet: the old node's disruption stays in flight, undrained
+    assert h.disrupting()
+    assert "plan" in h.minute().stages  # in time: the run plans beside the disruption in flight
+
+    monkeypatch.setattr(executor, "START_SECONDS", -1.0)
+    late = h.minute()
+    assert "advance" in late.stages and "plan" not in late.stages and late.decisions == []
+    assert h.disrupting()  # carried on by the next run
+
+    monkeypatch.setattr(executor, "START_SECONDS", 35.0)
+    assert "plan" in h.minute().stages

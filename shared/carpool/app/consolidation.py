@@ -56,7 +56,9 @@ log = logging.getLogger(__name__)
 MAX_REPLACE_ATTEMPTS = 3
 #: no new decision (launch, cordon) and no node's drain step starts once a run is this old: decisions left
 #: are planned again in the next run, drains go on there (their nodes are cordoned and recorded), and the
-#: run ends within the disruption Lambda's timeout (`carpool.delivery.TIMEOUT_SECONDS`)
+#: run ends within the disruption Lambda's timeout (`carpool.delivery.TIMEOUT_SECONDS`). A run this old
+#: after advancing disruptions in flight plans nothing (the plan would only serve one decision); with none
+#: in flight it plans and starts its first decision however old it is, so every run can make progress.
 START_SECONDS = 35.0
 
 
@@ -99,6 +101,7 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
     clock.lap("observe")
     _record_pod_changes(world, deps, now)
     _sweep_leftovers(world, deps, summary)
+    in_flight = any(keys.DISRUPTION in claim.labels for claim in world.claims)
     for claim in world.claims:
         if claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED:
             _advance_interrupted(claim, world, deps, now, summary)
@@ -110,6 +113,12 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
     if world.deferred:
         log.info("drains of %d nodes go on in the next run: no new disruption starts in this one",
                  len(world.deferred))
+        return
+    if in_flight and world.late():
+        # a plan of a large cluster takes as long as its reads: begun this late, it would take the run past
+        # its time for at most one decision, while the disruptions in flight are carried on by the next run
+        log.info("this run is %.0f s old after advancing the disruptions in flight: the next run plans",
+                 time.monotonic() - world.started)
         return
     plan = _plan(world, deps, now)
     clock.lap("plan")

@@ -30,6 +30,8 @@ What moto does not do like AWS is done here:
   instead of the first one, tagging instances with their launch template as EC2 does.
 - DescribeInstanceTypes, DescribeInstanceTypeOfferings and DescribeSpotPriceHistory page with `NextToken`
   within EC2's `MaxResults` bounds instead of answering everything at once (`carpool.sim.ec2_pages`).
+- Connections stay open between requests, as AWS endpoints keep them for botocore's connection pool;
+  Werkzeug's development server closes each one (`carpool.sim.persistent_http`).
 """
 
 from __future__ import annotations
