@@ -45,3 +45,14 @@ def test_each_function_meets_a_world_where_it_does_its_real_work() -> None:
         assert "botocore.client" in samples[0]["libraries"], function
     assert "ec2.CreateTags" in found["registrar"][0]["awsCalls"]  # the instance named after its claim
     assert "ec2.CreateFleet" in found["interruption"][0]["awsCalls"]
+
+
+def test_a_row_prints_what_is_above_the_floor(capsys) -> None:
+    row = {"benchmark": "provisioner init + first invocation", "milliseconds": 946.0, "targetMilliseconds": 500.0,
+           "stages": {"init": 390.0, "stored catalog": 0.0, "rest of first invocation": 556.0},
+           "floorMs": 490.0, "aboveFloorMs": 456.0, "floorModules": 605, "awsCalls": 20}
+    first_invocation.print_rows([row])
+    lines = capsys.readouterr().out.splitlines()
+    assert "MISSED" in lines[0] and "20 AWS calls" in lines[0]
+    assert "490 ms" in lines[1] and "floor" in lines[1]
+    assert "456 ms" in lines[2] and "above the floor" in lines[2]
