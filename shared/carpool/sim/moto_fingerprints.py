@@ -6,7 +6,16 @@ A module of its own because it imports the patch modules, which import `carpool.
 
 from __future__ import annotations
 
-from carpool.sim import ec2_pages, localaws, moto_errors, moto_events, moto_linear, moto_serialize, motofast, shared_models  # noqa: F401  # registers their patches
+from carpool.sim import (  # noqa: F401  # registers their patches
+    ec2_pages,
+    localaws,
+    moto_errors,
+    moto_events,
+    moto_linear,
+    moto_serialize,
+    motofast,
+    shared_models,
+)
 from carpool.sim.moto_patches import SUPPORTED_MOTO, MotoPatch, current_fingerprints, moto_version
 
 
