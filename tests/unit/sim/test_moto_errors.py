@@ -14,9 +14,17 @@ from moto.core import utils
 from carpool.sim import moto_errors
 from carpool.sim.motofast import faster_moto
 
+#: moto packages whose service name has hyphens moto dropped, a few plain ones, the ones carpool uses
+_PACKAGES = ["ec2instanceconnect", "resourcegroupstaggingapi", "cognitoidp", "iotdata", "sagemakerruntime",
+             "ec2", "dynamodb", "events", "sqs", "ssm", "iam", "s3", "nosuchservice"]
 
-def test_every_moto_package_maps_to_the_service_moto_maps_it_to() -> None:
-    packages = [m.name for m in pkgutil.iter_modules(moto.__path__) if m.ispkg] + ["nosuchservice"]
+
+def test_moto_packages_map_to_the_services_moto_maps_them_to() -> None:
+    """moto's original builds its table again for every package it was not asked about before (about
+    30 ms each), so a sample: packages whose service names have hyphens, and carpool's services."""
+    available = {m.name for m in pkgutil.iter_modules(moto.__path__) if m.ispkg}
+    packages = [p for p in _PACKAGES if p in available or p == "nosuchservice"]
+    assert len(packages) >= 10
     original = utils.service_name_from_moto_package_name
     expected = {name: original(name) for name in packages}
     with faster_moto():
