@@ -57,16 +57,18 @@ class PersistentConnectionHandler(MotoRequestHandler):
             body = LimitedStream(self.rfile, length)  # type: ignore[arg-type]
             environ["wsgi.input"] = body
         status, headers, payload = _answer(self.server.app, environ)
+        head = environ["REQUEST_METHOD"] == "HEAD"  # no body; its Content-Length is the GET's (S3's HeadObject)
         code, _, reason = status.partition(" ")
         self.send_response(int(code), reason)
         for key, value in headers:
-            if key.lower() not in _FRAMING:
+            if key.lower() not in _FRAMING or (head and key.lower() == "content-length"):
                 self.send_header(key, value)
-        self.send_header("Content-Length", str(len(payload)))
+        if not head:
+            self.send_header("Content-Length", str(len(payload)))
         if body is None:
             self.send_header("Connection", "close")
         self.end_headers()
-        if environ["REQUEST_METHOD"] != "HEAD":
+        if not head:
             self.wfile.write(payload)
         self.wfile.flush()
         if body is not None:

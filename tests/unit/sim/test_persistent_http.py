@@ -26,6 +26,9 @@ def _app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     path = environ["PATH_INFO"]
     if path == "/boom":
         raise RuntimeError("boom")
+    if environ["REQUEST_METHOD"] == "HEAD":  # what an object's HEAD answers: its length, no body
+        start_response("200 OK", [("Content-Length", "1234")])
+        return []
     body = b"" if path == "/skip" else environ["wsgi.input"].read()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Connection", "close")])
     return [b"echo:", body]
@@ -81,6 +84,15 @@ def test_a_failing_application_answers_500_and_the_connection_goes_on(server: An
     answer.read()
     conn.request("POST", "/", body=b"after")
     assert conn.getresponse().read() == b"echo:after"
+
+
+def test_a_head_answer_keeps_its_length_and_has_no_body(server: Any) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=5)
+    conn.request("HEAD", "/object")
+    answer = conn.getresponse()
+    assert answer.getheader("Content-Length") == "1234" and answer.read() == b""
+    conn.request("POST", "/", body=b"next")
+    assert conn.getresponse().read() == b"echo:next"
 
 
 def test_a_chunked_request_closes_its_connection(server: Any) -> None:
