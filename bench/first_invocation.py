@@ -415,10 +415,11 @@ def rows(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> list[dict[st
         stages = {"init": round(init, 1), "stored catalog": round(catalog, 1),
                   "rest of first invocation": round(first - catalog, 1)}
         libraries: list[str] = taken[0]["libraries"]  # type: ignore[assignment]
+        floor = round(floor_ms(libraries, cold_environment(function)), 1)
         out.append({"benchmark": f"{function} init + first invocation", "milliseconds": round(init + first, 1),
                     "targetMilliseconds": TARGET_MS if function == "provisioner" else None, "stages": stages,
                     "catalogDecodeMs": round(statistics.median(s["catalogDecodeMs"] for s in taken), 1),
-                    "floorMs": (floor := round(floor_ms(libraries, cold_environment(function)), 1)),
+                    "floorMs": floor,
                     "aboveFloorMs": round(init + first - floor, 1),
                     "floorModules": len(libraries), "failedRecords": max(s["failedRecords"] for s in taken),
                     "awsCalls": len(taken[0]["awsCalls"])})  # type: ignore[arg-type]
