@@ -26,6 +26,8 @@ ConfigInvalid              function              (Karpenter: NodePool/EC2NodeCla
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
+PodPendingToLaunchSeconds  nodepool              karpenter_pods_startup_duration_seconds (to launch)
+NodeRegistrationSeconds    nodepool              (Karpenter: nodeclaim registration duration)
 ========================== ==================== ===============================================
 
 Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
@@ -47,7 +49,8 @@ alarm pays for every input), the dashboard $3 (an account's first three are free
 
 Metrics no alarm reads are log lines, not series (``observability.LOG_ONLY``); the dashboard shows
 them with Logs Insights queries over the functions' log groups (``log_groups``), filtered to this
-cluster.
+cluster. The two startup durations are the exception: series per pool, drawn as p50, p99 and max over
+5 minutes, where a time-to-capacity objective would be set.
 
 Every alarm notifies the alarm topic (created always; ``-c alarmEmail`` adds an e-mail subscription,
 anything else can subscribe to the ``AlarmTopicArn`` output), on entering ALARM and on returning to OK.
@@ -97,7 +100,12 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "ReplacementAboveCeiling": (),
     "CatalogRefreshFailures": (),
     "CatalogFallbacks": (),
+    "PodPendingToLaunchSeconds": ("nodepool",),
+    "NodeRegistrationSeconds": ("nodepool",),
 }
+#: The statistics the dashboard draws of a duration, over 5 minutes: (statistic, label).
+DURATION_STATS = (("p50", "p50"), ("p99", "p99"), ("Maximum", "max"))
+DURATION_PERIOD_SECONDS = 300
 
 #: A pod pending for 15 minutes is what people page on (reference section 9).
 PENDING_SECONDS_THRESHOLD = 900
@@ -500,6 +508,14 @@ class Monitoring(Construct):
             logged("Scheduling duration (s)", ["SchedulingDurationSeconds"],
                    "pct(value, 50) as p50, pct(value, 99) as p99 by bin(5m)"),
             graph("Node claims created (by pool, reason)", [lines("NodeClaimsCreated", "Sum")]),
+        )
+        def spread(name: str) -> list[cloudwatch.IMetric]:
+            """p50, p99 and max of a duration over 5 minutes, per pool."""
+            return [lines(name, stat, prefix=label, period=DURATION_PERIOD_SECONDS) for stat, label in DURATION_STATS]
+
+        self.dashboard.add_widgets(
+            graph("Pod pending -> CreateFleet (s, by pool)", spread("PodPendingToLaunchSeconds"), width=12),
+            graph("Node created -> registered (s, by pool)", spread("NodeRegistrationSeconds"), width=12),
         )
         self.dashboard.add_widgets(
             graph("Launch failures (by reason)", [lines("LaunchFailures", "Sum")]),

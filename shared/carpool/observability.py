@@ -3,7 +3,8 @@
 Names (namespace `Carpool`): PodsUnboundSeconds, SchedulingDurationSeconds, NodeClaimsCreated{nodepool,
 reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale{kind},
 NodePoolUsage{nodepool, resource}, EstimatedHourlyCost{nodepool},
-CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server}. The CDK
+CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server},
+PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`). The CDK
 dashboard and alarms (`infra/monitoring.py`) read exactly these names.
 
 Every data point also carries `cluster` (and Powertools' `service`): two clusters in one account and
@@ -24,7 +25,10 @@ cost, interruptions received, dropped pod events, catalog fallbacks) are written
 instead (``{"metric": name, "value": ..., "unit": ..., <dimensions>}``, no EMF directive, so no series):
 the dashboard reads them with Logs Insights, at $0.005 per GB scanned when it is looked at, where each
 series would be $0.30 a month for every breakdown value. A CloudWatch metric filter on the log group turns
-one back into a metric should an alarm ever need it.
+one back into a metric should an alarm ever need it. The startup durations (`PodPendingToLaunchSeconds`,
+`NodeRegistrationSeconds`) are series all the same, though no alarm reads them yet: they are what a time-to-
+capacity objective is set on, a pool a series each, and `durations` sends a batch's values in one
+document, whose percentiles CloudWatch computes as from as many points.
 
 A process-local tally of the same numbers lets the simulation and tests read them back without parsing
 stdout.
@@ -38,7 +42,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
@@ -118,6 +122,27 @@ def emit(name: str, value: float = 1.0, unit: MetricUnit = MetricUnit.Count, **d
     if dimensions and name in CLUSTER_TOTALS:
         metric.add_dimensions(**_cluster_total(metric.service, cluster))
     metric.flush_metrics()
+
+
+def durations(name: str, values: Sequence[float], **dimensions: str) -> None:
+    """Record many durations of one series at once (a batch's pods): EMF carries up to 100 values of a
+    metric in one document, and CloudWatch computes its statistics (p50, p99, max) from them as from as
+    many data points, so a burst of a thousand pods is ten log lines, not a thousand."""
+    if not values:
+        return
+    if name in LOG_ONLY or not _enabled():
+        for value in values:
+            seconds(name, value, **dimensions)
+        return
+    point = {**{k: str(v) for k, v in dimensions.items()}, CLUSTER: cluster_name()}
+    tally[(name, tuple(sorted(point.items())))] += sum(values)
+    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=environment.get("POWERTOOLS_SERVICE_NAME") or None)
+    for key, val in point.items():  # before the values: Powertools publishes each hundred as it fills up
+        metric.add_dimension(name=key, value=val)
+    for value in values:
+        metric.add_metric(name=name, unit=MetricUnit.Seconds, value=value)
+    if metric.metric_set:  # what the last full hundred left
+        metric.flush_metrics()
 
 
 def _cluster_total(service: str | None, cluster: str) -> dict[str, str]:

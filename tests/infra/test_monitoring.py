@@ -385,6 +385,20 @@ def test_no_alarm_reads_a_metric_written_as_logs(default: Synth) -> None:
     assert read and not read & LOG_ONLY
 
 
+@pytest.mark.parametrize("name", ["PodPendingToLaunchSeconds", "NodeRegistrationSeconds"])
+def test_dashboard_draws_the_startup_durations_p50_p99_and_max_over_five_minutes(default: Synth, name: str) -> None:
+    def draws(line: list[Any]) -> bool:
+        return isinstance(line[-1], dict) and f'MetricName="{name}"' in line[-1].get("expression", "")
+
+    widgets = [w["properties"] for w in dashboard(default)["widgets"] if any(map(draws, w["properties"].get("metrics", [])))]
+    assert len(widgets) == 1, "one graph per duration"
+    searches = [line[-1]["expression"] for line in widgets[0]["metrics"]]
+    schema = '{Carpool,cluster,nodepool,service}'
+    assert searches == [f"""SEARCH('{schema} MetricName="{name}" cluster="demo"', '{stat}', 300)"""
+                        for stat in ("p50", "p99", "Maximum")]
+    assert [line[-1]["label"] for line in widgets[0]["metrics"]] == ["p50 ${LABEL}", "p99 ${LABEL}", "max ${LABEL}"]
+
+
 def test_dashboard_shows_every_alarm(default: Synth) -> None:
     alarm_widgets = [w for w in dashboard(default)["widgets"] if w["type"] == "alarm"]
     assert len(alarm_widgets) == 1
@@ -395,8 +409,8 @@ def test_dashboard_shows_every_alarm(default: Synth) -> None:
 
 
 def emitted() -> dict[str, set[str]]:
-    """Metric name -> breakdown dimension names, from every ``observability.emit/seconds`` call in
-    the library and the handlers."""
+    """Metric name -> breakdown dimension names, from every ``observability.emit/seconds/durations`` call
+    in the library and the handlers."""
     found: dict[str, set[str]] = {}
     for path in [*LIBRARY.rglob("*.py"), *FUNCTIONS.glob("*/handler.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -405,7 +419,7 @@ def emitted() -> dict[str, set[str]]:
             target = node.func
             if not (isinstance(target.value, ast.Name) and target.value.id == "observability"):
                 continue
-            if target.attr not in ("emit", "seconds"):
+            if target.attr not in ("emit", "seconds", "durations"):
                 continue
             name = node.args[0]
             assert isinstance(name, ast.Constant), f"{path}:{node.lineno}: metric names are literals"

@@ -36,7 +36,7 @@ from carpool import coexistence, labels, observability, together
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import confirm, discovery, images, launching, planning, pools
+from carpool.app import confirm, discovery, images, launching, planning, pools, startup
 from carpool.app.deadline import Deadline, allows_a_claim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
@@ -73,6 +73,8 @@ class ProvisionOutcome:
     failed: dict[str, str] = field(default_factory=dict)
     decisions: list[str] = field(default_factory=list)
     rounds: int = 0
+    #: claim name -> when the CreateFleet that launched it answered (read once its round's launches are done)
+    launched_at: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def hourly_cost(self) -> float:
@@ -170,6 +172,7 @@ def provision_pods(
         return outcome
     if pending:
         _schedule_and_launch(pending, deps, reason, exclude_claims, now, outcome, deadline, price_ceiling)
+        startup.pending_to_launch(pending, outcome.launched, outcome.launched_at)
     return outcome
 
 
@@ -651,6 +654,7 @@ def _record_launches(launched: list[tuple[_Reserved, launching.LaunchAttempt]], 
     its instance terminated and its reservation released, the others are recorded. Instances a batch
     launched get their claims' names when their nodes register (`carpool.app.register`), as Karpenter's
     tagging controller names them: not here, in the launch path."""
+    answered = deps.clock()  # the round's CreateFleets are done: when their pods' launches came
     for r, attempt in launched:
         _fill(r.claim, attempt, r.ctx, now)
     try:
@@ -662,6 +666,7 @@ def _record_launches(launched: list[tuple[_Reserved, launching.LaunchAttempt]], 
             _launch_unrecorded(r, attempt, deps, outcome, failed[r.claim.name])
         else:
             _launched(r.claim, reason, outcome)
+            outcome.launched_at[r.claim.name] = answered
 
 
 def _launch_unrecorded(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, outcome: ProvisionOutcome,

@@ -29,7 +29,7 @@ from carpool import capacity, labels, lifecycle
 from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
-from carpool.app import images, instances
+from carpool.app import images, instances, startup
 from carpool.app.wiring import Dependencies
 from carpool.ports import NodeConflict, NodeGone
 from carpool.state.models import ACTIVE_STATUSES, Claim, ClaimStatus
@@ -135,7 +135,8 @@ def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencie
         log.warning("node %s joined without the %s taint: pods may have started before its labels and taints "
                     "were synced", node.name, labels.UNREGISTERED_TAINT)
     patch = lifecycle.registration_patch(node, claim, cluster, pool, _type_labels(node, claim, deps))
-    node = deps.cluster.patch_node(node.name, patch)
+    before, node = node, deps.cluster.patch_node(node.name, patch)
+    startup.node_registered(before, node, claim.nodepool, deps.clock())
     summary.registered.append(node.name)
     log.info("registered node %s for claim %s", node.name, claim.name)
     _tag_instance(node, claim, deps, summary)

@@ -49,6 +49,7 @@ from carpool.sim.apiserver import (
     not_found,
     selects_something,
 )
+from carpool.sim.capacity_stamps import CapacityStamps
 from carpool.sim.scenario import Cni
 from carpool.taints import Taint, Toleration, untolerated
 
@@ -221,6 +222,8 @@ class SimulatedCluster:
         self._names = itertools.count(1)
         #: how long each bound pod waited (seconds of simulated time), for the result
         self.unbound_seconds: list[float] = []
+        #: when each pod and node reached each step on the way to capacity (`carpool.sim.time_to_capacity`)
+        self.stamps = CapacityStamps()
         #: every action carpool took through this port: (elapsed, verb, target)
         self.actions: list[tuple[float, str, str]] = []
         self._fit_cache: dict[tuple[str, str, int], bool] = {}
@@ -374,6 +377,7 @@ class SimulatedCluster:
                 self.actions.append((self._elapsed(), "patch-conflict", name))
                 continue
             self._apply(rec, change)
+            self.stamps.node_changed(name, rec.raw, self._elapsed())
             self.actions.append((self._elapsed(), "patch-node", f"{name} {_describe(change)}"))
             return self._model("Node", rec)
         raise NodeConflict(name, attempts)
@@ -546,6 +550,7 @@ class SimulatedCluster:
         node["metadata"]["creationTimestamp"] = _iso(self._clock())
         rec = _Record(node, 0, created_at=self._elapsed())
         self.nodes[name] = rec
+        self.stamps.node_created(name, node, self._elapsed())
         self._record_change("ADDED", "Node", rec)
         self._place_daemon_pods(name)
         return name
@@ -604,6 +609,7 @@ class SimulatedCluster:
         rec.raw = merge_patch(rec.raw, {k: v for k, v in patch.items() if k != "metadata"} | {
             "metadata": {k: v for k, v in (patch.get("metadata") or {}).items() if k != "resourceVersion"}})
         self.actions.append((self._elapsed(), "patch-node", name))
+        self.stamps.node_changed(name, rec.raw, self._elapsed())
         self._record_change("MODIFIED", "Node", rec)
         return ApiAnswer(200, json.loads(json.dumps(rec.raw)))
 
@@ -801,6 +807,7 @@ class SimulatedCluster:
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
             {"type": "Ready", "status": "True", "lastTransitionTime": now}]}
         self.unbound_seconds.append(self._elapsed() - rec.created_at)
+        self.stamps.pod_bound(key, node_name, self._elapsed())
         self._record_change("MODIFIED", "Pod", rec)
         if before is not None and not before.terminal:
             # the binding changed the node and the status only: the pod's view as of now follows from
@@ -816,6 +823,7 @@ class SimulatedCluster:
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": f"0/{len(self.nodes)} nodes are available: {ready_nodes} ready node(s) cannot take the pod.",
             "lastTransitionTime": _iso(self._clock())}]
+        self.stamps.pod_pending(pod_key(rec.raw), self._elapsed())
         self._record_change("MODIFIED", "Pod", rec)
         return True
 

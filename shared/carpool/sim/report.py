@@ -3,7 +3,7 @@
 Everything is inline (SVG drawn here, CSS in a <style> tag, no script, no CDN) so the file can be attached
 to a bug report or opened offline years later. Four charts answer the questions people ask of an autoscaler:
 how many nodes of which pool, how long pods waited, what it cost, and which instance types it chose; the
-decision log below them says why.
+time-to-capacity table says where the waiting went, and the decision log below them says why.
 """
 
 from __future__ import annotations
@@ -169,6 +169,7 @@ def render(result: SimResult) -> str:
         f'<p class="muted">{_e(result.description)} {result.duration_seconds:.0f} simulated seconds.</p>',
         '<div class="kpis">' + "".join(f'<div class="kpi"><b>{_e(v)}</b>{_e(k)}</div>' for k, v in kpis) + "</div>",
         '<h2>Charts</h2><div class="charts">' + "".join(charts) + "</div>",
+        f"<h2>Time to capacity ({result.time_to_capacity.pods} pods waited)</h2>", _time_to_capacity(result),
         f"<h2>carpool's own AWS cost (${result.own_cost.monthly_usd:.2f} a month at this run's rate)</h2>",
         _own_cost(result),
         f"<h2>Instances ({len(result.launches)})</h2>", instances,
@@ -177,6 +178,18 @@ def render(result: SimResult) -> str:
         f"<h2>Decision log ({len(result.decisions)})</h2>", decisions,
         "</body></html>\n",
     ])
+
+
+def _time_to_capacity(result: SimResult) -> str:
+    """Each step of a pending pod's way to a node: pods, p50, p99 and max in simulated seconds."""
+    ttc = result.time_to_capacity
+    steps = _table(["step", "pods", "p50 (s)", "p99 (s)", "max (s)"],
+                   ([label, d.count, f"{d.p50:g}", f"{d.p99:g}", f"{d.max:g}"] for label, d in ttc.steps()),
+                   "time-to-capacity")
+    return steps + (f'<p class="muted">From the kube-scheduler marking a pod Unschedulable to its binding; the '
+                    f"launch steps count the {ttc.through_new_nodes} pods that went to a node launched while they "
+                    "waited. carpool's overhead is the wait less EC2's boot (CreateFleet -> Node) and the "
+                    "kubelet's registration (Node -> Ready).</p>")
 
 
 def _own_cost(result: SimResult) -> str:

@@ -119,6 +119,50 @@ class OwnCost(_Model):
     metric_series: list[str] = Field(default_factory=list)
 
 
+class Durations(_Model):
+    """How long one step took across the pods that went through it, in simulated seconds (nearest-rank
+    percentiles: a value some pod really waited)."""
+
+    count: int = 0
+    p50: float = 0.0
+    p99: float = 0.0
+    max: float = 0.0
+
+
+class TimeToCapacity(_Model):
+    """A pending pod's way to a running node, step by step (`carpool.sim.time_to_capacity`).
+
+    `pending_to_bound` counts every pod the kube-scheduler marked Unschedulable and later bound; the
+    launch steps count only the pods that went to a node launched while they waited (`through_new_nodes`).
+    `carpool_overhead` is a pod's pending-to-bound less what neither carpool nor any autoscaler controls:
+    EC2's boot (`create_fleet_to_node`) and the kubelet's registration (`node_to_ready`)."""
+
+    pods: int = 0
+    through_new_nodes: int = 0
+    #: marked Unschedulable -> the CreateFleet answer that launched the pod's node
+    pending_to_create_fleet: Durations = Field(default_factory=Durations)
+    #: CreateFleet answer -> the Node object created (the instance booted and its kubelet joined)
+    create_fleet_to_node: Durations = Field(default_factory=Durations)
+    #: Node created -> Ready (the kubelet's registration; not a step of the pod's, subtracted from it)
+    node_to_ready: Durations = Field(default_factory=Durations)
+    #: Node created -> `karpenter.sh/unregistered` lifted by the registrar
+    node_to_registered: Durations = Field(default_factory=Durations)
+    #: unregistered taint lifted -> pod bound
+    registered_to_bound: Durations = Field(default_factory=Durations)
+    pending_to_bound: Durations = Field(default_factory=Durations)
+    carpool_overhead: Durations = Field(default_factory=Durations)
+
+    def steps(self) -> list[tuple[str, Durations]]:
+        """(label, durations) of each step in a pod's order, then the whole wait and carpool's share."""
+        return [("pending -> CreateFleet", self.pending_to_create_fleet),
+                ("CreateFleet -> Node", self.create_fleet_to_node),
+                ("Node -> Ready", self.node_to_ready),
+                ("Node -> unregistered lifted", self.node_to_registered),
+                ("unregistered lifted -> bound", self.registered_to_bound),
+                ("pending -> bound", self.pending_to_bound),
+                ("carpool's overhead", self.carpool_overhead)]
+
+
 class SimResult(_Model):
     scenario: str
     description: str = ""
@@ -140,6 +184,8 @@ class SimResult(_Model):
     expectations: dict[str, bool] = Field(default_factory=dict)
     #: what carpool itself would cost on AWS per month at this run's rate
     own_cost: OwnCost = Field(default_factory=OwnCost)
+    #: how long pending pods waited for capacity, step by step
+    time_to_capacity: TimeToCapacity = Field(default_factory=TimeToCapacity)
 
     def nodes_by_pool(self) -> dict[str, int]:
         return dict(Counter(i.node_pool or "-" for i in self.instances if i.running))

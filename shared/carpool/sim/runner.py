@@ -450,6 +450,8 @@ class SimRunner:
             instance_types=dict(Counter(i["InstanceType"] for i in running))))
 
     def _result(self) -> SimResult:
+        from carpool.sim import time_to_capacity
+
         sc = self.scenario
         user = list(self.cluster.user_pods())
         scheduled = sum(1 for r in user if (r.raw.get("spec") or {}).get("nodeName"))
@@ -472,6 +474,7 @@ class SimRunner:
             invocations=dict(self.invocations),
             timeline=self.timeline,
             decisions=self._decisions(),
+            time_to_capacity=time_to_capacity.summarise(self.cluster, self.kubelets, getattr(self, "fleet_launches", None)),
         )
         if self.log.dropped:
             result.decisions.append(self.log.decisions[-1].model_copy(

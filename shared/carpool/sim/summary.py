@@ -13,8 +13,8 @@ from carpool.sim.result import SimResult
 
 
 def render(result: SimResult) -> Group:
-    """A rich renderable: headline, nodes per pool and type, capacity errors, carpool's own AWS cost and
-    expectations."""
+    """A rich renderable: headline, nodes per pool and type, capacity errors, time to capacity, carpool's own
+    AWS cost and expectations."""
     pods = result.pods
     ok = pods.pending == 0
     headline = (f"[bold]{result.scenario}[/]: [{'green' if ok else 'red'}]{pods.scheduled}/{pods.total} pods "
@@ -39,10 +39,23 @@ def render(result: SimResult) -> Group:
                      f"({', '.join(sorted({i.instance_type for i in never})[:6])}).")
     if any(result.dead_letters.values()):
         parts.append(f"[red]dead-letter queues not empty:[/] {result.dead_letters}")
+    if result.time_to_capacity.pods:
+        parts.append(time_to_capacity_table(result))
     parts.append(own_cost_line(result))
     for name, passed in result.expectations.items():
         parts.append(f"expect {name}: {'[green]held[/]' if passed else '[red]did not hold[/]'}")
     return Group(*parts)
+
+
+def time_to_capacity_table(result: SimResult) -> Table:
+    """How long pending pods waited, step by step (the launch steps: pods that went to a new node)."""
+    ttc = result.time_to_capacity
+    table = Table(title=f"Time to capacity (s): {ttc.pods} pods waited, {ttc.through_new_nodes} for a new node")
+    for col in ("step", "pods", "p50", "p99", "max"):
+        table.add_column(col, justify="left" if col == "step" else "right")
+    for label, d in ttc.steps():
+        table.add_row(label, str(d.count), f"{d.p50:g}", f"{d.p99:g}", f"{d.max:g}")
+    return table
 
 
 def own_cost_line(result: SimResult) -> str:
