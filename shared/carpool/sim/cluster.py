@@ -50,6 +50,7 @@ from carpool.sim.apiserver import (
     selects_something,
 )
 from carpool.sim.capacity_stamps import CapacityStamps
+from carpool.sim.podfilters import PodCheck, PodFilters
 from carpool.sim.scenario import Cni
 from carpool.taints import Taint, Toleration, untolerated
 
@@ -179,6 +180,14 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return True
 
 
+def _node_admits(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    return node_matches(spec, (node.get("metadata") or {}).get("labels") or {})
+
+
+def _node_tolerated(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    return untolerated(taints_of(node), tolerations_of(spec)) is None
+
+
 def _describe(change: NodeChange) -> str:
     parts = [f"{k}={v}" for k, v in sorted(change.labels.items())]
     if change.taints is not None:
@@ -231,6 +240,8 @@ class SimulatedCluster:
         self._requests_by_shape: dict[str, res.Resources] = {}
         #: node -> writes another client will make to it between carpool's next reads and writes
         self._competing_writes: dict[str, int] = {}
+        #: blocks a watching invocation until simulated time `until` or a change (see `watch`)
+        self.waiter: Callable[[float, Callable[[], bool]], None] | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -447,28 +458,46 @@ class SimulatedCluster:
         self.actions.append((self._elapsed(), "delete-node", node_name))
         self.remove_node(node_name)
 
-    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float = 0.0) -> Iterator[WatchEvent]:
+    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float = 0.0,
+              idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
         """Changes since the given resource versions (keys: `Pod`/`pods`, `Node`/`nodes`, any case).
 
-        A kind without a version starts like a fresh watch: ADDED for every current object. The
-        simulation never blocks: `timeout_seconds` only exists for the real cluster.
-        """
+        A kind without a version starts like a fresh watch: ADDED for every current object. With a
+        `waiter` installed (the simulation's loop: `carpool.sim.discrete.Processes.wait`), the stream
+        follows simulated time as an API server's does: each change is delivered at the moment it
+        happens, None after every `idle_seconds` without one, until `timeout_seconds` have passed.
+        Without one (unit tests) it delivers what has happened and ends."""
         since = {k.lower().rstrip("s"): int(v) for k, v in resource_versions.items() if str(v).isdigit()}
         for kind, store in (("Pod", self.pods), ("Node", self.nodes)):
             if kind.lower() not in since:
                 for rec in list(store.values()):
                     yield WatchEvent("ADDED", kind, self._model(kind, rec), str(rec.rv))
-        start = min((since[k] for k in ("pod", "node") if k in since), default=None)
-        if start is None:
-            return
+                since[kind.lower()] = self._last_rv
+        deadline = self._elapsed() + timeout_seconds
+        while True:
+            changes = self._changes_after(since)
+            yield from changes
+            if self.waiter is None or self._elapsed() >= deadline:
+                return
+            position = self._last_rv
+            wake = min(deadline, self._elapsed() + idle_seconds) if idle_seconds else deadline
+            self.waiter(wake, lambda position=position: self._last_rv > position)  # type: ignore[misc]
+            if self._last_rv == position and idle_seconds and self._elapsed() < deadline:
+                yield None
+
+    def _changes_after(self, since: dict[str, int]) -> list[WatchEvent]:
+        """One event per object changed after `since` (its latest state, like an informer catching up),
+        in resource-version order; moves `since` past them."""
+        start = min(since.values(), default=self._last_rv)
         i = bisect.bisect_right(self._log_rvs, start)
         latest: dict[tuple[str, int], tuple[int, str, str, _Record]] = {}
         for rv, (etype, kind, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if kind.lower() in since and rv > since[kind.lower()]:
                 latest[(kind, id(rec))] = (rv, etype, kind, rec)
-        # one event per object (its latest state), like an informer catching up after a gap
-        for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0]):
-            yield WatchEvent(etype, kind, self._model(kind, rec), str(rv))
+        for kind in since:
+            since[kind] = max(since[kind], self._last_rv)
+        return [WatchEvent(etype, kind, self._model(kind, rec), str(rv))
+                for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0])]
 
     def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any]]]:
         """(type, resource version, JSON copy) of each `kind` object changed after `since`, once per object
@@ -615,6 +644,15 @@ class SimulatedCluster:
 
     def pods_of(self, controller: str) -> list[str]:
         return [k for k, r in self.pods.items() if r.controller == controller]
+
+    def controller_pods(self, controller: str) -> list[tuple[str, Mapping[str, Any]]]:
+        """(key, JSON) of a controller's pods, oldest first: what its informer's lister gives a controller
+        (node, phase, conditions, timestamps, annotations). Read only."""
+        return [(k, r.raw) for k, r in self.pods.items() if r.controller == controller]
+
+    def now(self) -> datetime:
+        """The cluster's clock (what a controller's `metav1.Now()` reads)."""
+        return self._clock()
 
     # -- pods and controllers -----------------------------------------------------------------------
     def _remove_pod(self, key: str, recreate: bool) -> None:
@@ -771,25 +809,30 @@ class SimulatedCluster:
         return ok
 
     def bind(self) -> BindStats:
-        """Bind pending pods to Ready nodes that admit them and have room (first fit, oldest pod first);
-        mark the rest Unschedulable, as kube-scheduler would."""
+        """Bind pending pods (oldest first) to the first Ready node that passes the kube-scheduler's filters
+        modelled here: taints, node selector and affinity, resources, and (`sim/podfilters.py`) required
+        pod affinity and anti-affinity, both ways, and DoNotSchedule topology spread. Mark the rest
+        Unschedulable, as kube-scheduler would.
+
+        The real scheduler scores the nodes that pass; this takes the first (nodes in registration order),
+        so what only scores (preferred affinities, ScheduleAnyway spread) is not modelled: a DoNotSchedule
+        spread still comes out even, since every node of a domain ahead by maxSkew is filtered out."""
         stats = BindStats()
         pending = [(k, r) for k, r in self.pods.items() if not (r.raw.get("spec") or {}).get("nodeName")
                    and not (r.raw.get("metadata") or {}).get("deletionTimestamp")]
         if not pending:
             return stats
         views = self._node_views()
+        filters = PodFilters({n: r.raw for n, r in self.nodes.items()}, lambda: (r.raw for r in self.pods.values()),
+                             _node_admits, _node_tolerated)
         cursors: dict[str, int] = {}
         for key, rec in pending:
-            sig = self._signature(rec)
             req = self.requests(rec)
-            i = cursors.get(sig, 0)
-            while i < len(views) and not (self._admits(sig, rec, views[i]) and res.fits(req, views[i].free)):
-                i += 1
-            cursors[sig] = i
+            i = self._first_fit(rec, req, views, cursors, filters.check(rec.raw))
             if i < len(views):
                 views[i].free = res.subtract(views[i].free, req)
                 self._bind(key, rec, views[i].name)
+                filters.add(rec.raw, views[i].name)
                 stats.bound += 1
             else:
                 stats.pending += 1
@@ -798,6 +841,23 @@ class SimulatedCluster:
         if len(self._fit_cache) > 200_000:
             self._fit_cache.clear()
         return stats
+
+    def _first_fit(self, rec: _Record, req: res.Resources, views: list[_NodeView], cursors: dict[str, int],
+                   check: PodCheck | None) -> int:
+        """The index of the first view that takes the pod (`len(views)` if none). Nodes before a signature's
+        cursor fail its static checks or lack room for the rest of the pass, so pods of one template do not
+        test them again; a pod with inter-pod constraints scans on from there without moving the cursor,
+        since another pod of the signature may pass where it fails."""
+        sig = self._signature(rec)
+        i = cursors.get(sig, 0)
+        while i < len(views) and not (self._admits(sig, rec, views[i]) and res.fits(req, views[i].free)):
+            i += 1
+        cursors[sig] = i
+        if check is not None:
+            while i < len(views) and not (self._admits(sig, rec, views[i]) and res.fits(req, views[i].free)
+                                          and check.allows(views[i].labels)):
+                i += 1
+        return i
 
     def _bind(self, key: str, rec: _Record, node_name: str) -> None:
         now = _iso(self._clock())
