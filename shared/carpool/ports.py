@@ -185,8 +185,12 @@ class Cluster(Protocol):
 
     def delete_node(self, node_name: str) -> None: ...
 
-    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float) -> Iterator[WatchEvent]:
-        """Changes to pods and nodes since the given resource versions, for about `timeout_seconds`."""
+    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float,
+              idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
+        """Changes to pods and nodes since the given resource versions, for about `timeout_seconds`.
+
+        With `idle_seconds`, a None is yielded each time that long passes without a change: a caller that
+        gathers changes in micro-batches flushes on it. Without it, no None is ever yielded."""
         ...
 
 

@@ -14,7 +14,11 @@ API server's answers for what carpool calls:
 - node GET / PATCH (JSON merge patch, `metadata.resourceVersion` as a precondition: 409) / DELETE, and
   404 `nodes "<name>" not found` for a node that is gone;
 - the Eviction subresource (`SimulatedCluster.eviction`: 201, 404, 429, and 500 for a pod covered by
-  more than one PodDisruptionBudget, as `pkg/registry/core/pod/storage/eviction.go` answers).
+  more than one PodDisruptionBudget, as `pkg/registry/core/pod/storage/eviction.go` answers);
+- watches (`?watch=true`) as the watch cache serves them: changes after `resourceVersion`, bookmarks in
+  the real shape (`bookmark_object`), and a version older than the last `compact` answered with one
+  ERROR event carrying 410 Expired "too old resource version: <rv> (<oldest>)" (`errWatcher` in
+  `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`). `fault_next_watch` breaks a watch once.
 """
 
 from __future__ import annotations
@@ -50,6 +54,16 @@ WATCH_POLL = 0.05
 #: bookmarks: at least once a minute, and one 2 s before the watch times out (`cacheWatcher.nextBookmarkTime`)
 BOOKMARK_EVERY = 60.0
 BOOKMARK_BEFORE_TIMEOUT = 2.0
+#: what each field of a BOOKMARK's object holds besides `metadata.resourceVersion`: the kind's zero value as
+#: Go's encoding/json writes it (fields without `omitempty` stay: a pod's `"containers":null`; a node's
+#: `daemonEndpoints` and `nodeInfo` are structs, never omitted). Kinds not listed send `metadata` only.
+_NODE_INFO = ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+              "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture")
+BOOKMARK_BODIES: dict[str, dict[str, Any]] = {
+    "Pod": {"spec": {"containers": None}, "status": {}},
+    "Node": {"spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+                                    "nodeInfo": dict.fromkeys(_NODE_INFO, "")}},
+}
 #: list kinds by URL resource name
 LIST_KINDS = {"pods": "Pod", "nodes": "Node", "poddisruptionbudgets": "PodDisruptionBudget", "daemonsets": "DaemonSet",
               "persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
@@ -179,6 +193,20 @@ def _matches(raw: Mapping[str, Any], terms: list[tuple[str, bool, str]]) -> bool
 def partial_metadata(raw: Mapping[str, Any]) -> dict[str, Any]:
     """An object as `PartialObjectMetadata`: its metadata only."""
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": raw.get("metadata") or {}}
+
+
+def bookmark_object(kind: str, resource_version: str) -> dict[str, Any]:
+    """A BOOKMARK's object as kube-apiserver sends it: `cacheWatcher` makes the kind's empty object and
+    sets only its resource version, and the encoder writes every field that has no `omitempty`
+    (`metadata.creationTimestamp` as null, a pod's `spec.containers` as null)."""
+    return {"kind": kind, "apiVersion": "v1",
+            "metadata": {"resourceVersion": resource_version, "creationTimestamp": None},
+            **json.loads(json.dumps(BOOKMARK_BODIES.get(kind, {})))}
+
+
+def watch_line(event_type: str, obj: Mapping[str, Any]) -> bytes:
+    """One watch event as kube-apiserver streams it: compact JSON, one line."""
+    return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
 
 def _token(snapshot: int, start: int) -> str:
@@ -313,6 +341,8 @@ class SimApiServer:
         self.log: list[Served] = []
         self.bytes_sent = 0
         self._lock: threading.RLock = threading.RLock()
+        self._watch_faults: dict[str, list[ApiAnswer | bytes]] = {}
+        self._compacted = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -334,6 +364,19 @@ class SimApiServer:
         self._server.shutdown()
         self._server.server_close()
 
+    def fault_next_watch(self, resource: str, fault: ApiAnswer | bytes) -> None:
+        """The next watch of `resource` ("pods", "nodes") fails, once per call: an `ApiAnswer` is its HTTP
+        answer (a 500 from an overloaded server), bytes are all its stream sends before it closes (an
+        event no typed client decodes, a stream cut short by a load balancer: `b""`)."""
+        with self._lock:
+            self._watch_faults.setdefault(resource, []).append(fault)
+
+    def compact(self) -> None:
+        """etcd's compaction overtakes the watch cache: a watch from a resource version older than the
+        current one is answered with a single ERROR event, 410 Expired, until a list gives a newer one."""
+        with self._lock:
+            self._compacted = int(self.cluster.resource_version)
+
     def answer(self, method: str, url: str, content_type: str, body: bytes, accept: str = "") -> ApiAnswer:
         """Route one request (under the server's lock: the cluster is not thread-safe)."""
         parts = urlsplit(url)
@@ -348,9 +391,10 @@ class SimApiServer:
     def watch(self, url: str) -> tuple[ApiAnswer | None, Iterator[bytes]]:
         """`GET <list>?watch=true`: 400 for a field the resource cannot select on, else the stream of
         watch events (one JSON line each) after `resourceVersion`, filtered by the field selector, until
-        `timeoutSeconds`. With `allowWatchBookmarks=true` a BOOKMARK (an object with only
-        `metadata.resourceVersion`) comes every minute and 2 s before the stream times out, as the
-        watch cache sends them."""
+        `timeoutSeconds`. With `allowWatchBookmarks=true` a BOOKMARK (`bookmark_object`: the kind's zero
+        value with only `metadata.resourceVersion`) comes every minute and 2 s before the stream times
+        out, as the watch cache sends them. A version older than the last `compact` gets one ERROR event
+        (410 Expired) and the stream closes; a fault set by `fault_next_watch` comes first."""
         parts = urlsplit(url)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         resource = [s for s in parts.path.split("/") if s][-1]
@@ -362,16 +406,29 @@ class SimApiServer:
                 refused = api_status(400, str(e), "BadRequest")
                 self.log.append(Served("GET", parts.path, query, "", 400))
                 return refused, iter(())
+            faults = self._watch_faults.get(resource)
+            fault = faults.pop(0) if faults else None
+            if isinstance(fault, ApiAnswer):
+                self.log.append(Served("GET", parts.path, query, "", fault.code))
+                return fault, iter(())
             self.log.append(Served("GET", parts.path, query, "", 200))
-        kind = LIST_KINDS.get(resource, "")
-        since = int(query.get("resourceVersion") or 0) or int(self.cluster.resource_version)
+            if fault is not None:
+                return None, iter((fault,))
+            kind = LIST_KINDS.get(resource, "")
+            since = int(query.get("resourceVersion") or 0) or int(self.cluster.resource_version)
+            if since < self._compacted:
+                expired = api_status(410, f"too old resource version: {since} ({self._compacted})", "Expired")
+                return None, iter((watch_line("ERROR", expired.body),))
         deadline = time.monotonic() + min(float(query.get("timeoutSeconds") or WATCH_TIMEOUT), WATCH_TIMEOUT)
         bookmarks = query.get("allowWatchBookmarks") == "true"
         return None, self._events(kind, terms, since, deadline, bookmarks)
 
     def _events(self, kind: str, terms: list[tuple[str, bool, str]], since: int, deadline: float,
                 bookmarks: bool) -> Iterator[bytes]:
-        bookmark_at = self._next_bookmark(time.monotonic(), deadline)
+        """The watch's lines. A bookmark carries the latest version and, as `cacheWatcher.process` filters
+        every event, comes only when that is newer than the watch's initial events (the kind's changes
+        up to when it opened): a watch of a cluster that does not change while it is open gets none."""
+        bookmark_at, start = self._next_bookmark(time.monotonic(), deadline), None
         while True:
             with self._lock:
                 changes = self.cluster.changes_since(kind, since)
@@ -379,13 +436,14 @@ class SimApiServer:
             for etype, rv, raw in changes:
                 since = max(since, rv)
                 if _matches(raw, terms):
-                    yield json.dumps({"type": etype, "object": raw}).encode() + b"\n"
+                    yield watch_line(etype, raw)
+            start = since if start is None else start
             now = time.monotonic()
             if bookmarks and now >= bookmark_at:
-                since = max(since, latest)
-                yield json.dumps({"type": "BOOKMARK", "object": {
-                    "kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(since)}}}).encode() + b"\n"
                 bookmark_at = self._next_bookmark(now, deadline)
+                if latest > start:  # filtered out otherwise, its time spent all the same
+                    since = max(since, latest)
+                    yield watch_line("BOOKMARK", bookmark_object(kind, str(since)))
             if now >= deadline:
                 return
             time.sleep(WATCH_POLL)
@@ -481,4 +539,5 @@ class SimApiServer:
         return Handler
 
 
-__all__ = ["ApiAnswer", "ListPages", "SimApiServer", "api_status", "can_ignore_pdb", "merge_patch", "not_found"]
+__all__ = ["ApiAnswer", "ListPages", "SimApiServer", "api_status", "bookmark_object", "can_ignore_pdb", "merge_patch",
+           "not_found", "watch_line"]

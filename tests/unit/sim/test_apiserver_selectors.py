@@ -6,6 +6,7 @@ supported"."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -110,7 +111,15 @@ def test_a_watch_streams_selected_changes_and_a_bookmark_before_it_times_out(clu
     refused, lines = server.watch(url)
     assert refused is None
     started = time.monotonic()
+    # a change while the watch is open (not selected): a bookmark is sent only past the watch's initial events
+    def bound_pod() -> None:
+        with server.lock:
+            cluster.add_pod(pod("web-4", "n2"))
+
+    later = threading.Timer(0.5, bound_pod)
+    later.start()
     events = [json.loads(line) for line in lines]
+    later.join()
     assert 2.9 <= time.monotonic() - started < 4
     assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [("ADDED", "wait-2"), ("BOOKMARK", None)]
     assert events[-1]["object"]["metadata"]["resourceVersion"] == cluster.resource_version

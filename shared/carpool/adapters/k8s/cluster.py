@@ -5,10 +5,12 @@ the stack sets (`CARPOOL_CLUSTER_ENDPOINT`, `CARPOOL_CLUSTER_CA`) or, failing th
 DescribeCluster; the bearer token is a presigned STS URL (`token.py`), re-signed every 10 minutes.
 
 Lists are read page by page through lightkube's HTTP client and each page's bytes are validated straight
-into `carpool.api.k8s` models (`reads.py`: field selectors, metadata-only lists); single objects and watch
-events cross via `model_validate(obj.to_dict())`. A list that cannot be converted fails loudly (deciding on a partial view of the cluster could, say, consolidate a node
-whose pods were not seen); a watch event that cannot be converted is logged and skipped (events are
-hints; the next list is the truth).
+into `carpool.api.k8s` models (`reads.py`: field selectors, metadata-only lists); single objects cross via
+`model_validate(obj.to_dict())`. Watch lines are decoded here, by type first (`convert.watch_line`): a
+BOOKMARK is its kind's zero value with only a resource version (`"spec":{"containers":null}` for a pod),
+which lightkube's typed decode rejects. A list that cannot be converted fails loudly (deciding on a
+partial view of the cluster could, say, consolidate a node whose pods were not seen); a watch event that
+cannot be converted is logged and skipped (events are hints; the next list is the truth).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx2 as httpx
+import msgspec
 from lightkube import ALL_NS, ApiError, AsyncClient, Client, KubeConfig
 from lightkube.config.models import Cluster as KubeCluster
 from lightkube.config.models import User
@@ -36,7 +38,7 @@ from lightkube.resources.core_v1 import PersistentVolumeClaim as PvcResource
 from lightkube.resources.core_v1 import Pod as PodResource
 from lightkube.resources.policy_v1 import PodDisruptionBudget as PdbResource
 from lightkube.resources.storage_v1 import StorageClass as StorageClassResource
-from lightkube.types import OnErrorAction, OnErrorResult, PatchType
+from lightkube.types import PatchType
 
 from carpool import environment
 from carpool.adapters.k8s import convert, reads
@@ -67,7 +69,11 @@ LIST_CHUNK = 500
 LIST_RESTARTS = 3
 WATCH_KINDS = ("Pod", "Node")
 _CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
-BOOKMARK = "BOOKMARK"
+ERROR = "ERROR"
+#: a failed watch is opened again after this long, doubled for each failure in a row up to
+#: `WATCH_RETRY_MAX` (seconds): a server that refuses or drops every stream is not hammered
+WATCH_RETRY_FIRST = 0.5
+WATCH_RETRY_MAX = 8.0
 
 
 class TokenSource(Protocol):
@@ -96,11 +102,20 @@ class ClusterSettings(Protocol):
 
 
 class WatchExpired(Exception):
-    """The resource version given to `watch` is too old (HTTP 410): list again, then watch from the
-    list's resource version (the informer pattern)."""
+    """A kind's watch resource version is too old (HTTP 410, or an ERROR event with a 410 Status): list
+    again, then watch from the list's resource version (the informer pattern; `watch` does so itself)."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(f"{kind} watch: resource version expired, re-list")
+        self.kind = kind
+
+
+class WatchBroken(Exception):
+    """The server ended a kind's watch stream with an ERROR event other than 410, or closed it before
+    sending anything: the watch is opened again from its latest version after a pause."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(f"{kind} watch: {why}")
         self.kind = kind
 
 
@@ -155,15 +170,6 @@ def status_code(error: Exception) -> int | None:
         return int(status.code)  # type: ignore[union-attr]
     response = getattr(error, "response", None)
     return int(response.status_code) if response is not None else None
-
-
-def _retry_transient(error: Exception, count: int) -> OnErrorResult:
-    """Watch error policy: give up at once on 410 (the caller must re-list), retry others three times."""
-    if status_code(error) == 410:
-        return OnErrorResult(OnErrorAction.RAISE)
-    if count > 3:
-        return OnErrorResult(OnErrorAction.RAISE)
-    return OnErrorResult(OnErrorAction.RETRY, sleep=1.0)
 
 
 class LightkubeCluster:
@@ -457,13 +463,19 @@ class LightkubeCluster:
                 raise
 
     # -- watch ----------------------------------------------------------------------------------------------
-    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float) -> Iterator[WatchEvent]:
-        """Pod and node changes for `timeout_seconds`, streamed as they arrive.
+    def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float,
+              idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
+        """Pod and node changes for `timeout_seconds`, streamed as they arrive; with `idle_seconds`, a None
+        each time that long passes without one (a micro-batching caller flushes what it gathered).
+
+        Each kind is watched on its own (`_follow`): a dropped stream, an error or an undecodable event of
+        one never ends the other's. A 410 relists that kind and hands the list on as ADDED events. The
+        iterator ends at the deadline, not before.
 
         lightkube's sync watch reconnects forever and cannot be interrupted while it waits for a quiet
         server, so both watches run on lightkube's AsyncClient in a helper thread, under one
         `asyncio.timeout`: at the deadline they are cancelled cleanly and the thread ends (nothing lingers
-        in a frozen Lambda). Raises `WatchExpired` when a resource version is too old."""
+        in a frozen Lambda)."""
         stream: _EventStream = _EventStream()
         pump = threading.Thread(
             target=stream.run,
@@ -473,58 +485,169 @@ class LightkubeCluster:
         )
         pump.start()
         try:
-            yield from stream.events()
+            yield from stream.events(idle_seconds)
         finally:
             stream.cancel()
             pump.join(timeout=5)
 
     async def _watch_all(self, versions: dict[str, str], timeout: float, stream: _EventStream) -> None:
+        """Both kinds side by side until the deadline. Not a TaskGroup: one kind's failure must not cancel
+        the other (each `_follow` handles its own failures and returns only when its kind is lost)."""
         client = self._async_factory(self._config())
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            async with asyncio.timeout(timeout):
-                async with asyncio.TaskGroup() as group:
-                    for kind in WATCH_KINDS:
-                        group.create_task(self._watch_kind(client, kind, versions.get(kind), timeout, stream))
+            async with asyncio.timeout_at(deadline):
+                await asyncio.gather(*(self._follow(client, _KindWatch(kind, versions.get(kind)), deadline, stream)
+                                       for kind in WATCH_KINDS))
         except TimeoutError:
             pass
         finally:
             await client.close()
 
-    async def _watch_kind(
-        self, client: AsyncClient, kind: str, version: str | None, timeout: float, stream: _EventStream
-    ) -> None:
-        """One kind's watch with bookmarks (`allowWatchBookmarks`): the server sends a BOOKMARK carrying
-        a newer resource version now and then, and lightkube resumes a dropped stream from the latest
-        version it saw, so a quiet, narrow watch (pods follow the `pending_pods` selection) does not fall
-        behind the compaction window and end in 410. A bookmark also moves `resource_versions[kind]`, so
-        a later watch of the same adapter resumes from it."""
-        resource, model = (PodResource, api.Pod) if kind == "Pod" else (NodeResource, api.Node)
-        generic = client._client
+    async def _follow(self, client: AsyncClient, watch: _KindWatch, deadline: float, stream: _EventStream) -> None:
+        """One kind's watch until the deadline. A stream that ends is opened again from the kind's latest
+        version (bookmarks move it, so a quiet, narrow watch does not fall behind etcd's compaction); a
+        failure is logged and retried after a pause that doubles with each failure in a row; a 410 relists
+        the kind. Only a relist that fails ends this kind's watch (the next run's resync covers the gap)."""
+        while True:
+            try:
+                await self._stream(client, watch, deadline, stream)
+                await asyncio.sleep(0)  # a server that ends every stream at once must not starve the deadline
+            except WatchExpired as e:
+                log.warning("%s; listing %ss again", e, watch.kind)
+                if not await self._relisted(client, watch, stream):
+                    return
+            except Exception as e:  # noqa: BLE001 - transport, HTTP or server errors alike: events are hints, retry
+                pause = watch.failed()
+                log.warning("%s watch failed (%s: %s); resuming from version %s in %.1f s",
+                            watch.kind, type(e).__name__, e, watch.version, pause)
+                await asyncio.sleep(pause)
+
+    async def _stream(self, client: AsyncClient, watch: _KindWatch, deadline: float, stream: _EventStream) -> None:
+        """One watch request from the kind's version (with bookmarks; pods follow the `pending_pods`
+        selection), each line handled as it arrives, until the server ends the stream. Raises
+        `WatchExpired` on 410 (an HTTP answer or an ERROR event), `WatchBroken` for a stream closed before
+        it sent anything, or what the transport raised."""
+        generic, watched = client._client, _WATCHED[watch.kind]
+        remaining = deadline - asyncio.get_running_loop().time()
         request = generic.prepare_request(
-            "list", res=resource, namespace=ALL_NS if kind == "Pod" else None, watch=True,
-            params={"timeoutSeconds": max(1, math.ceil(timeout)), "resourceVersion": version or None,
-                    "allowWatchBookmarks": "true",
-                    "fieldSelector": reads.PENDING_UNBOUND if kind == "Pod" else None},
+            "list", res=watched.resource, namespace=watched.namespace, watch=True,
+            params={"timeoutSeconds": max(1, math.ceil(remaining)), "resourceVersion": watch.version or None,
+                    "allowWatchBookmarks": "true", "fieldSelector": watched.fields},
         )
+        request.timeout = generic._watch_timeout  # no read timeout: a quiet watch is not a dead one
+        response = await generic.send(generic.build_adapter_request(request), stream=True)
         try:
-            async for change, obj in generic.watch(request, on_error=_retry_transient):
-                if change == BOOKMARK:
-                    self.resource_versions[kind] = convert.resource_version(obj) or self.resource_versions.get(kind, "")
-                elif change in _CHANGE_TYPES:
-                    stream.put(_event(change, kind, obj, model))
-        except httpx.HTTPStatusError as e:  # ApiError is one too
-            if status_code(e) == 410:
-                raise WatchExpired(kind) from e
-            raise
+            if response.is_error:
+                await response.aread()
+                if response.status_code == 410:
+                    raise WatchExpired(watch.kind)
+                generic.raise_for_status(response)
+            lines = 0
+            async for line in response.aiter_lines():
+                if line.strip():
+                    lines += 1
+                    self._on_line(watch, line, stream)
+            if not lines:
+                raise WatchBroken(watch.kind, "the stream closed before sending anything")
+        finally:
+            await response.aclose()
+
+    def _on_line(self, watch: _KindWatch, line: str, stream: _EventStream) -> None:
+        """One watch event, decoded by its type first: a BOOKMARK (its kind's zero value, which no typed
+        decode accepts) only moves the resume point; a change moves it and is handed on if it converts
+        (else logged and skipped); an ERROR ends the stream."""
+        try:
+            event = convert.watch_line(line)
+            version = convert.raw_version(event.object) if event.type != ERROR else None
+        except ValueError as e:
+            log.warning("%s watch: skipping a line that is not a watch event (%s): %.200s", watch.kind, e, line)
+            return
+        watch.received()
+        if event.type == ERROR:
+            status = convert.watch_status(event.object)
+            if status.code == 410:
+                raise WatchExpired(watch.kind)
+            raise WatchBroken(watch.kind, f"error {status.code} {status.reason}: {status.message}")
+        if version:
+            watch.version = self.resource_versions[watch.kind] = version
+        if event.type in _CHANGE_TYPES:
+            stream.put(_event(event.type, watch.kind, event.object, _WATCHED[watch.kind].model, version))
+
+    async def _relisted(self, client: AsyncClient, watch: _KindWatch, stream: _EventStream) -> bool:
+        """After a 410: list the kind as the watcher's resync does, hand each object on as ADDED (an
+        informer's relist; what was seen already is harmless downstream) and resume from the list's
+        version. False, logged, when the list fails: this kind's watch ends, the other goes on."""
+        try:
+            items, version = await self._list_watched(client, watch.kind)
+        except Exception as e:  # noqa: BLE001 - whatever the cause, this kind is lost until the next resync
+            log.error("%s watch ends: listing after 410 failed (%s: %s)", watch.kind, type(e).__name__, e)
+            return False
+        for item in items:
+            stream.put(WatchEvent(type="ADDED", kind=watch.kind, obj=item, resource_version=item.metadata.resource_version))
+        watch.version = self.resource_versions[watch.kind] = version
+        log.info("%s watch: relisted %d at version %s, watching from there", watch.kind, len(items), version)
+        return True
+
+    async def _list_watched(self, client: AsyncClient, kind: str) -> tuple[list[Any], str]:
+        """`_read_pages` on the async client: what the kind's watch follows (pods: `reads.PENDING_UNBOUND`,
+        as `pending_pods`; nodes: all), page by page, and the list's resource version."""
+        generic, watched = client._client, _WATCHED[kind]
+        request = generic.prepare_request("list", res=watched.resource, namespace=watched.namespace,
+                                          params={"limit": LIST_CHUNK, "fieldSelector": watched.fields})
+        items: list[Any] = []
+        while True:
+            response = await generic.send(generic.build_adapter_request(request))
+            generic.raise_for_status(response)
+            self.read_stats.add(len(response.content))
+            page = reads.parse_page(response.content, watched.model)
+            items.extend(reads.without_managed_fields(page.items or ()))
+            if not page.metadata.continue_token:
+                return items, page.metadata.resource_version
+            request.params["continue"] = page.metadata.continue_token
 
 
-def _event(change: str, kind: str, obj: Any, model: type[Any]) -> WatchEvent | None:
+@dataclass(frozen=True)
+class _Watched:
+    """What one kind's watch follows, and the list that replaces it after a 410."""
+
+    resource: Any
+    model: type[api.Pod] | type[api.Node]
+    fields: str | None
+    namespace: str | None
+
+
+_WATCHED = {
+    "Pod": _Watched(PodResource, api.Pod, reads.PENDING_UNBOUND, ALL_NS),
+    "Node": _Watched(NodeResource, api.Node, None, None),
+}
+
+
+@dataclass
+class _KindWatch:
+    """One kind's watch in progress: where it resumes, and how many failures came in a row."""
+
+    kind: str
+    version: str | None
+    failures: int = 0
+
+    def failed(self) -> float:
+        """Count a failure; the pause before the next attempt."""
+        self.failures += 1
+        return float(min(WATCH_RETRY_MAX, WATCH_RETRY_FIRST * 2 ** (self.failures - 1)))
+
+    def received(self) -> None:
+        self.failures = 0
+
+
+def _event(change: str, kind: str, raw: bytes | msgspec.Raw, model: type[api.Pod] | type[api.Node],
+           version: str | None) -> WatchEvent | None:
     try:
-        converted = convert.to_model(obj, model)
+        converted = model.model_validate_json(bytes(raw))
     except ValueError as e:  # pydantic.ValidationError is a ValueError
         log.warning("skipping %s %s event that does not convert: %s", kind, change, e)
         return None
-    return WatchEvent(type=change, kind=kind, obj=converted, resource_version=convert.resource_version(obj))
+    return WatchEvent(type=change, kind=kind, obj=converted, resource_version=version)
 
 
 class _EventStream:
@@ -552,17 +675,21 @@ class _EventStream:
             asyncio.run(main())
         except asyncio.CancelledError:
             pass
-        except BaseExceptionGroup as group:  # from the TaskGroup: report the first real cause
-            self._queue.put(group.exceptions[0])
         except Exception as e:  # noqa: BLE001 - handed to the consumer, who re-raises it
             self._queue.put(e)
         finally:
             self._ready.set()
             self._queue.put(self._END)
 
-    def events(self) -> Iterator[WatchEvent]:
+    def events(self, idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
+        """The events until the pump ends; with `idle_seconds`, None whenever that long passes without one.
+        An error of the pump (e.g. no client could be built) is raised here."""
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=idle_seconds)
+            except queue.Empty:
+                yield None
+                continue
             if item is self._END:
                 return
             if isinstance(item, BaseException):

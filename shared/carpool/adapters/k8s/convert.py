@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
+import msgspec
+
 from carpool.ports import NodeChange
 from carpool.taints import Taint
 
@@ -117,3 +119,53 @@ def status_text(status: Any) -> str:
     causes = [c.message for c in (getattr(details, "causes", None) or []) if getattr(c, "message", None)]
     message = getattr(status, "message", None) or ""
     return f"{message} ({'; '.join(causes)})" if causes else message
+
+
+# -- watch lines ----------------------------------------------------------------------------------------------
+class WatchLine(msgspec.Struct):
+    """One line of a watch stream: `type` (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) and the object's
+    bytes, left undecoded: a BOOKMARK's object is its kind's zero value (`"spec":{"containers":null}` for a
+    pod), which no typed Pod decode accepts, so what the object is decoded into depends on the type."""
+
+    type: str
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _Version(msgspec.Struct):
+    resourceVersion: str | None = None  # noqa: N815 - the Kubernetes field name
+
+
+class _Versioned(msgspec.Struct):
+    metadata: _Version = msgspec.field(default_factory=_Version)
+
+
+class WatchStatus(msgspec.Struct):
+    """The `metav1.Status` of a watch ERROR event (410 Expired when the resume version was compacted)."""
+
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+_line_decoder = msgspec.json.Decoder(WatchLine)
+_version_decoder = msgspec.json.Decoder(_Versioned)
+_status_decoder = msgspec.json.Decoder(WatchStatus)
+
+
+def watch_line(line: str | bytes) -> WatchLine:
+    """The envelope of one watch line. Raises ValueError (`msgspec.DecodeError`) when it is not one."""
+    return _line_decoder.decode(line)
+
+
+def raw_version(raw: msgspec.Raw) -> str | None:
+    """`metadata.resourceVersion` of a watch event's object, whatever its kind or shape (a bookmark too).
+    Raises ValueError when the object is not a JSON object with that shape."""
+    return _version_decoder.decode(raw).metadata.resourceVersion
+
+
+def watch_status(raw: msgspec.Raw) -> WatchStatus:
+    """The Status an ERROR event carries (an undecodable one as code 0, an unknown failure)."""
+    try:
+        return _status_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return WatchStatus(message=bytes(raw)[:200].decode(errors="replace"))
