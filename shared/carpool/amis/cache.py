@@ -2,8 +2,8 @@
 
 Each provisioning Lambda invocation resolves the node class's AMIs; SSM and DescribeImages are slow and
 throttled, and `@latest` parameters change only when AWS publishes a new image. A warm Lambda container
-keeps this cache between invocations. The TTL is explicit and the clock injectable so tests and the
-simulation decide what "later" means.
+keeps this cache between invocations. The TTL is explicit and the clock injected (`follow_clock`: the
+dependencies' clock) so tests and the simulation decide what "later" means.
 """
 
 from __future__ import annotations
@@ -11,46 +11,13 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from carpool.amis.model import AmiSource, parameters
+from carpool.clocks import Clock, TtlCache, follow
 
-T = TypeVar("T")
-
-
-class TtlCache:
-    """A dict whose entries expire `ttl_seconds` after they were stored (by `clock`, in seconds)."""
-
-    def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
-        if ttl_seconds <= 0:
-            raise ValueError("ttl_seconds must be positive")
-        self.ttl_seconds = ttl_seconds
-        self._clock = clock
-        self._entries: dict[Hashable, tuple[float, Any]] = {}
-
-    def get_or_load(self, key: Hashable, load: Callable[[], T]) -> T:
-        now = self._clock()
-        hit = self._entries.get(key)
-        if hit is not None and now < hit[0]:
-            return hit[1]  # type: ignore[no-any-return]
-        value = load()
-        self._entries[key] = (now + self.ttl_seconds, value)
-        return value
-
-    def peek(self, key: Hashable) -> tuple[Any] | None:
-        """The live entry of `key` as a 1-tuple (so a stored None is told from a miss), else None."""
-        hit = self._entries.get(key)
-        return (hit[1],) if hit is not None and self._clock() < hit[0] else None
-
-    def put(self, key: Hashable, value: Any) -> None:
-        self._entries[key] = (self._clock() + self.ttl_seconds, value)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+__all__ = ["CachedAmiSource", "TtlCache"]
 
 
 class CachedAmiSource:
@@ -64,6 +31,12 @@ class CachedAmiSource:
     def __init__(self, source: AmiSource, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._source = source
         self._cache = TtlCache(ttl_seconds, clock)
+
+    def follow_clock(self, clock: Clock) -> None:
+        """Expire by `clock` from now on, and so does the source's own cache if it keeps one
+        (`carpool.clocks`: the dependencies' clock, simulated in a simulation)."""
+        self._cache.follow_clock(clock)
+        follow(self._source, clock)
 
     def get_parameter(self, path: str) -> str | None:
         return self._cache.get_or_load(("ssm", path), lambda: self._source.get_parameter(path))

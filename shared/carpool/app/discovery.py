@@ -25,8 +25,10 @@ def _filters(term: Any, id_filter: str) -> list[dict[str, Any]]:
 
 
 def _cached(deps: Dependencies, key: str, now: datetime, load: Any) -> Any:
+    """`load()`, kept `TTL` by `now` (the dependencies' clock); a read stamped after `now` was timed on
+    another clock (the simulation swaps it) and is made again."""
     hit = deps.cache.get(key)
-    if hit and now - hit[0] < TTL:
+    if hit and timedelta(0) <= now - hit[0] < TTL:
         return hit[1]
     value = load()
     deps.cache[key] = (now, value)

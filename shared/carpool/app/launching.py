@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -260,7 +259,8 @@ def launch(
 
 
 #: how long this process trusts that a launch template it created or found still exists (garbage
-#: collection deletes only templates no live claim uses, after a grace period; a miss is repaired)
+#: collection deletes only templates no live claim uses, after a grace period; a miss is repaired);
+#: counted on the dependencies' clock
 TEMPLATE_TTL_SECONDS = 300.0
 _TEMPLATES_KEY = "launch-templates"
 
@@ -287,10 +287,10 @@ def ensure_templates(plans: Iterable[FleetPlan], deps: Dependencies) -> dict[str
     known yet are created at once, up to `TEMPLATE_WORKERS` together (each in a copy of this context),
     as Karpenter's concurrent launches create theirs. Returns the templates that could not be created,
     by name, with why: only the claims that launch from them fail."""
-    ensured: dict[str, tuple[float, templates.LaunchTemplateSpec]] = deps.cache.setdefault(_TEMPLATES_KEY, {})
-    now = time.monotonic()
+    ensured: dict[str, tuple[datetime, templates.LaunchTemplateSpec]] = deps.cache.setdefault(_TEMPLATES_KEY, {})
+    now = deps.clock()
     todo = {spec.name: spec for plan in plans for spec in plan.specs
-            if spec.name not in ensured or now - ensured[spec.name][0] > TEMPLATE_TTL_SECONDS}
+            if spec.name not in ensured or not _still_trusted(ensured[spec.name][0], now)}
     if not todo:
         return {}
 
@@ -313,12 +313,19 @@ def ensure_templates(plans: Iterable[FleetPlan], deps: Dependencies) -> dict[str
     return failed
 
 
+def _still_trusted(ensured_at: datetime, now: datetime) -> bool:
+    """Whether a template ensured at `ensured_at` is still taken to exist at `now`: for
+    `TEMPLATE_TTL_SECONDS`, and never when it was stamped after `now` (on another clock: the simulation
+    swaps it)."""
+    return 0 <= (now - ensured_at).total_seconds() < TEMPLATE_TTL_SECONDS
+
+
 def _ensure_again(deps: Dependencies, names: set[str]) -> None:
-    ensured: dict[str, tuple[float, templates.LaunchTemplateSpec]] = deps.cache.get(_TEMPLATES_KEY, {})
+    ensured: dict[str, tuple[datetime, templates.LaunchTemplateSpec]] = deps.cache.get(_TEMPLATES_KEY, {})
     for name in sorted(names & set(ensured)):
         spec = ensured[name][1]
         deps.compute.ensure_launch_template(templates.create_launch_template_request(spec))
-        ensured[name] = (time.monotonic(), spec)
+        ensured[name] = (deps.clock(), spec)
 
 
 def _attempt(outcome: fleet.FleetOutcome, ct: str, ctx: PoolContext) -> LaunchAttempt:

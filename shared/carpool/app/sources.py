@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from carpool import observability
+from carpool import clocks, observability
 from carpool.api.loader import Manifests, load
 from carpool.catalog import Catalog, CatalogDecodeError, SnapshotNotFound
 
@@ -92,6 +92,10 @@ class TextConfigSource:
         self._read = read
         self._digest = ""
         self._manifests: Manifests | None = None
+
+    def follow_clock(self, clock: clocks.Clock) -> None:
+        """A reader that caches the text (`SsmConfigText`) expires it by `clock`, the dependencies'."""
+        clocks.follow(self._read, clock)
 
     def load(self) -> Manifests:
         text = self._read()

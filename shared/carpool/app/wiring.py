@@ -16,20 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from carpool import clocks
 from carpool.app.settings import Settings
+from carpool.clocks import utc_now
 
 if TYPE_CHECKING:  # annotations only: sources pulls in the YAML loader and the catalog
     from carpool.app.sources import CatalogSource, ConfigSource
     from carpool.ports import Cluster, Compute, EventPublisher
     from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -45,8 +43,16 @@ class Dependencies:
     config: ConfigSource
     catalog: CatalogSource
     clock: Callable[[], datetime] = utc_now
-    #: per-process caches the use cases may keep (AMI resolutions, subnets)
+    #: per-process caches the use cases may keep (AMI resolutions, subnets), timed by `clock`
     cache: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Every part that caches by time keeps it by `clock` (`carpool.clocks.FollowsClock`). Here, not in
+        the builder, because the simulation swaps the clock after building (`dataclasses.replace`, which
+        makes a new `Dependencies`): the parts' caches then follow the simulated clock too."""
+        for f in fields(self):
+            if f.name not in ("clock", "settings", "cache"):
+                clocks.follow(getattr(self, f.name), self.clock)
 
 
 _current: ContextVar[Dependencies | None] = ContextVar("carpool_dependencies", default=None)

@@ -309,6 +309,8 @@ class SimRunner:
         elif action == "health_event":
             assert step.health_event is not None
             self._health_event(step.health_event)
+        elif action == "publish_ami":
+            self._publish_ami(step)
 
     def _select(self, sel: InstanceSelector) -> list[dict[str, Any]]:
         out = []
@@ -344,6 +346,19 @@ class SimRunner:
         if hit:
             self._put_aws_event("aws.health", "AWS Health Event", detail, hit[0]["InstanceId"])
         self.log.add("workload", f"health event (scheduled retirement) for {len(hit)} instance(s)", data=detail)
+
+    def _publish_ami(self, step: WorkloadStep) -> None:
+        """AWS publishes a new AMI release: its images appear in EC2 and the family's parameters name them
+        (carpool sees it once its AMI caches expire, as in AWS)."""
+        publish = step.publish_ami
+        assert publish is not None
+        releases = publish.releases(self.scenario.amis, self.scenario.cluster.version, self.clock.now())
+        ids = self.aws.seed_amis([r.image for r in releases])
+        for image_id, release in zip(ids, releases, strict=True):
+            for path in release.parameters:
+                self.aws.put_service_parameter(path, image_id)
+        self.log.add("workload", f"AMI release {publish.alias} {publish.version} published: {', '.join(ids)}",
+                     data={"images": {i: r.image["name"] for i, r in zip(ids, releases, strict=True)}})
 
     def _put_aws_event(self, source: str, detail_type: str, detail: Mapping[str, Any], instance_id: str) -> None:
         """AWS services put their events on the account's default bus."""

@@ -12,12 +12,17 @@ so a typo is reported with its path (`workload[2].scale.replica: Extra inputs ar
 from __future__ import annotations
 
 import fnmatch
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias_paths
 
 #: Errors that CreateFleet reports for offerings without capacity (see reference §6).
 CapacityErrorCode = Literal[
@@ -185,8 +190,85 @@ class InstanceSelector(_Model):
     count: int = Field(default=1, ge=1)
 
 
+#: How each family writes a release in its image names: `amazon-eks-node-al2023-x86_64-standard-1.32-v20250115`,
+#: `amazon-eks-node-1.32-v20250115`, `bottlerocket-aws-k8s-1.32-x86_64-v1.31.0-aa1b2c3d`.
+_RELEASE = {AL2023: r"v\d{8}", AL2: r"v\d{8}", BOTTLEROCKET: r"v\d+\.\d+\.\d+"}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One image of a published release: what to register in EC2 (a `seed_amis` entry, without a
+    parameter) and every SSM parameter that names it from now on."""
+
+    image: dict[str, Any]
+    parameters: tuple[str, ...]
+
+
+class PublishAmi(_Model):
+    """AWS publishes a new release of an EKS-optimized (or Bottlerocket) AMI family: a new image for each
+    of the scenario's `amis` the family's `@latest` alias resolves through, registered in EC2, its
+    `@latest` parameter pointing at it, and the release's own parameter (`al2023@v20250301`) created."""
+
+    #: the family: al2023, al2 or bottlerocket (`al2023@latest` is read as al2023)
+    alias: str
+    #: the new release, as the family's names write it: v20250301 (al2023, al2), v1.33.0 (bottlerocket)
+    version: str
+    #: the images' creation date (default: the simulated time of the step)
+    creation_date: str | None = None
+
+    @field_validator("alias")
+    @classmethod
+    def _family(cls, v: str) -> str:
+        family, _, version = v.lower().partition("@")
+        if family not in _RELEASE:
+            raise ValueError(f"{v!r}: publishAmi publishes a release of {', '.join(_RELEASE)}")
+        if version not in ("", LATEST):
+            raise ValueError(f"{v!r}: a release is published under @latest; name the family alone")
+        return family
+
+    @field_validator("creation_date", mode="before")
+    @classmethod
+    def _date_as_text(cls, v: Any) -> Any:
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+    @model_validator(mode="after")
+    def _version_shape(self) -> PublishAmi:
+        if not re.fullmatch(_RELEASE[self.alias], self.version):
+            example = "v1.33.0" if self.alias == BOTTLEROCKET else "v20250301"
+            raise ValueError(f"version {self.version!r}: {self.alias} releases are written like {example}")
+        return self
+
+    def releases(self, amis: list[AmiSpec], cluster_version: str, at: datetime) -> list[Release]:
+        """The images and parameters of this release, one for each of `amis` that the family's `@latest`
+        parameters name. Raises ValueError when none does, or when an image's name shows no release."""
+        latest = alias_paths(Alias(self.alias, LATEST), cluster_version, check_version=False)
+        pinned = alias_paths(Alias(self.alias, self.version), cluster_version, check_version=False)
+        by_path = {a.parameter: a for a in amis if a.parameter}
+        out = [self._release(by_path[p.path], (p.path, q.path), at)
+               for p, q in zip(latest, pinned, strict=True) if p.path in by_path]
+        if not out:
+            raise ValueError(f"publishAmi {self.alias}: no AMI of the scenario's `amis` is published under "
+                             f"{self.alias}@latest for Kubernetes {cluster_version} "
+                             f"(its parameters: {', '.join(p.path for p in latest)})")
+        return out
+
+    def _release(self, old: AmiSpec, parameters: tuple[str, ...], at: datetime) -> Release:
+        name, n = re.subn(_RELEASE[self.alias], self.version, old.name, count=1)
+        if not n:
+            raise ValueError(f"publishAmi {self.alias}: AMI name {old.name!r} shows no release to replace "
+                             f"(expected one like {_RELEASE[self.alias]})")
+        image = old.model_dump(by_alias=True, exclude_none=True, exclude={"id", "parameter", "deprecated"})
+        image |= {"name": name, "creationDate": self.creation_date or at.isoformat()}
+        return Release(image, parameters)
+
+
+#: The action fields of a step, as written in Python (`WorkloadStep.action` answers one of them).
+STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event", "publish_ami")
+
+
 class WorkloadStep(_Model):
-    """One timed action; exactly one of the action fields is set."""
+    """One timed action; exactly one of the action fields is set. A NodePool or EC2NodeClass edit is an
+    `apply` of the changed document: it replaces the one of that kind and name in carpool's config."""
 
     at: float = Field(ge=0)
     apply: ManifestSource | None = None
@@ -194,21 +276,21 @@ class WorkloadStep(_Model):
     delete: Delete | None = None
     spot_interruption: InstanceSelector | None = None
     health_event: InstanceSelector | None = None
+    publish_ami: PublishAmi | None = None
 
     @model_validator(mode="after")
     def _one_action(self) -> WorkloadStep:
-        actions = [n for n in ("apply", "scale", "delete", "spot_interruption", "health_event")
-                   if getattr(self, n) is not None]
+        actions = [n for n in STEP_ACTIONS if getattr(self, n) is not None]
         if len(actions) != 1:
             raise ValueError(
-                "a step needs exactly one of apply, scale, delete, spotInterruption, healthEvent"
+                f"a step needs exactly one of {', '.join(to_camel(n) for n in STEP_ACTIONS)}"
                 f" (got {', '.join(actions) or 'none'})"
             )
         return self
 
     @property
     def action(self) -> str:
-        for n in ("apply", "scale", "delete", "spot_interruption", "health_event"):
+        for n in STEP_ACTIONS:
             if getattr(self, n) is not None:
                 return n
         raise AssertionError("validated to have one action")
@@ -300,6 +382,17 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _sorted_steps(self) -> Scenario:
         self.workload.sort(key=lambda s: s.at)
+        return self
+
+    @model_validator(mode="after")
+    def _publishable(self) -> Scenario:
+        """A release can only replace images the scenario has (checked now, not minutes into the run)."""
+        for step in self.workload:
+            if step.publish_ami is not None:
+                try:
+                    step.publish_ami.releases(self.amis, self.cluster.version, datetime.fromtimestamp(0, UTC))
+                except ValueError as exc:
+                    raise ValueError(f"workload step at {step.at:g}s: {exc}") from None
         return self
 
     def manifest_texts(self, sources: list[ManifestSource] | None = None) -> list[tuple[str, str]]:

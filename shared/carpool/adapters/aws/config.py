@@ -1,9 +1,11 @@
 """The NodePool/EC2NodeClass YAML, read from the SSM parameter the stack writes.
 
-The parameter name comes from `CARPOOL_CONFIG_PARAMETER` (`/carpool/<cluster>/config`). Powertools'
-parameter provider caches the value for `max_age` seconds, so a busy Lambda container reads SSM about once
-a minute, and a config change reaches every function within a minute without a redeploy. Parsing is the
-caller's job (`carpool.app.sources.TextConfigSource` re-parses only when the text changes).
+The parameter name comes from `CARPOOL_CONFIG_PARAMETER` (`/carpool/<cluster>/config`). The value is
+cached for `max_age` seconds, so a busy Lambda container reads SSM about once a minute, and a config
+change reaches every function within a minute without a redeploy. The cache is ours, not Powertools'
+(whose expiry reads the wall clock): it keeps time by the dependencies' clock (`follow_clock`), so in a
+simulation a minute is a simulated minute. Parsing is the caller's job
+(`carpool.app.sources.TextConfigSource` re-parses only when the text changes).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from aws_lambda_powertools.utilities.parameters import SSMProvider
 
 from carpool import environment
 from carpool.adapters.aws import session
+from carpool.clocks import Clock, TtlCache, seconds_of, utc_now
 
 CONFIG_PARAMETER_ENV = "CARPOOL_CONFIG_PARAMETER"
 DEFAULT_MAX_AGE_SECONDS = 60
@@ -31,6 +34,7 @@ class SsmConfigText:
         parameter_name: str | None = None,
         max_age: int = DEFAULT_MAX_AGE_SECONDS,
         provider: SSMProvider | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         self.parameter_name = parameter_name or environment.get(CONFIG_PARAMETER_ENV, "")
         if not self.parameter_name:
@@ -39,6 +43,13 @@ class SsmConfigText:
             )
         self.max_age = max_age
         self._provider = provider
+        #: None: every read goes to SSM (`max_age` 0)
+        self._cache = TtlCache(max_age, seconds_of(clock)) if max_age > 0 else None
+
+    def follow_clock(self, clock: Clock) -> None:
+        """Expire the cached text by `clock` from now on (the dependencies' clock)."""
+        if self._cache is not None:
+            self._cache.follow_clock(clock)
 
     @property
     def provider(self) -> SSMProvider:
@@ -48,7 +59,13 @@ class SsmConfigText:
         return self._provider
 
     def read(self) -> str:
-        value: Any = self.provider.get(self.parameter_name, max_age=self.max_age)
+        if self._cache is None:
+            return self._fetch()
+        return self._cache.get_or_load(self.parameter_name, self._fetch)
+
+    def _fetch(self) -> str:
+        # max_age=0: Powertools keeps nothing, its cache would expire by the wall clock (see above)
+        value: Any = self.provider.get(self.parameter_name, max_age=0)
         return value.decode() if isinstance(value, bytes) else str(value)
 
     __call__ = read

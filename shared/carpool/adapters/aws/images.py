@@ -11,6 +11,7 @@ from typing import Any
 
 from carpool.adapters.aws import session
 from carpool.adapters.aws.ssm import SsmParameters
+from carpool.clocks import Clock
 
 
 class AwsAmiSource:
@@ -19,6 +20,10 @@ class AwsAmiSource:
     def __init__(self, parameters: SsmParameters | None = None, ec2_client: Any | None = None) -> None:
         self.parameters = parameters if parameters is not None else SsmParameters()
         self.client = ec2_client if ec2_client is not None else session.client("ec2")
+
+    def follow_clock(self, clock: Clock) -> None:
+        """The parameter reads' cache expires by `clock` (see `SsmParameters.follow_clock`)."""
+        self.parameters.follow_clock(clock)
 
     def get_parameter(self, path: str) -> str | None:
         return self.parameters.get_parameter(path)

@@ -20,6 +20,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from carpool.adapters.aws import session
+from carpool.clocks import Clock, seconds_of
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
 #: SSM's limit on names per GetParameters call.
@@ -38,7 +39,15 @@ class SsmParameters:
         self.client = client if client is not None else session.client("ssm")
         self._max_age = max_age
         self._clock = clock
+        self._following: Clock | None = None
         self._cache: dict[str, tuple[float, str | None]] = {}
+
+    def follow_clock(self, clock: Clock) -> None:
+        """Expire by `clock` (the dependencies' clock) from now on; on another clock than before, what was
+        read is dropped, its times being another clock's."""
+        if clock is not self._following:
+            self._following, self._clock = clock, seconds_of(clock)
+            self._cache.clear()
 
     def get_parameter(self, path: str) -> str | None:
         now = self._clock()

@@ -7,6 +7,10 @@ the local AWS endpoint, so the handlers it drives run the same code as in Lambda
 The instance-type catalog comes from the state table (`catalog_store`), kept warm by the disruption
 function's refresh (`carpool.app.sources.StoredCatalogSource`); the live EC2 reads behind that refresh
 are made only when it is due, never on a request's path.
+
+Every cache here (the config text, AMI parameters and images) expires by the dependencies' clock, which
+`Dependencies` hands them when it is made (`carpool.clocks`), so a simulation that swaps the clock moves
+them too.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def build(
         offerings=DynamoOfferings(settings.table),
         capacity=DynamoCapacityCache(settings.table),
         publisher=_OnFirstUse(lambda: EventBridgePublisher(settings.event_bus)),
-        ami_source=CachedAmiSource(AwsAmiSource(), AMI_TTL_SECONDS, clock=lambda: clock().timestamp()),
+        ami_source=CachedAmiSource(AwsAmiSource(), AMI_TTL_SECONDS),
         config=TextConfigSource(read),
         catalog=StoredCatalogSource(DynamoCatalogStore(settings.table), region, lambda now: _live_catalog(now, region)),
         clock=clock,
