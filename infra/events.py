@@ -200,8 +200,10 @@ class EventRouting(Construct):
         """Every DLQ by a short name, for the "DLQ not empty" alarms."""
         return {**{name: q.dlq for name, q in self.work_queues.items()}, "delivery": self.delivery_dlq}
 
-    def add_schedule(self, construct_id: str, function: lambda_.IFunction, *, description: str) -> events.Rule:
-        """Invoke ``function`` every minute from the default bus (schedules only run there).
+    def add_schedule(self, construct_id: str, function: lambda_.IFunction, *, period_seconds: int,
+                     description: str) -> events.Rule:
+        """Invoke ``function`` every ``period_seconds`` (``carpool.delivery.SCHEDULE_SECONDS``, which the
+        simulation reads too) from the default bus (schedules only run there).
 
         A missed tick is not worth replaying once the next one is due, hence one minute of event age.
         """
@@ -209,7 +211,7 @@ class EventRouting(Construct):
             self,
             construct_id,
             description=description,
-            schedule=events.Schedule.rate(Duration.minutes(1)),
+            schedule=events.Schedule.rate(Duration.seconds(period_seconds)),
             targets=[
                 targets.LambdaFunction(
                     function,

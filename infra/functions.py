@@ -153,14 +153,15 @@ SPECS: dict[str, FunctionSpec] = {
         FunctionSpec(
             "watcher",
             "Lists/watches the cluster and puts Pod Unschedulable / Node events on the carpool bus",
-            # Shorter than the one-minute schedule (a resync, no long watch), so runs never overlap.
+            # A resync, then the watch until a little after the next run started (delivery.WATCH_SECONDS).
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["watcher"]),
             memory_mib=delivery.MEMORY_MIB["watcher"],
             capabilities=frozenset({C.PUT_EVENTS}),
             # no table item reads: pods awaiting their node are found from the claims on the status index
             kubernetes_write=False,
-            # One: a run ends before the next is due; a slow API must not stack runs up.
-            reserved_concurrency=1,
+            # Two: each run watches a few seconds past the next run's start, so two overlap (never
+            # three: the timeout is shorter than two periods); a slow API must not stack runs up.
+            reserved_concurrency=2,
         ),
         FunctionSpec(
             "provisioner",
@@ -326,8 +327,10 @@ class Functions(Construct):
                 max_event_age=Duration.minutes(1),
                 on_failure=destinations.SqsDestination(routing.delivery_dlq),
             )
+            period = delivery.SCHEDULE_SECONDS[name]
             self.schedules[name] = routing.add_schedule(
-                f"{name.title()}Schedule", function, description=f"Runs the carpool {name} every minute"
+                f"{name.title()}Schedule", function, period_seconds=period,
+                description=f"Runs the carpool {name} every {period} s",
             )
 
     # --- pieces -----------------------------------------------------------------------------------

@@ -19,21 +19,26 @@ class Delivery:
     max_concurrency: int | None = None
 
 
-#: Provisioner: batch like Karpenter (wait for pods to accumulate, at most 10 s) and schedule up to 1,000
-#: pods together: one scheduling pass packs a burst better than ten, and the per-invocation reads (claims,
-#: pools, learned capacity) are paid once. Lambda also caps a batch at its 6 MB payload (a pod event is
-#: about 1-2 KB). At most two batches at once, so two schedulers rarely race for the same pool limit.
-PROVISIONER = Delivery(batch_size=1000, max_batching_window_seconds=10, max_concurrency=2)
-#: Registrar: a joining node waits for its startup taint to go, so keep the window short.
-REGISTRAR = Delivery(batch_size=50, max_batching_window_seconds=2)
+#: Provisioner: the watcher already batches pending pods the way Karpenter does (`POD_BATCH_IDLE_SECONDS`,
+#: `POD_BATCH_MAX_SECONDS`) and puts each micro-batch on the bus at once, so the queue only has to gather
+#: one micro-batch's messages (EventBridge delivers them to SQS over a few hundred milliseconds): a 1 s
+#: window, not a second batching of its own. Up to 1,000 pods are scheduled together: one scheduling pass
+#: packs a burst better than ten, and the per-invocation reads (claims, pools, learned capacity) are paid
+#: once. Lambda also caps a batch at its 6 MB payload (a pod event is about 1-2 KB). At most two batches
+#: at once, so two schedulers rarely race for the same pool limit.
+PROVISIONER = Delivery(batch_size=1000, max_batching_window_seconds=1, max_concurrency=2)
+#: Registrar: a joined node keeps the `karpenter.sh/unregistered` NoExecute taint until the registrar lifts
+#: it, and no pod binds before; Karpenter lifts it as soon as the Node exists. So no batching window to
+#: speak of: 1 s, the smallest that still lets a burst's nodes share an invocation.
+REGISTRAR = Delivery(batch_size=50, max_batching_window_seconds=1)
 #: Interruption: a spot warning gives two minutes; do not wait for company.
 INTERRUPTION = Delivery(batch_size=10, max_batching_window_seconds=0)
 
 #: Each function's Lambda timeout in seconds. The stack sets these, and the simulation's Lambda context
 #: counts the remaining time down from them, so deadline-driven code behaves as deployed.
 TIMEOUT_SECONDS: dict[str, int] = {
-    # a resync per run, no long watch (`WATCH_SECONDS`); shorter than the schedule, so runs never overlap
-    "watcher": 50,
+    # a resync, then the watch until `WATCH_SECONDS` after the start; the rest is margin for a slow resync
+    "watcher": 90,
     "provisioner": 120,
     "registrar": 60,
     "interruption": 60,
@@ -44,24 +49,29 @@ TIMEOUT_SECONDS: dict[str, int] = {
 #: Each function's memory in MiB (Lambda gives CPU in proportion). The stack sets these, and the
 #: simulation prices carpool's own Lambda GB-seconds at them.
 MEMORY_MIB: dict[str, int] = {
-    "watcher": 512,
+    # the watch holds one resync's objects at most, then streams; billed by the second, all month
+    "watcher": 256,
     # the scheduler is CPU-bound; 2 GB buys more than one vCPU
     "provisioner": 2048,
-    "registrar": 512,
+    # a cold registrar is on the path of every new node (node -> taint lifted, p99 <= 5 s): more CPU
+    "registrar": 1024,
     "interruption": 512,
     "disruption": 1024,
 }
 
-#: How long each watcher run follows the API's watch stream after its resync. 0: the watcher publishes
-#: what its resync found and returns. A watch would not bring a pod to the provisioner sooner: a run puts
-#: its events on the bus when it ends, so a pod the watch saw waits for the watch to close, and a pod that
-#: turns pending after the watch closed waits for the next run's resync. Without the watch the worst case is
-#: one schedule period plus the resync (a pod turning pending just after a resync listed is published by
-#: the next run's resync: <= 60 s + resync); with a 50 s watch it was 60 s + 50 s + resync. Every second
-#: watched is billed at the watcher's memory, all month (a 50 s watch at 512 MB is 1.1 million GB-seconds a month).
-#: `CARPOOL_WATCH_SECONDS` on the function overrides it.
-WATCH_SECONDS = 0.0
-
+#: How long each watcher run follows the API's watch stream, counted from the run's start. The schedule
+#: starts a run every `SCHEDULE_SECONDS["watcher"]`; each run watches a little longer than that, so the
+#: next run's resync is done before this run's watch ends and no moment goes unwatched (the two runs'
+#: events overlap for a few seconds; duplicates are harmless: the provisioner confirms every pod against
+#: its nominations). A pod that turns pending is on the bus within `POD_BATCH_IDLE_SECONDS` of quiet, at
+#: most `POD_BATCH_MAX_SECONDS`, as Karpenter's batcher; a node is on the bus as soon as it is seen.
+#: Every second watched is billed at the watcher's memory, all month: hence its small memory.
+#: `CARPOOL_WATCH_SECONDS` on the function overrides it (0: resync only, as before).
+WATCH_SECONDS = 65.0
+#: Karpenter's `BATCH_IDLE_DURATION` and `BATCH_MAX_DURATION`: a micro-batch of pending pods is put on the
+#: bus after 1 s without a new one, or 10 s after its first.
+POD_BATCH_IDLE_SECONDS = 1.0
+POD_BATCH_MAX_SECONDS = 10.0
 #: Functions the stack runs on a schedule, and its period in seconds (``infra/events.py``: every minute).
 SCHEDULE_SECONDS: dict[str, int] = {"watcher": 60, "disruption": 60}
 

@@ -19,9 +19,14 @@ consistent, a stale claim list delays a pod by one period at most. The one claim
 not hold is a reservation of more than one transaction cut short between them (`DynamoLedger`); the pods
 it never nominated wait until it is reaped or its `nominated_until` passes.
 
-Given a watch period, a run then follows the API's watch stream for that long; everything the run found
-is published when it ends (the deployed watcher does not watch: `carpool.delivery.WATCH_SECONDS` says
-why).
+Given a watch period, a run then follows the API's watch stream from the resync's resource versions
+until that long after its start, and publishes as it goes, the way Karpenter batches pending pods: the
+pods it finds go on the bus after `delivery.POD_BATCH_IDLE_SECONDS` without a new one, or
+`POD_BATCH_MAX_SECONDS` after the first; a node that needs the registrar goes at once (its pods cannot
+bind before the registrar lifts the unregistered taint). Each object is published once per run and per
+step it needs (a node can need registration, then its Ready step, then initialization within one run).
+The deployed runs overlap by a few seconds (`carpool.delivery.WATCH_SECONDS` says why), so no moment
+goes unwatched; the resync at each run's start is the level-triggered repair.
 
 What a run reads is sized by what can need carpool, not by the cluster: the resync lists unbound Pending
 pods only (server-side field selector `spec.nodeName=,status.phase=Pending`) and every node (a node's
@@ -45,10 +50,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from carpool import labels, lifecycle, observability
+from carpool import delivery, labels, lifecycle, observability
 from carpool.api import events
 from carpool.api.k8s import Node, Pod
 from carpool.app.wiring import Dependencies
+from carpool.ports import WatchEvent
 from carpool.state.models import Claim, ClaimStatus, holds_nominations
 
 log = logging.getLogger(__name__)
@@ -73,11 +79,32 @@ def owned(node: Node, cluster: str) -> bool:
 
 
 class _ClaimIndex:
-    """The run's live claims by instance id and name: matching nodes costs no ledger read per node."""
+    """The run's live claims by instance id and name: matching nodes costs no ledger read per node.
+
+    A run watches for a minute, in which claims launch: a node of carpool's the index does not know is
+    looked up again in the ledger, at most every `REFRESH_SECONDS`, so its later steps (Ready,
+    initialized) are published within the run and not a run later."""
+
+    REFRESH_SECONDS = 5.0
 
     def __init__(self, claims: list[Claim]) -> None:
+        self._index(claims)
+        self._refreshed: datetime | None = None
+
+    def _index(self, claims: list[Claim]) -> None:
         self.by_instance = {c.instance_id: c for c in claims if c.instance_id}
         self.by_name = {c.name: c for c in claims}
+
+    def refreshed(self, deps: Dependencies, node: Node) -> Claim | None:
+        """`node`'s claim after re-reading the ledger, if the node is carpool's and the last read is old."""
+        if node.labels.get(labels.OWNED_BY) != deps.settings.cluster_name and labels.CLAIM not in node.labels:
+            return None
+        now = deps.clock()
+        if self._refreshed is not None and (now - self._refreshed).total_seconds() < self.REFRESH_SECONDS:
+            return None
+        self._refreshed = now
+        self._index(deps.ledger.active())
+        return self.of(node)
 
     def of(self, node: Node) -> Claim | None:
         instance_id = node.instance_id()
@@ -86,34 +113,43 @@ class _ClaimIndex:
         return self.by_name.get(node.labels.get(labels.CLAIM, ""))
 
 
-def needs_registrar(node: Node, cluster: str, claim: Claim | None) -> bool:
-    """Whether the registrar has a step to take for `node` (see the module docstring)."""
+def registrar_step(node: Node, cluster: str, claim: Claim | None) -> str | None:
+    """The registrar's next step for `node`, or None (see the module docstring): "register" (the
+    unregistered taint or carpool's labels are missing), "ready" (Ready, but its claim not marked
+    registered yet), "initialize" (registered, not initialized)."""
     owner = node.labels.get(labels.OWNED_BY)
     if owner not in (None, cluster):
-        return False
+        return None
     if claim is None:
-        return lifecycle.has_unregistered_taint(node)
+        return "register" if lifecycle.has_unregistered_taint(node) else None
     if not lifecycle.is_registered(node) or node.labels.get(labels.CLAIM) != claim.name:
-        return True
+        return "register"
     if node.is_ready() and (claim.status != ClaimStatus.REGISTERED or claim.node_name != node.name):
-        return True
-    return not lifecycle.is_initialized(node)
+        return "ready"
+    return None if lifecycle.is_initialized(node) else "initialize"
+
+
+def needs_registrar(node: Node, cluster: str, claim: Claim | None) -> bool:
+    """Whether the registrar has a step to take for `node`."""
+    return registrar_step(node, cluster, claim) is not None
 
 
 def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
-    """One watcher period: resync, publish, then follow changes for `watch_seconds`."""
-    cluster, now = deps.settings.cluster_name, deps.clock()
+    """One watcher period: resync and publish, then follow changes until `watch_seconds` after the start,
+    publishing in micro-batches."""
+    cluster, started = deps.settings.cluster_name, deps.clock()
     summary = WatchSummary()
     claims = deps.ledger.active()
+    batch = _Publisher(deps, summary, _awaiting_nodes(claims, started))
     index = _ClaimIndex(claims)
-    found = list(_resync(deps, summary, now, claims, index))
-    if watch_seconds > 0:
-        found.extend(_follow(deps, summary, now, watch_seconds, index))
-    entries = _without_awaiting(_unique(found), _awaiting_nodes(claims, now), summary)
-    _emit_gauges(deps, now)
+    batch.add(_resync(deps, summary, started, claims, index))
+    batch.flush()
+    _emit_gauges(deps, started)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
-    summary.published = len(entries)
-    summary.failed = deps.publisher.put_events(entries) if entries else 0
+    remaining = watch_seconds - (deps.clock() - started).total_seconds()
+    if watch_seconds > 0 and remaining > 0:
+        _follow(deps, summary, remaining, index, batch)
+    batch.flush()
     log.info("watcher published %d events for cluster %s (%d failed; %d pending pods await nominated nodes)",
              summary.published, cluster, summary.failed, summary.awaiting_nodes)
     return summary
@@ -136,9 +172,10 @@ def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: li
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
     by_node = {c.node_name: c for c in claims if c.node_name}
     for node in nodes.values():
-        if needs_registrar(node, cluster, index.of(node)):
+        step = registrar_step(node, cluster, index.of(node))
+        if step is not None:
             summary.registered_nodes += 1
-            yield _registered_found(cluster, node, now, bus)
+            yield _registered_found(cluster, node, step, now, bus)
     for name, claim in by_node.items():
         if name not in nodes and claim.status == ClaimStatus.REGISTERED:
             summary.deleted_nodes += 1
@@ -149,54 +186,99 @@ def _pod_found(cluster: str, pod: Pod, now: datetime, bus: str) -> _Found:
     return (events.POD_UNSCHEDULABLE, pod.key), lambda: events.pod_unschedulable_entry(cluster, pod, now, bus)
 
 
-def _registered_found(cluster: str, node: Node, now: datetime, bus: str) -> _Found:
-    return (events.NODE_REGISTERED, node.name), lambda: events.node_registered_entry(cluster, node, now, bus)
+def _registered_found(cluster: str, node: Node, step: str, now: datetime, bus: str) -> _Found:
+    return ((events.NODE_REGISTERED, f"{node.name}#{step}"),
+            lambda: events.node_registered_entry(cluster, node, now, bus))
 
 
 def _deleted_found(cluster: str, name: str, provider_id: str | None, now: datetime, bus: str) -> _Found:
     return (events.NODE_DELETED, name), lambda: events.node_deleted_entry(cluster, name, provider_id, now, bus)
 
 
-def _follow(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float,
-            index: _ClaimIndex) -> Iterable[_Found]:
-    """Watch from the resync's list versions. A version too old to resume from ends the watch quietly:
+def _follow(deps: Dependencies, summary: WatchSummary, seconds: float, index: _ClaimIndex,
+            batch: _Publisher) -> None:
+    """Watch from the resync's list versions for `seconds`, publishing as `batch` decides. A watch that
+    ends early (the adapter resumes what it can; a version too old to resume from ends it) is logged:
     the next run's resync covers the gap (level-triggered)."""
-    bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
     summary.resource_versions.update(getattr(deps.cluster, "resource_versions", {}) or {})
+    # a quiet stream hands back None once the batch's idle time has passed since the last event: when the
+    # last event found a pod, that is exactly when its micro-batch is due
+    idle = delivery.POD_BATCH_IDLE_SECONDS
     try:
-        yield from _changes(deps, summary, now, seconds, bus, cluster, index)
+        for change in deps.cluster.watch(dict(summary.resource_versions), seconds, idle_seconds=idle):
+            if change is not None:
+                summary.watch_events += 1
+                if change.resource_version:
+                    summary.resource_versions[change.kind] = change.resource_version
+                batch.add(_changed(deps, change, index))
+            batch.flush_due()
     except Exception as exc:  # WatchExpired (HTTP 410) or a dropped stream
         log.warning("watch ended early (%s); the next run resyncs", exc)
 
 
-def _changes(deps: Dependencies, summary: WatchSummary, now: datetime, seconds: float, bus: str,
-             cluster: str, index: _ClaimIndex) -> Iterable[_Found]:
-    for change in deps.cluster.watch(dict(summary.resource_versions), seconds):
-        summary.watch_events += 1
-        if change.resource_version:
-            summary.resource_versions[change.kind] = change.resource_version
-        obj = change.obj
-        if isinstance(obj, Pod) and change.type != "DELETED" and obj.is_provisionable():
-            yield _pod_found(cluster, obj, now, bus)
-        elif isinstance(obj, Node):
-            claim = index.of(obj)
-            if change.type == "DELETED":
-                if owned(obj, cluster) or claim is not None:
-                    yield _deleted_found(cluster, obj.name, obj.provider_id, now, bus)
-            elif needs_registrar(obj, cluster, claim):
-                yield _registered_found(cluster, obj, now, bus)
+def _changed(deps: Dependencies, change: WatchEvent, index: _ClaimIndex) -> Iterable[_Found]:
+    bus, cluster, now = deps.settings.event_bus, deps.settings.cluster_name, deps.clock()
+    obj = change.obj
+    if isinstance(obj, Pod) and change.type != "DELETED" and obj.is_provisionable():
+        yield _pod_found(cluster, obj, now, bus)
+    elif isinstance(obj, Node):
+        claim = index.of(obj) or index.refreshed(deps, obj)
+        if change.type == "DELETED":
+            if owned(obj, cluster) or claim is not None:
+                yield _deleted_found(cluster, obj.name, obj.provider_id, now, bus)
+        else:
+            step = registrar_step(obj, cluster, claim)
+            if step is not None:
+                yield _registered_found(cluster, obj, step, now, bus)
 
 
-def _unique(found: list[_Found]) -> list[_Found]:
-    """One event per object and detail-type per run: the watch replays what the resync already found
-    (the first finding of an object is kept)."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for mark, build in found:
-        if mark not in seen:
-            seen.add(mark)
-            out.append((mark, build))
-    return out
+class _Publisher:
+    """What the run found and has not published yet, and when to publish it: nodes at once, pending pods
+    after `POD_BATCH_IDLE_SECONDS` without a new one or `POD_BATCH_MAX_SECONDS` after the first (Karpenter's
+    batcher). Each finding is published once per run (the watch replays what the resync found); pods
+    awaiting their nominated node are counted, not published."""
+
+    def __init__(self, deps: Dependencies, summary: WatchSummary, awaiting: set[str]) -> None:
+        self._deps, self._summary, self._awaiting = deps, summary, awaiting
+        self._seen: set[tuple[str, str]] = set()
+        self._entries: list[dict[str, Any]] = []
+        self._first_pod: datetime | None = None
+        self._last_pod: datetime | None = None
+        self._node_waiting = False
+
+    def add(self, found: Iterable[_Found]) -> None:
+        for (kind, key), build in found:
+            if (kind, key) in self._seen:
+                continue
+            self._seen.add((kind, key))
+            if kind == events.POD_UNSCHEDULABLE and key in self._awaiting:
+                self._summary.awaiting_nodes += 1
+                continue
+            self._entries.append(build())
+            if kind == events.POD_UNSCHEDULABLE:
+                now = self._deps.clock()
+                self._first_pod, self._last_pod = self._first_pod or now, now
+            else:
+                self._node_waiting = True
+
+    def flush_due(self) -> None:
+        if self._node_waiting:
+            self.flush()
+            return
+        if self._first_pod is None or self._last_pod is None:
+            return
+        now = self._deps.clock()
+        if ((now - self._last_pod).total_seconds() >= delivery.POD_BATCH_IDLE_SECONDS
+                or (now - self._first_pod).total_seconds() >= delivery.POD_BATCH_MAX_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        entries, self._entries = self._entries, []
+        self._first_pod = self._last_pod = None
+        self._node_waiting = False
+        if entries:
+            self._summary.published += len(entries)
+            self._summary.failed += self._deps.publisher.put_events(entries)
 
 
 def _awaiting_nodes(claims: list[Claim], now: datetime) -> set[str]:
@@ -208,18 +290,6 @@ def _awaiting_nodes(claims: list[Claim], now: datetime) -> set[str]:
         if until is not None and until > now and holds_nominations(claim.status, claim.registered_at, now):
             held.update(claim.pods)
     return held
-
-
-def _without_awaiting(marked: list[_Found], awaiting: set[str], summary: WatchSummary) -> list[dict[str, Any]]:
-    """The entries to publish: every finding but the Pod Unschedulable events of pods awaiting their
-    node, which are counted."""
-    out = []
-    for (kind, key), build in marked:
-        if kind == events.POD_UNSCHEDULABLE and key in awaiting:
-            summary.awaiting_nodes += 1
-        else:
-            out.append(build())
-    return out
 
 
 def _age(pod: Pod, now: datetime) -> float:

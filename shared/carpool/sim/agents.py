@@ -55,14 +55,18 @@ class Agents:
     def tick(self) -> list[tuple[str, str, str]]:
         """Remove the taints that are due; returns (node, agent, taint key) for each taint removed."""
         now = self.elapsed()
-        due = [d for d in self._due if d[0] <= now]
-        self._due = [d for d in self._due if d[0] > now]
+        due = [d for d in self._due if d[0] <= now + 1e-6]  # the clock keeps microseconds
+        self._due = [d for d in self._due if d[0] > now + 1e-6]
         done = []
         for _at, node_name, agent in due:
             if self._remove(node_name, agent.removes_taint):
                 self.removed.append((now, node_name, agent.name, agent.removes_taint))
                 done.append((node_name, agent.name, agent.removes_taint))
         return done
+
+    def next_due(self) -> float | None:
+        """The simulated time of the next taint removal, if any."""
+        return min((d[0] for d in self._due), default=None)
 
     def _remove(self, node_name: str, key: str) -> bool:
         changed = False

@@ -63,6 +63,12 @@ class SqsEventSource:
                             for m in messages]
         return records
 
+    def has_visible(self) -> bool:
+        """Whether a `ReceiveMessage` now would return a message (what a long poll waits for)."""
+        with self._backend() as backend:
+            queue = backend.get_queue(self.queue_name)
+            return next(iter(queue.messages), None) is not None
+
     def delete(self, receipts: Sequence[str]) -> list[str]:
         """Delete the messages of these receipt handles, `DELETE_MAX` per batch; returns the receipt
         handles SQS refused (what `DeleteMessageBatch` lists under `Failed`)."""

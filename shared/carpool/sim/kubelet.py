@@ -198,6 +198,11 @@ class Boot:
     ready_at: float | None = None
 
 
+#: Simulated time is kept in microseconds (`SimClock`): a step due at a moment is done when the clock
+#: reaches it within this much.
+_EPSILON = 1e-6
+
+
 @dataclass
 class Kubelets:
     """All simulated kubelets of the cluster; `tick()` advances each instance's boot."""
@@ -210,6 +215,9 @@ class Kubelets:
     elapsed: Callable[[], float]
     faults: Sequence[KubeletFault] = ()
     agents: Agents | None = None
+    #: seconds from the request that launched an instance to it running (CreateFleet's own answer time):
+    #: an instance seen right after the invocation that asked for it starts booting that much later
+    launch_seconds: float = 0.0
     #: instance id -> its boot (every instance ever seen, joined or not)
     boots: dict[str, Boot] = field(default_factory=dict)
     _facts: dict[str, InstanceFacts] = field(default_factory=dict)
@@ -240,7 +248,7 @@ class Kubelets:
             if iid not in self.launched:
                 self.launched[iid] = (now, inst)
                 self.fresh.append(iid)
-                self.boots[iid] = self._boot(inst, now)
+                self.boots[iid] = self._boot(inst, now + self.launch_seconds)
         for iid in [i for i in self.launched if i not in self.terminated]:
             state = ((instances.get(iid) or {}).get("State") or {}).get("Name", "terminated")
             if state not in ("pending", "running"):
@@ -251,15 +259,31 @@ class Kubelets:
         for iid, boot in self.boots.items():
             if iid in self.terminated or boot.no_join:
                 continue
-            if boot.node_name is None and now >= boot.join_at:
+            if boot.node_name is None and now + _EPSILON >= boot.join_at:
                 boot.node_name, boot.registered_at = self._register(boot), now
                 self.registered[iid] = boot.node_name
                 new.append(boot.node_name)
             if (boot.registered_at is not None and boot.ready_at is None
-                    and now - boot.registered_at >= self.truth.registration_seconds):
+                    and now + _EPSILON >= boot.registered_at + self.truth.registration_seconds):
                 self._make_ready(boot, now)
         self.lifted = self.agents.tick() if self.agents else []
         return new
+
+    def next_due(self) -> float | None:
+        """The simulated time of the next boot step of any instance (a node registering, a node becoming
+        Ready, an agent lifting a startup taint): the loop wakes the kubelets then, not on a tick."""
+        due: list[float] = []
+        for iid, boot in self.boots.items():
+            if iid in self.terminated or boot.no_join:
+                continue
+            if boot.node_name is None:
+                due.append(boot.join_at)
+            elif boot.registered_at is not None and boot.ready_at is None:
+                due.append(boot.registered_at + self.truth.registration_seconds)
+        agent = self.agents.next_due() if self.agents else None
+        if agent is not None:
+            due.append(agent)
+        return min(due, default=None)
 
     def _instances(self) -> dict[str, dict[str, Any]]:
         """Every instance carpool's cluster tag marks, whatever its state (moto keeps terminated ones)."""

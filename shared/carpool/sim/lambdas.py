@@ -77,12 +77,20 @@ class LambdaContext:
     timeout_seconds: float = 60.0
     started: float = field(default_factory=time.monotonic)
     account: str = ACCOUNT
+    #: simulated seconds (when given, the time left counts on the simulation's clock from `started`)
+    elapsed: Callable[[], float] | None = None
 
     @classmethod
-    def deployed(cls, function_name: str, region: str = "us-east-1", account: str = ACCOUNT) -> LambdaContext:
-        """The context of an invocation starting now, with the function's deployed timeout."""
-        return cls(function_name, region=region, timeout_seconds=delivery.TIMEOUT_SECONDS.get(function_name, 60),
-                   account=account)
+    def deployed(cls, function_name: str, region: str = "us-east-1", account: str = ACCOUNT, *,
+                 spent: float = 0.0, elapsed: Callable[[], float] | None = None) -> LambdaContext:
+        """The context of an invocation with the function's deployed timeout and memory, `spent` seconds
+        of which are gone already (the modelled work the simulation charged before the handler runs).
+        With `elapsed` (simulated seconds), the time left counts down on the simulation's clock: for an
+        invocation that waits in simulated time (the watcher following its watch)."""
+        started = (elapsed() if elapsed else time.monotonic()) - spent
+        return cls(function_name, memory_limit_in_mb=delivery.MEMORY_MIB.get(function_name, 512), region=region,
+                   timeout_seconds=delivery.TIMEOUT_SECONDS.get(function_name, 60), account=account,
+                   started=started, elapsed=elapsed)
 
     @property
     def invoked_function_arn(self) -> str:
@@ -101,9 +109,11 @@ class LambdaContext:
         return "$LATEST"
 
     def get_remaining_time_in_millis(self) -> int:
-        """Counts down from the deployed timeout in wall time, as Lambda does: the handler's own work (the
-        part a deadline protects) takes real time even while the simulation's clock stands still."""
-        return max(0, int((self.timeout_seconds - (time.monotonic() - self.started)) * 1000))
+        """Counts down from the deployed timeout: in wall time, as Lambda does (the handler's own work, the
+        part a deadline protects, takes real time even while the simulation's clock stands still), or on
+        the simulation's clock for an invocation that waits in simulated time."""
+        now = self.elapsed() if self.elapsed is not None else time.monotonic()
+        return max(0, int((self.timeout_seconds - (now - self.started)) * 1000))
 
 
 def scheduled_event(rule: str, at: datetime, region: str, account: str = ACCOUNT) -> dict[str, Any]:

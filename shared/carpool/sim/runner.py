@@ -1,16 +1,21 @@
-"""The simulation loop: a scenario played against carpool's real handlers on local AWS.
+"""The simulation loop: a scenario played against carpool's real handlers on local AWS, on the deployed
+clock.
 
-Per tick of simulated time:
-1. due workload steps are applied (pods appear, scale, spot interruptions, health events);
-2. the simulated kubelets poll local EC2: new instances boot, register and become Ready;
-3. the scheduler-lite binder places pending pods and marks the rest Unschedulable;
-4. the **watcher** handler runs (scheduled event): it lists the simulated cluster and puts events on the
-   local bus, whose rules deliver them to SQS;
-5. each queue is drained into Lambda-shaped SQS batches for the **provisioner**, **registrar** and
-   **interruption** handlers; records they report in `batchItemFailures` come back after the visibility
-   timeout (in simulated time), the others are deleted;
-6. the **disruption** handler runs on its schedule;
-7. the timeline is recorded and the clock advances.
+Everything happens at its own moment (`carpool.sim.discrete.Agenda`), not on a tick:
+- workload steps at their `at` (pods appear, scale, spot interruptions, health events);
+- the simulated kubelets' boot steps when each is due (an instance is seen once a CreateFleet that
+  launched it has answered; it registers its Node `Truth.boot_seconds` later, is Ready
+  `registration_seconds` after that; agents lift startup taints on their delays);
+- the functions as their deployed triggers invoke them (`carpool.sim.lambda_service`): the **watcher**
+  and the **disruption** function on the stack's schedules, the watcher following its watch stream for
+  its whole run, which the simulated cluster feeds change by change; the **provisioner**, **registrar**
+  and **interruption** functions through their queues' event source mappings (batching window,
+  concurrency, visibility timeout); each invocation takes its cold start and modelled work in
+  simulated time (`carpool.sim.durations`);
+- after every action the world settles: the scheduler-lite binder places pending pods and marks the rest
+  Unschedulable (the kube-scheduler reacts to each change), watches with news wake, queues with new
+  messages start a batch;
+- every `tickSeconds` the timeline is recorded (only that: nothing is invoked on a tick).
 
 Nothing here decides anything for carpool: the handlers do, through `carpool.app.wiring` dependencies that
 are the production AWS adapters pointed at moto, with only the cluster and the clock simulated.
@@ -40,13 +45,15 @@ import yaml
 
 from carpool import delivery, environment
 from carpool import labels as L
-from carpool.sim import collector, lambdas, motofast, spot_prices
+from carpool.sim import collector, durations, lambdas, motofast, spot_prices, time_to_capacity
 from carpool.sim.agents import Agents
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.discrete import Agenda, Processes, ProcessKilled
 from carpool.sim.event_source import SqsEventSource
 from carpool.sim.faults import CapacityFaults, CrashFaults
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
+from carpool.sim.lambda_service import LambdaService
 from carpool.sim.own_cost import own_cost_of
 from carpool.sim.requests import RequestRecorder, recording_wanted
 from carpool.sim.result import (
@@ -59,28 +66,15 @@ from carpool.sim.result import (
     TimelinePoint,
 )
 from carpool.sim.scenario import InstanceSelector, Scenario, WorkloadStep, resolve_manifest
+from carpool.sim.time_to_capacity import FleetLaunches
 from carpool.sim.usage import UsageMeter
 from carpool.sim.workload import WorkloadDriver
 
 #: Seconds between a spot interruption warning and EC2 reclaiming the instance.
 SPOT_NOTICE_SECONDS = 120
-#: Visibility timeout given to messages while a handler holds them (wall clock; the simulation
-#: decides in simulated time when a failed message becomes visible again).
-_HOLD_SECONDS = 43_200
-#: Batches per queue per tick at most (a safety net against a handler that re-publishes forever).
-_MAX_BATCHES = 500
 _SQS_QUEUES = ("provisioner", "registrar", "interruption")
 
 Progress = Callable[[float, float], None]
-
-
-@dataclass
-class _Hidden:
-    """A failed message: visible again once simulated time reaches `until`."""
-
-    until: float
-    queue_url: str
-    receipt: str
 
 
 @dataclass
@@ -103,9 +97,13 @@ class SimRunner:
         self.log = lambdas.DecisionLog(lambda: self.clock.elapsed)
         self.timeline: list[TimelinePoint] = []
         self.invocations: Counter[str] = Counter()
-        self._hidden: list[_Hidden] = []
         self._terminations: list[tuple[float, str]] = []
-        self._next_disruption = 0.0
+        self._agenda = Agenda()
+        self._processes = Processes(self.clock, self._agenda)
+        self.cluster.waiter = self._processes.wait
+        #: when the next kubelet step is on the agenda, if any
+        self._kubelets_next: float | None = None
+        self._bound_at = ""
         self._prices: dict[str, float] = {}
         #: carpool's AWS requests per function (what `tests/infra/test_iam_requests.py` checks IAM against)
         self.requests = RequestRecorder(enabled=recording_wanted() if record_requests is None else record_requests)
@@ -167,7 +165,8 @@ class SimRunner:
             raise ValueError(f"scenario {sc.name}: no NodePool/EC2NodeClass in manifests")
         self.agents = Agents(self.cluster, sc.agents, lambda: self.clock.elapsed)
         self.kubelets = Kubelets(self.ec2, self.cluster, sc.cluster.name, self.region, sc.truth,
-                                 lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents)
+                                 lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents,
+                                 launch_seconds=durations.CREATE_FLEET_SECONDS)
         self._seed_node_groups()
         self.requests.install(self.account)
         self.usage.install(self.log)
@@ -182,6 +181,7 @@ class SimRunner:
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambdas.load_handler(name) for name in lambdas.HANDLERS}
         self.crashes = CrashFaults(sc.crashes, lambda: self.clock.elapsed, lambda: self.log.source)
+        self.fleet_launches = FleetLaunches.install(deps.compute.client, lambda: self.clock.elapsed)  # type: ignore[attr-defined]
         self.crashes.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: self.crashes.guard(h) for name, h in self.handlers.items()}
 
@@ -218,6 +218,8 @@ class SimRunner:
 
         if getattr(self, "deps", None) is not None:
             self.faults.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
+            if getattr(self, "fleet_launches", None) is not None:
+                self.fleet_launches.uninstall(self.deps.compute.client)  # type: ignore[attr-defined]
             if getattr(self, "crashes", None) is not None:
                 self.crashes.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
         wiring.use(None)
@@ -251,28 +253,78 @@ class SimRunner:
     # -- the loop -------------------------------------------------------------------------------------
     def _loop(self) -> None:
         sc = self.scenario
-        steps = list(sc.workload)
-        while self.clock.elapsed <= sc.duration:
-            now = self.clock.elapsed
-            while steps and steps[0].at <= now:
-                self._step(steps.pop(0))
-            self._reclaim_due()
-            self._tick_kubelets()
+        self.service = LambdaService(self.clock, self._agenda, self._processes, self._invoke,
+                                     region=self.region, account=self.account, sizes=self._size_of,
+                                     visibility_timeout=sc.visibility_timeout_seconds, after=self._after_invocation)
+        for name in _SQS_QUEUES:
+            self.service.subscribe(name, self._event_source(self.path.queues[name], self.path.arns[name]))
+        for name in delivery.SCHEDULE_SECONDS:
+            self.service.schedule(name, 0.0, sc.duration)
+        for step in sc.workload:
+            self._agenda.at(step.at, self._stepper(step), "workload")
+        ticks = int(sc.duration // sc.tick_seconds)
+        for k in range(ticks + 1):
+            self._agenda.at(k * sc.tick_seconds, self._record_now, "record")
+        try:
+            self._settle()
+            while (at := self._agenda.next_time()) is not None and at <= sc.duration:
+                at, action, _label = self._agenda.pop()
+                if at > self.clock.elapsed:
+                    self.clock.advance(at - self.clock.elapsed)
+                action()
+                self._settle()
+                self._report_failures()
+        finally:
+            self._processes.kill_all()
+            self._report_failures()
+
+    def _stepper(self, step: WorkloadStep) -> Callable[[], None]:
+        return lambda: self._step(step)
+
+    def _settle(self) -> None:
+        """After any action: the kube-scheduler binds what it can, watches with news wake, and each queue's
+        event source sees its new messages."""
+        if self.cluster.resource_version != self._bound_at:
             self.cluster.bind()
-            self._invoke_scheduled("watcher")
-            self._drain_queues()
-            if now >= self._next_disruption:
-                self._invoke_scheduled("disruption")
-                self._next_disruption = now + sc.disruption_every_seconds
-            self._tick_kubelets()
-            self.cluster.bind()
-            self._unhide_due()
-            self._record(now)
-            if self.progress:
-                self.progress(now, sc.duration)
-            self.clock.advance(sc.tick_seconds)
+            self._bound_at = self.cluster.resource_version
+        self._processes.wake_changed()
+        self.service.check_queues()
+
+    def _after_invocation(self) -> None:
+        """An invocation's writes are done: EC2 may run new instances, or have terminated some."""
+        self._tick_kubelets()
+
+    def _kubelets_step(self) -> None:
+        if self._kubelets_next is not None and self._kubelets_next <= self.clock.elapsed + 1e-6:
+            self._kubelets_next = None
+        self._tick_kubelets()
+
+    def _record_now(self) -> None:
+        now = self.clock.elapsed
+        self._record(now)
+        if self.progress:
+            self.progress(now, self.scenario.duration)
+
+    def _size_of(self, function: str) -> int:
+        """What a scheduled function's work scales with: the objects its run lists."""
+        if function == "watcher":
+            return len(self.cluster.nodes) + self.cluster.pending_count()
+        return len(self.cluster.nodes)
+
+    def _report_failures(self) -> None:
+        while self._processes.failures:
+            name, exc = self._processes.failures.pop(0)
+            self.log.add(name, f"invocation raised {type(exc).__name__}: {exc}", "ERROR")
 
     def _tick_kubelets(self) -> None:
+        self._kubelets_tick()
+        due = self.kubelets.next_due()
+        if due is not None and (self._kubelets_next is None or due < self._kubelets_next):
+            # never at the present moment again: a step not done now is done a microsecond later at least
+            self._kubelets_next = max(due, self.clock.elapsed + 1e-6)
+            self._agenda.at(self._kubelets_next, self._kubelets_step, "kubelets")
+
+    def _kubelets_tick(self) -> None:
         for name in self.kubelets.tick():
             self.log.add("kubelet", f"node {name} registered")
         for iid in self.kubelets.fresh:
@@ -335,6 +387,7 @@ class SimRunner:
             self._put_aws_event("aws.ec2", "EC2 Spot Instance Interruption Warning",
                                 {"instance-id": iid, "instance-action": "terminate"}, iid)
             self._terminations.append((self.clock.elapsed + SPOT_NOTICE_SECONDS, iid))
+            self._agenda.at(self.clock.elapsed + SPOT_NOTICE_SECONDS, self._reclaim_due, "spot reclaim")
         self.log.add("workload", f"spot interruption warning for {len(hit)} instance(s)",
                      data={"instances": [i["InstanceId"] for i in hit]})
 
@@ -372,15 +425,23 @@ class SimRunner:
         if due:
             self.ec2.terminate_instances(InstanceIds=due)
             self.log.add("ec2", f"spot capacity reclaimed: {', '.join(due)}")
+            self._tick_kubelets()
 
     # -- handlers --------------------------------------------------------------------------------------
-    def _invoke(self, name: str, event: Mapping[str, Any]) -> Any:
+    def _invoke(self, name: str, event: Mapping[str, Any], context: lambdas.LambdaContext | None = None,
+                seconds: Callable[[], float] | None = None) -> Any:
+        """Run `name`'s handler now (`carpool.sim.lambda_service` decides when) and log what it did."""
         self.invocations[name] += 1
-        self.log.source = name
-        context = lambdas.LambdaContext.deployed(name, region=self.region, account=self.account)
+        context = context or lambdas.LambdaContext.deployed(name, region=self.region, account=self.account)
+        if self._processes.inside():  # it may wait: each time it resumes, its output is its own again
+            self._processes.on_resume(lambda: self._attribute(name))
+        self._attribute(name)
         try:
-            with self.requests.invocation(name), self.usage.invocation(name, event):
+            with self.requests.invocation(name), self.usage.invocation(name, event, seconds):
+                self._attribute(name)
                 answer = self.handlers[name](dict(event), context)
+        except ProcessKilled:
+            raise
         except Exception as exc:  # a crashing handler is a finding, not the end of the run
             where = traceback.extract_tb(exc.__traceback__)[-3:]
             self.log.add(name, f"handler raised {type(exc).__name__}: {exc}", "ERROR",
@@ -392,36 +453,11 @@ class SimRunner:
             self.log.add(name, "answer", data=dict(answer))
         return answer
 
-    def _invoke_scheduled(self, name: str) -> None:
-        self._invoke(name, lambdas.scheduled_event(f"carpool-{name}", self.clock.now(), self.region, self.account))
-
-    def _drain_queues(self) -> None:
-        for _ in range(3):  # handlers may publish for each other (interruption -> provisioner)
-            busy = False
-            for name in _SQS_QUEUES:
-                busy |= self._drain(name)
-            if not busy:
-                return
-
-    def _drain(self, name: str) -> bool:
-        url, arn = self.path.queues[name], self.path.arns[name]
-        source = self._event_source(url, arn)
-        did = False
-        for _ in range(_MAX_BATCHES):
-            records = self._receive(url, arn, delivery.BY_FUNCTION[name].batch_size)
-            if not records:
-                break
-            did = True
-            answer = self._invoke(name, {"Records": records})
-            failed = _failed_ids(answer, records)
-            source.delete([r["receiptHandle"] for r in records if r["messageId"] not in failed])
-            until = self.clock.elapsed + self.scenario.visibility_timeout_seconds
-            self._hidden += [_Hidden(until, url, r["receiptHandle"]) for r in records if r["messageId"] in failed]
-        return did
-
-    def _receive(self, url: str, arn: str, batch: int) -> list[dict[str, Any]]:
-        """Up to `batch` messages, like the Lambda SQS event source (which receives 10 at a time)."""
-        return self._event_source(url, arn).receive(batch, _HOLD_SECONDS)
+    def _attribute(self, name: str) -> None:
+        """Output, AWS requests and usage from now on are `name`'s."""
+        self.log.source = name
+        self.requests.function = name
+        self.usage.function = name
 
     def _event_source(self, url: str, arn: str | None = None) -> SqsEventSource:
         """The event source mapping polling the queue at `url` (one per queue, as each function has its own)."""
@@ -430,14 +466,6 @@ class SimRunner:
             queue_arn = arn or next(self.path.arns[n] for n, u in self.path.queues.items() if u == url)
             sources[url] = SqsEventSource(self.aws.sqs_backend, url, queue_arn, self.region)
         return sources[url]
-
-    def _unhide_due(self) -> None:
-        horizon = self.clock.elapsed + self.scenario.tick_seconds
-        due = [h for h in self._hidden if h.until <= horizon]
-        self._hidden = [h for h in self._hidden if h.until > horizon]
-        for h in due:
-            # refused when the message moved on (deleted, or redriven to the DLQ)
-            self._event_source(h.queue_url).change_visibility(h.receipt, 0)
 
     # -- observation -----------------------------------------------------------------------------------
     def _price(self, inst: Mapping[str, Any]) -> float:
@@ -465,8 +493,6 @@ class SimRunner:
             instance_types=dict(Counter(i["InstanceType"] for i in running))))
 
     def _result(self) -> SimResult:
-        from carpool.sim import time_to_capacity
-
         sc = self.scenario
         user = list(self.cluster.user_pods())
         scheduled = sum(1 for r in user if (r.raw.get("spec") or {}).get("nodeName"))
@@ -489,7 +515,7 @@ class SimRunner:
             invocations=dict(self.invocations),
             timeline=self.timeline,
             decisions=self._decisions(),
-            time_to_capacity=time_to_capacity.summarise(self.cluster, self.kubelets, getattr(self, "fleet_launches", None)),
+            time_to_capacity=time_to_capacity.summarise(self.cluster, self.kubelets, self.fleet_launches),
         )
         if self.log.dropped:
             result.decisions.append(self.log.decisions[-1].model_copy(
@@ -547,13 +573,6 @@ class SimRunner:
             attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
             out[name] = int(attrs["Attributes"].get("ApproximateNumberOfMessages", 0))
         return out
-
-
-def _failed_ids(answer: Any, records: list[dict[str, Any]]) -> set[str]:
-    """Lambda semantics: listed failures fail; an exception or a malformed answer fails the batch."""
-    if not isinstance(answer, Mapping) or not isinstance(answer.get("batchItemFailures", []), list):
-        return {r["messageId"] for r in records}
-    return {str(f.get("itemIdentifier")) for f in answer.get("batchItemFailures", []) if isinstance(f, Mapping)}
 
 
 def _expectations(sc: Scenario, result: SimResult) -> dict[str, bool]:

@@ -1,9 +1,8 @@
 """Measures what carpool's handlers use on AWS during a simulation, for `carpool.sim.own_cost`.
 
-- Invocations and their wall time, per function, at the memory the stack deploys
-  (`carpool.delivery.MEMORY_MIB`). A watcher that follows its watch stream
-  (`carpool.delivery.WATCH_SECONDS`, off by default) blocks on it for that period in AWS, which the
-  simulated cluster answers at once, so such a run is billed that period on top.
+- Invocations and their duration, per function, at the memory the stack deploys
+  (`carpool.delivery.MEMORY_MIB`): the simulated duration the runner gives (`carpool.sim.durations`: cold
+  start and modelled work; a watcher's watch on the simulated clock), else the handler's wall time.
 - DynamoDB units from the items themselves: written items from the request, read items from the answer;
   an update or delete is sized by the item as last read or written (plus what an update sets), as
   DynamoDB charges the larger of the item before and after; no extra request is made to learn it.
@@ -21,9 +20,8 @@ import contextlib
 import json
 import logging
 import math
-import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from carpool import delivery
@@ -34,8 +32,6 @@ _HOOK_ID = "carpool-sim-usage"
 Ref = tuple[str, tuple[tuple[str, str, str], ...]]
 #: Global secondary indexes of the state table by their partition key (`infra/state.py`, projecting all).
 _INDEX_KEYS = ("gsi1pk",)
-#: How long the deployed watcher follows its watch stream (`functions/watcher/handler.py`).
-WATCH_SECONDS = float(os.environ.get("CARPOOL_WATCH_SECONDS", delivery.WATCH_SECONDS))
 
 
 class UsageMeter:
@@ -87,8 +83,10 @@ class UsageMeter:
         self.function = None
 
     @contextlib.contextmanager
-    def invocation(self, function: str, event: Mapping[str, Any]) -> Iterator[None]:
-        """Time one handler run of `function` and count the queue requests its batch stands for."""
+    def invocation(self, function: str, event: Mapping[str, Any],
+                   seconds: Callable[[], float] | None = None) -> Iterator[None]:
+        """Time one handler run of `function` (`seconds()` when given: its simulated duration, asked when
+        it ends) and count the queue requests its batch stands for."""
         usage = self._of(function)
         records = event.get("Records") or []
         if records:
@@ -99,11 +97,9 @@ class UsageMeter:
         try:
             yield
         finally:
-            seconds = time.perf_counter() - started
-            if function == "watcher":
-                seconds += WATCH_SECONDS
-            usage.add(seconds, self._log_bytes)
-            self.billed.setdefault(function, []).append(own_cost.billed_ms(seconds))
+            took = seconds() if seconds is not None else time.perf_counter() - started
+            usage.add(took, self._log_bytes)
+            self.billed.setdefault(function, []).append(own_cost.billed_ms(took))
             self.function = None
 
     def usage(self, seconds: float) -> own_cost.Usage:
