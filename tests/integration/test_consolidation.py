@@ -196,7 +196,7 @@ class FakeCluster:
             else:
                 self._recreate(pod)
 
-    def watch(self, resource_versions: Any, timeout_seconds: float) -> Any:
+    def watch(self, resource_versions: Any, timeout_seconds: float, idle_seconds: float | None = None) -> Any:
         return iter(list[WatchEvent]())
 
     # -- the world around it --------------------------------------------------------------------------

@@ -473,16 +473,17 @@ class SimulatedCluster:
                 for rec in list(store.values()):
                     yield WatchEvent("ADDED", kind, self._model(kind, rec), str(rec.rv))
                 since[kind.lower()] = self._last_rv
-        deadline = self._elapsed() + timeout_seconds
+        # simulated time is kept in microseconds (`SimClock`): a moment within one is reached
+        deadline = round(self._elapsed() + timeout_seconds, 6)
         while True:
             changes = self._changes_after(since)
             yield from changes
-            if self.waiter is None or self._elapsed() >= deadline:
+            if self.waiter is None or self._elapsed() + 1e-6 >= deadline:
                 return
             position = self._last_rv
-            wake = min(deadline, self._elapsed() + idle_seconds) if idle_seconds else deadline
+            wake = min(deadline, round(self._elapsed() + idle_seconds, 6)) if idle_seconds else deadline
             self.waiter(wake, lambda position=position: self._last_rv > position)  # type: ignore[misc]
-            if self._last_rv == position and idle_seconds and self._elapsed() < deadline:
+            if self._last_rv == position and idle_seconds and self._elapsed() + 1e-6 < deadline:
                 yield None
 
     def _changes_after(self, since: dict[str, int]) -> list[WatchEvent]:

@@ -146,8 +146,11 @@ class Processes:
         self.wait(self._clock.elapsed + max(0.0, seconds), None)
 
     def wait(self, until: float, changed: Callable[[], bool] | None) -> None:
-        """Give the baton back until simulated time `until`, or until `changed()` holds after an action."""
+        """Give the baton back until simulated time `until`, or until `changed()` holds after an action.
+        Waiting for a moment already reached would make no progress: that is refused."""
         proc: _Process = self._local.proc
+        if round(until, 6) <= self._clock.elapsed and changed is not None:
+            raise ValueError(f"{proc.name} waits for {until}, which has passed ({self._clock.elapsed})")
         token = object()
         proc.wake_at = until
         proc.wants_change = changed

@@ -263,11 +263,11 @@ def test_a_node_change_seen_by_the_watch_is_published() -> None:
     stream = cluster.watch
     joined: list[bool] = []
 
-    def watch_then_join(versions: Any, timeout: float = 0.0) -> Any:
+    def watch_then_join(versions: Any, timeout: float = 0.0, idle_seconds: float | None = None) -> Any:
         if not joined:  # the node appears after the resync listed the nodes
             joined.append(True)
             _join(cluster, "i-1", ready=False, taints=[UNREGISTERED])
-        return stream(versions, timeout)
+        return stream(versions, timeout, idle_seconds)
 
     cluster.watch = watch_then_join  # type: ignore[method-assign]
     summary = watch.run(deps, watch_seconds=1.0)
