@@ -8,8 +8,9 @@ below as an assumption.
 
 The month (1,000 nodes, 30 pods each, 3 NodePools each limiting cpu and memory, like the default config):
 
-- watcher every minute: the measured run (a resync; the deployed watcher does not follow the watch
-  stream, `carpool.delivery.WATCH_SECONDS`) plus listing the cluster at 1,000 nodes; it reads every
+- watcher every minute: the measured run (a resync, then the watch stream until
+  `carpool.delivery.WATCH_SECONDS` after its start, billed at the watcher's memory for every second)
+  plus listing the cluster at 1,000 nodes; it reads every
   active claim (a Query on the status index, items of the size the simulation stored);
 - disruption every minute: the measured run plus listing the nodes and the pods of the candidate nodes;
   it reads every active claim. Its longest run in the simulation is the instance-type catalog's rebuild

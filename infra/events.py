@@ -75,7 +75,8 @@ INTERRUPTION = Consumer.of(delivery.INTERRUPTION)
 
 
 def visibility_timeout(function_timeout: Duration, consumer: Consumer) -> Duration:
-    """Six times the function timeout plus the batching window (AWS guidance for SQS event sources)."""
+    """Six times the function timeout plus the batching window (AWS guidance for SQS event sources;
+    `carpool.delivery.visibility_timeout_seconds` is the same rule for the simulation)."""
     return Duration.seconds(6 * function_timeout.to_seconds() + consumer.max_batching_window.to_seconds())
 
 

@@ -55,7 +55,8 @@ MEMORY_MIB: dict[str, int] = {
     "provisioner": 2048,
     # a cold registrar is on the path of every new node (node -> taint lifted, p99 <= 5 s): more CPU
     "registrar": 1024,
-    "interruption": 512,
+    # a spot warning gives two minutes, and a cold start at 512 MB takes five seconds of them
+    "interruption": 1024,
     "disruption": 1024,
 }
 
@@ -74,5 +75,12 @@ POD_BATCH_IDLE_SECONDS = 1.0
 POD_BATCH_MAX_SECONDS = 10.0
 #: Functions the stack runs on a schedule, and its period in seconds (``infra/events.py``: every minute).
 SCHEDULE_SECONDS: dict[str, int] = {"watcher": 60, "disruption": 60}
+
+def visibility_timeout_seconds(function: str) -> int:
+    """The visibility timeout of `function`'s queue: six times the function timeout plus the batching
+    window (AWS's guidance for SQS event sources). The stack sets it; the simulation re-shows a failed
+    message after it."""
+    return 6 * TIMEOUT_SECONDS[function] + BY_FUNCTION[function].max_batching_window_seconds
+
 
 BY_FUNCTION: dict[str, Delivery] = {"provisioner": PROVISIONER, "registrar": REGISTRAR, "interruption": INTERRUPTION}

@@ -4,7 +4,8 @@ After CreateFleet (006): the instance boots and joins while no claim records it.
 adopted (its claim repaired from the instance's nodeclaim tag), serve its pods, and never be taken for an
 orphan: no pod that ran on a carpool node is evicted or deleted, no instance is terminated.
 Before CreateFleet (007): the reservation holds the pods with no instance coming; it is released after the
-launch deadline and the pods are served within five minutes of simulated time.
+launch deadline and the pods are served within six and a half minutes of simulated time (on the deployed
+clock: the deadline, the next disruption run, the next watcher resync, boot and registration).
 """
 
 from __future__ import annotations
@@ -109,10 +110,10 @@ def test_the_crash_happened_before_anything_was_launched(before_launch: Run) -> 
         i.launched_at >= 180 for i in before_launch.result.launches)  # nothing launched before the release
 
 
-def test_the_stale_reservation_is_released_and_pods_served_within_five_minutes(before_launch: Run) -> None:
+def test_the_stale_reservation_is_released_and_pods_served_within_six_and_a_half_minutes(before_launch: Run) -> None:
     result = before_launch.result
     assert before_launch.logged("launch deadline"), "the reservation was never released"
     assert result.pods.total == 12 and result.pods.pending == 0
-    assert result.pods.max_unbound_seconds <= 300
+    assert result.pods.max_unbound_seconds <= 390
     assert result.expectations == {"allPodsScheduled": True, "maxSecondsToSchedule": True}
     assert before_launch.killed_pods() == []

@@ -62,7 +62,8 @@ def watched() -> tuple[SimResult, _Watching]:
 
 
 def interrupted(result: SimResult):
-    [first] = [i for i in result.launches if i.launched_at == 0]
+    """The one instance of the first launch (before the warning)."""
+    [first] = [i for i in result.launches if i.launched_at < WARNING_AT]
     return first
 
 

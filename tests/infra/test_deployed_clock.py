@@ -66,7 +66,7 @@ def _service(clock: SimClock, recorder: _Recorder) -> tuple[LambdaService, Agend
     agenda = Agenda()
     processes = Processes(clock, agenda)
     service = LambdaService(clock, agenda, processes, recorder.invoke, region="us-east-1", account="123456789012",
-                            sizes=lambda _name: 0, visibility_timeout=30, after=lambda: None)
+                            sizes=lambda _name: 0, after=lambda: None)
     return service, agenda
 
 
@@ -121,3 +121,12 @@ def test_the_simulation_batches_each_queue_as_its_event_source_mapping(default: 
     if concurrency is not None:
         # never more batches in flight than the template allows: the extra ones start only once one ended
         assert len([s for s in starts if s < starts[0] + durations.tail(name)]) <= concurrency
+
+
+@pytest.mark.parametrize("name", ["provisioner", "registrar", "interruption"])
+def test_the_simulations_visibility_timeout_is_the_templates(default: Synth, name: str) -> None:
+    from carpool import delivery
+
+    queue = default.stack.routing.work_queues[name].queue
+    props = default.resources("AWS::SQS::Queue")[default.logical_id(queue)]["Properties"]
+    assert props["VisibilityTimeout"] == delivery.visibility_timeout_seconds(name)

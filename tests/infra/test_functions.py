@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Match
 from cdk_support import CLUSTER_SG, Synth, flatten
-from carpool import delivery
 from infra.events import INTERRUPTION, PROVISIONER, REGISTRAR
 from infra.functions import SPECS
+
+from carpool import delivery
 
 NAMES = ("watcher", "provisioner", "registrar", "interruption", "disruption")
 

@@ -62,12 +62,11 @@ class LambdaService:
 
     def __init__(self, clock: SimClock, agenda: Agenda, processes: Processes, invoke: Invoke, *,
                  region: str, account: str, sizes: Callable[[str], int],
-                 visibility_timeout: float, after: Callable[[], None]) -> None:
+                 after: Callable[[], None]) -> None:
         self._clock, self._agenda, self._processes, self._invoke = clock, agenda, processes, invoke
         self._region, self._account = region, account
         #: what a function's modelled work scales with when it has no records (objects it lists)
         self._sizes = sizes
-        self._visibility = visibility_timeout
         #: run after every invocation ends (the loop settles the world: kubelets, binder, queues)
         self._after = after
         self.containers: dict[str, Containers] = {name: Containers() for name in delivery.MEMORY_MIB}
@@ -156,7 +155,8 @@ class LambdaService:
             poller.source.delete([r["receiptHandle"] for r in records if r["messageId"] not in failed])
             for r in records:
                 if r["messageId"] in failed:
-                    self._agenda.at(self._clock.elapsed + self._visibility, _showing(poller.source, r["receiptHandle"]),
+                    self._agenda.at(self._clock.elapsed + delivery.visibility_timeout_seconds(poller.name),
+                                    _showing(poller.source, r["receiptHandle"]),
                                     f"visible again {poller.name}")
             poller.busy -= 1
 

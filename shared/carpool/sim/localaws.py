@@ -693,11 +693,12 @@ class LocalAws:
             pending = ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
     # -- events -----------------------------------------------------------------------------------------
-    def create_event_path(self, cluster: str | None = None, visibility_timeout: int = 30) -> EventPath:
+    def create_event_path(self, cluster: str | None = None,
+                          visibility_timeout: int | Mapping[str, int] = 30) -> EventPath:
         """Bus `carpool-<cluster>`, queues `carpool-<cluster>-<role>` each with `-dlq` (maxReceiveCount 3),
         a delivery DLQ for events EventBridge cannot deliver (`dlqs["delivery"]`), and the rules: cluster
         events on the bus; spot warnings, instances leaving and scheduled EC2 maintenance on the default
-        bus. Sets CARPOOL_EVENT_BUS."""
+        bus. Sets CARPOOL_EVENT_BUS. `visibility_timeout`: one for every queue, or by queue role."""
         cluster = cluster or self.cluster
         events, sqs = self.client("events"), self.client("sqs")
         bus_name = f"carpool-{cluster}"
@@ -712,7 +713,8 @@ class LocalAws:
             redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVE_COUNT)})
             url = sqs.create_queue(
                 QueueName=queue_name(cluster, role),
-                Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": str(visibility_timeout)},
+                Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": str(
+                    visibility_timeout if isinstance(visibility_timeout, int) else visibility_timeout[role])},
             )["QueueUrl"]
             queues[role], dlqs[role], arns[role] = url, dlq_url, _queue_arn(sqs, url)
         rules = {}

@@ -154,7 +154,9 @@ class SimRunner:
         self.aws = aws
         self.ec2, self.sqs, self.events = aws.client("ec2"), aws.client("sqs"), aws.client("events")
         aws.create_state(sc.cluster.name)
-        self.path = self._event_path(aws.create_event_path(sc.cluster.name, int(sc.visibility_timeout_seconds)))
+        # each queue's visibility timeout as the stack sets it (a failed batch comes back after it)
+        visibility = {name: delivery.visibility_timeout_seconds(name) for name in _SQS_QUEUES}
+        self.path = self._event_path(aws.create_event_path(sc.cluster.name, visibility))
         aws.seed_network(sc.cluster.name, sc.cluster.zones)
         if sc.amis:
             aws.seed_amis([a.model_dump(by_alias=True, exclude_none=True) for a in sc.amis])
@@ -255,7 +257,7 @@ class SimRunner:
         sc = self.scenario
         self.service = LambdaService(self.clock, self._agenda, self._processes, self._invoke,
                                      region=self.region, account=self.account, sizes=self._size_of,
-                                     visibility_timeout=sc.visibility_timeout_seconds, after=self._after_invocation)
+                                     after=self._after_invocation)
         for name in _SQS_QUEUES:
             self.service.subscribe(name, self._event_source(self.path.queues[name], self.path.arns[name]))
         for name in delivery.SCHEDULE_SECONDS:

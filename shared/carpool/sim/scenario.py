@@ -373,8 +373,6 @@ class Scenario(_Model):
     tick_seconds: float = Field(default=10.0, gt=0)
     #: how often the disruption function's schedule fires
     disruption_every_seconds: float = Field(default=60.0, gt=0)
-    #: simulated visibility timeout of the SQS queues (failed messages come back after it)
-    visibility_timeout_seconds: float = Field(default=30.0, ge=0)
     expect: Expect = Field(default_factory=Expect)
     #: where the file was read from; relative manifest paths resolve against it
     base_dir: Path = Field(default=Path("."), exclude=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from carpool import delivery
 from carpool.sim import lambdas, own_cost
+from carpool.sim.discrete import ProcessKilled
 
 _HOOK_ID = "carpool-sim-usage"
 #: A stored item's identity: (table, ((key attribute, type, value), ...)) (see `_ref`).
@@ -94,12 +95,17 @@ class UsageMeter:
             usage.sqs_requests += len(records) + 2 * math.ceil(len(records) / 10)
         self.function, self._log_bytes = function, 0
         started = time.perf_counter()
+        cut = False
         try:
             yield
+        except ProcessKilled:
+            cut = True  # cut short by the end of the simulation, not by carpool: not a run to bill as one
+            raise
         finally:
-            took = seconds() if seconds is not None else time.perf_counter() - started
-            usage.add(took, self._log_bytes)
-            self.billed.setdefault(function, []).append(own_cost.billed_ms(took))
+            if not cut:
+                took = seconds() if seconds is not None else time.perf_counter() - started
+                usage.add(took, self._log_bytes)
+                self.billed.setdefault(function, []).append(own_cost.billed_ms(took))
             self.function = None
 
     def usage(self, seconds: float) -> own_cost.Usage:
