@@ -242,6 +242,8 @@ class SimulatedCluster:
         self._competing_writes: dict[str, int] = {}
         #: blocks a watching invocation until simulated time `until` or a change (see `watch`)
         self.waiter: Callable[[float, Callable[[], bool]], None] | None = None
+        #: lets a reader's simulated time pass for decoding `n` objects it read (see `_charge`)
+        self.charge: Callable[[int], None] | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -313,11 +315,21 @@ class SimulatedCluster:
 
     def pending_pods(self) -> list[Pod]:
         """What the API server's field selector `spec.nodeName=,status.phase=Pending` answers."""
-        return [self._model("Pod", r) for r in self.pods.values()
+        pods = [self._model("Pod", r) for r in self.pods.values()
                 if not (r.raw.get("spec") or {}).get("nodeName") and (r.raw.get("status") or {}).get("phase") == "Pending"]
+        self._charge(len(pods))
+        return pods
 
     def list_nodes(self) -> list[Node]:
-        return [self._model("Node", r) for r in self.nodes.values()]
+        nodes = [self._model("Node", r) for r in self.nodes.values()]
+        self._charge(len(nodes))
+        return nodes
+
+    def _charge(self, objects: int) -> None:
+        """A read of `objects` objects takes the reader simulated time (`charge`, set by the simulation for
+        readers that run on the simulated clock)."""
+        if self.charge is not None and objects:
+            self.charge(objects)
 
     def get_node(self, name: str) -> Node | None:
         rec = self.nodes.get(name)
@@ -477,6 +489,7 @@ class SimulatedCluster:
         deadline = round(self._elapsed() + timeout_seconds, 6)
         while True:
             changes = self._changes_after(since)
+            self._charge(len(changes))
             yield from changes
             if self.waiter is None or self._elapsed() + 1e-6 >= deadline:
                 return

@@ -34,6 +34,11 @@ CORE_SLOWDOWN = 1.2
 BUS_TO_QUEUE_SECONDS = 0.25
 #: CreateFleet (`instant`): from the request to the instances it names starting to run.
 CREATE_FLEET_SECONDS = 1.5
+#: Decoding one listed or watched Kubernetes object (pod or node JSON, ~5 KB) on one bench core: the
+#: watcher's resync at 5,000 nodes / 151,000 pods (`bench/scale.py`, 0.45 ms an object listed).
+OBJECT_CPU_SECONDS = 0.00045
+#: One PutEvents call (up to 10 entries) from a function to EventBridge.
+PUT_EVENTS_SECONDS = 0.03
 #: Lambda keeps an idle execution environment at least this long (AWS does not promise more; shorter
 #: is harsher: more cold starts).
 WARM_SECONDS = 300.0
@@ -68,8 +73,8 @@ COSTS: dict[str, Cost] = {
     # per node: a read, a merge patch and a claim update, 30 ms each
     "registrar": Cost(cold_cpu=0.80, base_cpu=0.05, per_item_cpu=0.005, base_io=0.05, per_item_io=0.09),
     "interruption": Cost(cold_cpu=1.15, base_cpu=0.10, per_item_cpu=0.01, base_io=0.1, per_item_io=0.2),
-    # the resync lists pods and nodes (per object); its PutEvents are part of `base_io`
-    "watcher": Cost(cold_cpu=0.51, base_cpu=0.05, per_item_cpu=0.00045, base_io=0.1),
+    # its lists and watch events are charged as they are read (`objects`), its PutEvents per call
+    "watcher": Cost(cold_cpu=0.51, base_cpu=0.05, base_io=0.1),
     "disruption": Cost(cold_cpu=1.00, base_cpu=0.5, per_item_cpu=0.0075, base_io=0.3),
 }
 
@@ -83,6 +88,11 @@ def cpu_factor(function: str) -> float:
 def cold_start(function: str) -> float:
     """Seconds a new execution environment adds before the handler runs (init and first use)."""
     return COSTS[function].cold_cpu * cpu_factor(function)
+
+
+def objects(function: str, count: int) -> float:
+    """Seconds `function` takes to decode `count` listed or watched objects, at its memory."""
+    return OBJECT_CPU_SECONDS * count * cpu_factor(function)
 
 
 def tail(function: str) -> float:

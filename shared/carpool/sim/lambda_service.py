@@ -131,11 +131,12 @@ class LambdaService:
 
     def _run_waiting(self, name: str, event: Mapping[str, Any]) -> None:
         """An invocation that runs on its own thread and waits in simulated time (the watcher's watch):
-        its cold start and its resync's modelled work pass before the handler starts."""
+        its cold start and fixed work pass before the handler starts; what it reads and publishes costs
+        its time as it goes (`SimulatedCluster.charge`, the PutEvents hook of the runner)."""
         start = self._clock.elapsed
         self.triggered.append((name, start))
         cold = self.containers[name].acquire(start)
-        before = (durations.cold_start(name) if cold else 0.0) + durations.work(name, self._sizes(name))
+        before = (durations.cold_start(name) if cold else 0.0) + durations.work(name, 0)
         clock = self._clock
 
         def body() -> None:

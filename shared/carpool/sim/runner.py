@@ -101,6 +101,7 @@ class SimRunner:
         self._agenda = Agenda()
         self._processes = Processes(self.clock, self._agenda)
         self.cluster.waiter = self._processes.wait
+        self.cluster.charge = self._charge_reader
         #: when the next kubelet step is on the agenda, if any
         self._kubelets_next: float | None = None
         self._bound_at = ""
@@ -172,6 +173,11 @@ class SimRunner:
         self._seed_node_groups()
         self.requests.install(self.account)
         self.usage.install(self.log)
+        from carpool.adapters.aws import session
+
+        for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
+            events.register("before-call.events.PutEvents", self._charge_put_events,
+                            unique_id=f"carpool-sim-put-events-{id(self)}")
         deps = build_from_env(settings, cluster=self.cluster)
         deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
         wiring.use(deps)
@@ -224,6 +230,10 @@ class SimRunner:
                 self.fleet_launches.uninstall(self.deps.compute.client)  # type: ignore[attr-defined]
             if getattr(self, "crashes", None) is not None:
                 self.crashes.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
+        from carpool.adapters.aws import session
+
+        for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
+            events.unregister("before-call.events.PutEvents", unique_id=f"carpool-sim-put-events-{id(self)}")
         wiring.use(None)
 
     # -- config and fixed parts of the world ------------------------------------------------------
@@ -279,6 +289,15 @@ class SimRunner:
         finally:
             self._processes.kill_all()
             self._report_failures()
+
+    def _charge_reader(self, objects: int) -> None:
+        """An invocation on the simulated clock (the watcher) spends the time decoding what it read."""
+        if self._processes.inside():
+            self._processes.sleep(durations.objects("watcher", objects))
+
+    def _charge_put_events(self, **_: Any) -> None:
+        if self._processes.inside():
+            self._processes.sleep(durations.PUT_EVENTS_SECONDS)
 
     def _stepper(self, step: WorkloadStep) -> Callable[[], None]:
         return lambda: self._step(step)
