@@ -38,7 +38,10 @@ def test_less_memory_is_less_cpu() -> None:
     assert durations.cpu_factor("provisioner") == pytest.approx(durations.CORE_SLOWDOWN)
     assert durations.cpu_factor("watcher") == pytest.approx(
         durations.FULL_VCPU_MIB / delivery.MEMORY_MIB["watcher"] * durations.CORE_SLOWDOWN)
-    assert durations.work("watcher", 1000) > durations.work("watcher", 10)
+    # what the watcher reads costs it time in proportion, at its memory's share of a core
+    assert durations.objects("watcher", 1000) == pytest.approx(
+        1000 * durations.OBJECT_CPU_SECONDS * durations.cpu_factor("watcher"))
+    assert durations.work("provisioner", 1000) > durations.work("provisioner", 10)
 
 
 def test_createfleet_latency_is_charged_after_the_provisioners_writes() -> None:
