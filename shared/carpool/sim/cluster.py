@@ -328,7 +328,7 @@ class SimulatedCluster:
     def _charge(self, objects: int) -> None:
         """A read of `objects` objects takes the reader simulated time (`charge`, set by the simulation for
         readers that run on the simulated clock)."""
-        if self.charge is not None and objects:
+        if self.charge is not None:
             self.charge(objects)
 
     def get_node(self, name: str) -> Node | None:

@@ -55,6 +55,11 @@ class Agenda:
         return len(self._heap)
 
 
+#: The invocation whose context this is: set on its thread, and inherited by the worker threads it starts
+#: through `carpool.together` (which runs each in a copy of the caller's context).
+_current: contextvars.ContextVar[_Process | None] = contextvars.ContextVar("carpool_sim_process", default=None)
+
+
 class ProcessKilled(BaseException):
     """Raised inside a waiting invocation when the simulation ends before it does (a BaseException, so a
     handler's `except Exception` does not swallow it)."""
@@ -71,6 +76,8 @@ class _Process:
         self.on_resume: Callable[[], None] | None = None
         #: the current wait's identity: a wake-up of an earlier wait finds another token and does nothing
         self.token: object | None = None
+        #: simulated seconds its worker threads spent, to be paid on its own thread (`owe`)
+        self.debt = 0.0
 
 
 class Processes:
@@ -93,6 +100,7 @@ class Processes:
 
         def main() -> None:
             self._local.proc = proc
+            _current.set(proc)
             proc.go.wait()
             try:
                 if not proc.killed:
@@ -144,6 +152,22 @@ class Processes:
     def sleep(self, seconds: float) -> None:
         """Let `seconds` of simulated time pass for the calling invocation."""
         self.wait(self._clock.elapsed + max(0.0, seconds), None)
+
+    def owe(self, seconds: float) -> bool:
+        """Charge `seconds` to the invocation whose worker thread calls this (a worker cannot wait on the
+        simulated clock itself: its invocation pays when it next reads, `pay`); False outside one."""
+        proc = _current.get()
+        if proc is None or proc not in self._running:
+            return False
+        proc.debt += seconds
+        return True
+
+    def pay(self, seconds: float = 0.0) -> None:
+        """On an invocation's own thread: let `seconds` and what its workers owe pass."""
+        proc: _Process = self._local.proc
+        total, proc.debt = seconds + proc.debt, 0.0
+        if total > 0:
+            self.sleep(total)
 
     def wait(self, until: float, changed: Callable[[], bool] | None) -> None:
         """Give the baton back until simulated time `until`, or until `changed()` holds after an action.

@@ -45,6 +45,7 @@ import yaml
 
 from carpool import delivery, environment
 from carpool import labels as L
+from carpool.adapters.aws import events as events_adapter
 from carpool.sim import collector, durations, lambdas, motofast, spot_prices, time_to_capacity
 from carpool.sim.agents import Agents
 from carpool.sim.clock import SimClock
@@ -176,7 +177,7 @@ class SimRunner:
         from carpool.adapters.aws import session
 
         for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
-            events.register("before-call.events.PutEvents", self._charge_put_events,
+            events.register("before-call.eventbridge.PutEvents", self._charge_put_events,
                             unique_id=f"carpool-sim-put-events-{id(self)}")
         deps = build_from_env(settings, cluster=self.cluster)
         deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
@@ -233,7 +234,7 @@ class SimRunner:
         from carpool.adapters.aws import session
 
         for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
-            events.unregister("before-call.events.PutEvents", unique_id=f"carpool-sim-put-events-{id(self)}")
+            events.unregister("before-call.eventbridge.PutEvents", unique_id=f"carpool-sim-put-events-{id(self)}")
         wiring.use(None)
 
     # -- config and fixed parts of the world ------------------------------------------------------
@@ -291,13 +292,19 @@ class SimRunner:
             self._report_failures()
 
     def _charge_reader(self, objects: int) -> None:
-        """An invocation on the simulated clock (the watcher) spends the time decoding what it read."""
+        """An invocation on the simulated clock (the watcher) spends the time decoding what it read, and
+        what its worker threads spent meanwhile."""
         if self._processes.inside():
-            self._processes.sleep(durations.objects("watcher", objects))
+            self._processes.pay(durations.objects("watcher", objects))
 
     def _charge_put_events(self, **_: Any) -> None:
+        """A PutEvents call of an invocation on the simulated clock: paid at once on its own thread; on
+        one of its worker threads (`carpool.adapters.aws.events` sends `WORKERS` at a time) it owes its
+        share of the time the calls overlap in."""
         if self._processes.inside():
-            self._processes.sleep(durations.PUT_EVENTS_SECONDS)
+            self._processes.pay(durations.PUT_EVENTS_SECONDS)
+        else:
+            self._processes.owe(durations.PUT_EVENTS_SECONDS / events_adapter.WORKERS)
 
     def _stepper(self, step: WorkloadStep) -> Callable[[], None]:
         return lambda: self._step(step)

@@ -98,3 +98,25 @@ def test_ending_the_simulation_ends_every_waiting_invocation() -> None:
     assert processes.waiting == 1
     processes.kill_all()
     assert processes.waiting == 0 and finished == ["cleaned up"] and processes.failures == []
+
+
+def test_what_an_invocations_worker_threads_owe_is_paid_on_its_own_thread() -> None:
+    import contextvars
+
+    clock, agenda = SimClock(), Agenda()
+    processes = Processes(clock, agenda)
+    paid_at: list[float] = []
+    outside: list[bool] = []
+
+    def body() -> None:
+        context = contextvars.copy_context()  # as carpool.together starts its workers
+        worker = threading.Thread(target=context.run, args=(lambda: processes.owe(0.75),))
+        worker.start()
+        worker.join()
+        processes.pay(0.25)
+        paid_at.append(clock.elapsed)
+
+    agenda.at(2.0, lambda: processes.start("fn", body))
+    _loop(clock, agenda)
+    outside.append(processes.owe(1.0))  # the loop's own thread belongs to no invocation
+    assert paid_at == [3.0] and outside == [False]
