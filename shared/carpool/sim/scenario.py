@@ -370,9 +370,9 @@ class Scenario(_Model):
     #: kubelets that fail to join, join late or report less memory
     kubelets: list[KubeletFault] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
+    #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
+    #: trigger (`carpool.sim.lambda_service`), so a scenario cannot set a schedule of its own
     tick_seconds: float = Field(default=10.0, gt=0)
-    #: how often the disruption function's schedule fires
-    disruption_every_seconds: float = Field(default=60.0, gt=0)
     expect: Expect = Field(default_factory=Expect)
     #: where the file was read from; relative manifest paths resolve against it
     base_dir: Path = Field(default=Path("."), exclude=True)

@@ -128,3 +128,10 @@ def test_kubelet_fault_fields_are_checked():
         parse_scenario({"kubelets": [{"memoryShortMiB": -1}]})
     with pytest.raises(ScenarioError, match=r"kubelets\[0\]\.failTojoin"):
         parse_scenario({"kubelets": [{"failTojoin": True}]})
+
+
+@pytest.mark.parametrize("field", ["disruptionEverySeconds", "visibilityTimeoutSeconds"])
+def test_a_schedule_or_queue_setting_of_its_own_is_refused_by_name(field):
+    """Functions run on their deployed triggers: a scenario cannot make them run more often."""
+    with pytest.raises(ScenarioError, match=field):
+        parse_scenario({**MINIMAL, field: 30}, "s.yaml")
