@@ -129,11 +129,6 @@ def registrar_step(node: Node, cluster: str, claim: Claim | None) -> str | None:
     return None if lifecycle.is_initialized(node) else "initialize"
 
 
-def needs_registrar(node: Node, cluster: str, claim: Claim | None) -> bool:
-    """Whether the registrar has a step to take for `node`."""
-    return registrar_step(node, cluster, claim) is not None
-
-
 def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     """One watcher period: resync and publish, then follow changes until `watch_seconds` after the start,
     publishing in micro-batches."""

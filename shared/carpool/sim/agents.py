@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from carpool.sim.clock import reached
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.scenario import Agent
 
@@ -55,8 +56,8 @@ class Agents:
     def tick(self) -> list[tuple[str, str, str]]:
         """Remove the taints that are due; returns (node, agent, taint key) for each taint removed."""
         now = self.elapsed()
-        due = [d for d in self._due if d[0] <= now + 1e-6]  # the clock keeps microseconds
-        self._due = [d for d in self._due if d[0] > now + 1e-6]
+        due = [d for d in self._due if reached(now, d[0])]
+        self._due = [d for d in self._due if not reached(now, d[0])]
         done = []
         for _at, node_name, agent in due:
             if self._remove(node_name, agent.removes_taint):

@@ -11,6 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 #: A fixed, arbitrary start: reproducible runs need a reproducible "now".
 EPOCH = datetime(2025, 1, 6, 9, 0, 0, tzinfo=UTC)
+#: The clock keeps microseconds (`timedelta`): a moment within this of another is that moment.
+RESOLUTION = 1e-6
+
+
+def reached(now: float, due: float) -> bool:
+    """Whether simulated time `now` has reached `due`, to the clock's resolution (a sum of floats such as
+    `registered_at + registration_seconds` may land a hair past the microsecond the clock can show)."""
+    return now + RESOLUTION >= due
 
 
 class SimClock:

@@ -50,7 +50,8 @@ from carpool.sim.apiserver import (
     selects_something,
 )
 from carpool.sim.capacity_stamps import CapacityStamps
-from carpool.sim.podfilters import PodCheck, PodFilters
+from carpool.sim.clock import reached
+from carpool.sim.podfilters import PodCheck, PodFilters, expression_holds
 from carpool.sim.scenario import Cni
 from carpool.taints import Taint, Toleration, untolerated
 
@@ -170,14 +171,8 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        present = key in labels
-        if (op == "In" and (not present or labels[key] not in values)) or (
-            op == "NotIn" and present and labels[key] in values) or (
-            op == "Exists" and not present) or (op == "DoesNotExist" and present):
-            return False
-    return True
+    return all(expression_holds(labels, e["key"], e["operator"], e.get("values") or [])
+               for e in selector.get("matchExpressions") or [])
 
 
 def _node_admits(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
@@ -485,18 +480,17 @@ class SimulatedCluster:
                 for rec in list(store.values()):
                     yield WatchEvent("ADDED", kind, self._model(kind, rec), str(rec.rv))
                 since[kind.lower()] = self._last_rv
-        # simulated time is kept in microseconds (`SimClock`): a moment within one is reached
-        deadline = round(self._elapsed() + timeout_seconds, 6)
+        deadline = round(self._elapsed() + timeout_seconds, 6)  # a moment the clock can show
         while True:
             changes = self._changes_after(since)
             self._charge(len(changes))
             yield from changes
-            if self.waiter is None or self._elapsed() + 1e-6 >= deadline:
+            if self.waiter is None or reached(self._elapsed(), deadline):
                 return
             position = self._last_rv
             wake = min(deadline, round(self._elapsed() + idle_seconds, 6)) if idle_seconds else deadline
             self.waiter(wake, lambda position=position: self._last_rv > position)  # type: ignore[misc]
-            if self._last_rv == position and idle_seconds and self._elapsed() + 1e-6 < deadline:
+            if self._last_rv == position and idle_seconds and not reached(self._elapsed(), deadline):
                 yield None
 
     def _changes_after(self, since: dict[str, int]) -> list[WatchEvent]:

@@ -41,7 +41,7 @@ class Agenda:
         self._seq = itertools.count()
 
     def at(self, when: float, action: Callable[[], None], label: str = "") -> None:
-        # the clock keeps microseconds (`SimClock`): an action is due exactly when the clock can show it
+        # an action is due exactly at a moment the clock can show (`clock.RESOLUTION`)
         heapq.heappush(self._heap, _Entry(round(when, 6), next(self._seq), action, label))
 
     def next_time(self) -> float | None:
@@ -71,7 +71,6 @@ class _Process:
         self.go = threading.Event()
         self.done = False
         self.killed = False
-        self.wake_at: float | None = None
         self.wants_change: Callable[[], bool] | None = None
         self.on_resume: Callable[[], None] | None = None
         #: the current wait's identity: a wake-up of an earlier wait finds another token and does nothing
@@ -137,7 +136,7 @@ class Processes:
         return sum(1 for p in self._running if not p.done)
 
     def _resume(self, proc: _Process) -> None:
-        proc.wake_at, proc.wants_change = None, None
+        proc.wants_change = None
         self._back.clear()
         proc.go.set()
         self._back.wait()
@@ -176,7 +175,6 @@ class Processes:
         if round(until, 6) <= self._clock.elapsed and changed is not None:
             raise ValueError(f"{proc.name} waits for {until}, which has passed ({self._clock.elapsed})")
         token = object()
-        proc.wake_at = until
         proc.wants_change = changed
 
         def wake() -> None:

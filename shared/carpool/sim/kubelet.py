@@ -34,6 +34,7 @@ from carpool import labels as L
 from carpool import quantity
 from carpool.sim import nodeboot, userdata
 from carpool.sim.agents import Agents, NodeFacts
+from carpool.sim.clock import reached
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.nodeboot import NodeKubelet
 from carpool.sim.scenario import KubeletFault, Truth
@@ -198,11 +199,6 @@ class Boot:
     ready_at: float | None = None
 
 
-#: Simulated time is kept in microseconds (`SimClock`): a step due at a moment is done when the clock
-#: reaches it within this much.
-_EPSILON = 1e-6
-
-
 @dataclass
 class Kubelets:
     """All simulated kubelets of the cluster; `tick()` advances each instance's boot."""
@@ -259,12 +255,12 @@ class Kubelets:
         for iid, boot in self.boots.items():
             if iid in self.terminated or boot.no_join:
                 continue
-            if boot.node_name is None and now + _EPSILON >= boot.join_at:
+            if boot.node_name is None and reached(now, boot.join_at):
                 boot.node_name, boot.registered_at = self._register(boot), now
                 self.registered[iid] = boot.node_name
                 new.append(boot.node_name)
             if (boot.registered_at is not None and boot.ready_at is None
-                    and now + _EPSILON >= boot.registered_at + self.truth.registration_seconds):
+                    and reached(now, boot.registered_at + self.truth.registration_seconds)):
                 self._make_ready(boot, now)
         self.lifted = self.agents.tick() if self.agents else []
         return new

@@ -39,21 +39,16 @@ class Containers:
 
     #: simulated time each idle environment became idle
     idle: list[float] = field(default_factory=list)
-    busy: int = 0
-    cold_starts: int = 0
 
     def acquire(self, now: float) -> bool:
         """Take an environment; True when it is a new one (a cold start)."""
         self.idle = [t for t in self.idle if now - t <= durations.WARM_SECONDS]
-        self.busy += 1
         if self.idle:
             self.idle.pop()
             return False
-        self.cold_starts += 1
         return True
 
     def release(self, now: float) -> None:
-        self.busy -= 1
         self.idle.append(now)
 
 

@@ -64,13 +64,19 @@ class Selector:
         for key, value in self.match:
             if labels.get(key) != value:
                 return False
-        for key, op, values in self.expressions:
-            present = key in labels
-            if (op == "In" and (not present or labels[key] not in values)) or (
-                    op == "NotIn" and present and labels[key] in values) or (
-                    op == "Exists" and not present) or (op == "DoesNotExist" and present):
-                return False
-        return True
+        return all(expression_holds(labels, key, op, values) for key, op, values in self.expressions)
+
+
+def expression_holds(labels: Mapping[str, str], key: str, op: str, values: Iterable[str]) -> bool:
+    """One LabelSelector `matchExpressions` requirement (In, NotIn, Exists, DoesNotExist)."""
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    return op != "DoesNotExist" or not present
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from carpool import labels as L
 from carpool.adapters.aws import events as events_adapter
 from carpool.sim import collector, durations, lambdas, motofast, spot_prices, time_to_capacity
 from carpool.sim.agents import Agents
-from carpool.sim.clock import SimClock
+from carpool.sim.clock import RESOLUTION, SimClock, reached
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.discrete import Agenda, Processes, ProcessKilled
 from carpool.sim.event_source import SqsEventSource
@@ -323,7 +323,7 @@ class SimRunner:
         self._tick_kubelets()
 
     def _kubelets_step(self) -> None:
-        if self._kubelets_next is not None and self._kubelets_next <= self.clock.elapsed + 1e-6:
+        if self._kubelets_next is not None and reached(self.clock.elapsed, self._kubelets_next):
             self._kubelets_next = None
         self._tick_kubelets()
 
@@ -334,9 +334,8 @@ class SimRunner:
             self.progress(now, self.scenario.duration)
 
     def _size_of(self, function: str) -> int:
-        """What a scheduled function's work scales with: the objects its run lists."""
-        if function == "watcher":
-            return len(self.cluster.nodes) + self.cluster.pending_count()
+        """What a scheduled function's modelled work scales with (the disruption pass: the nodes; the
+        watcher pays for what it reads as it reads it, `_charge_reader`)."""
         return len(self.cluster.nodes)
 
     def _report_failures(self) -> None:
@@ -349,7 +348,7 @@ class SimRunner:
         due = self.kubelets.next_due()
         if due is not None and (self._kubelets_next is None or due < self._kubelets_next):
             # never at the present moment again: a step not done now is done a microsecond later at least
-            self._kubelets_next = max(due, self.clock.elapsed + 1e-6)
+            self._kubelets_next = max(due, self.clock.elapsed + RESOLUTION)
             self._agenda.at(self._kubelets_next, self._kubelets_step, "kubelets")
 
     def _kubelets_tick(self) -> None:
@@ -466,7 +465,6 @@ class SimRunner:
         self._attribute(name)
         try:
             with self.requests.invocation(name), self.usage.invocation(name, event, seconds):
-                self._attribute(name)
                 answer = self.handlers[name](dict(event), context)
         except ProcessKilled:
             raise
