@@ -152,6 +152,12 @@ class Cluster(Protocol):
 
     def list_nodes(self) -> list[Node]: ...
 
+    def joining_nodes(self) -> list[Node]:
+        """Nodes registered for a carpool claim (`carpool.dev/nodeclaim`) and not initialized yet: the
+        few between joining and initialization, whose claims may still be in flight while pods already
+        bind to them. One list with the label selector `carpool.dev/nodeclaim,!karpenter.sh/initialized`."""
+        ...
+
     def get_node(self, name: str) -> Node | None:
         """The node as the API has it now (None when it does not exist)."""
         ...

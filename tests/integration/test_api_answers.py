@@ -173,3 +173,17 @@ def test_a_gone_node_has_nothing_to_cordon_and_its_claim_is_still_released(world
     assert ledger.active() == []
     if world.server is not None:  # the writes really went out and were answered 404
         assert ("PATCH", f"/api/v1/nodes/{NODE}") in world.server.requests
+
+
+# -- the joining nodes: a label selector -------------------------------------------------------------------
+def test_joining_nodes_are_those_labelled_for_a_claim_and_not_initialized(world: World) -> None:
+    """`carpool.dev/nodeclaim,!karpenter.sh/initialized`: registered for a claim, not initialized yet. Over
+    HTTP the API server filters (the list carries only the joining node)."""
+    world.sim.add_node({"metadata": {"name": "joining", "labels": {"carpool.dev/nodeclaim": "c1"}}})
+    world.sim.add_node({"metadata": {"name": "up", "labels": {"carpool.dev/nodeclaim": "c2",
+                                                              "karpenter.sh/initialized": "true"}}})
+    world.sim.add_node({"metadata": {"name": "someone-elses"}})
+    assert [n.name for n in world.cluster.joining_nodes()] == ["joining"]
+    if world.server is not None:
+        (answer,) = [s for s in world.server.lists.served if s[0] == "nodes"]
+        assert answer[2] == 200

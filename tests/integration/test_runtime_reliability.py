@@ -181,3 +181,54 @@ def test_pods_that_fit_an_in_flight_node_are_nominated_to_it_not_launched_for(ma
     # the same pods again (a duplicate event): nothing new
     again = provision.provision_pods(pending_pods(2, cpu="250m", prefix="y"), deps, reason="test")
     assert again.launched == [] and sorted(again.already_nominated) == ["default/y0", "default/y1"]
+
+
+def _joined(deps: wiring.Dependencies, claim_name: str, *, ready: bool) -> str:
+    """The claim's node as its kubelet registers it and the registrar labels it (not initialized yet)."""
+    claim = deps.ledger.get(claim_name)
+    assert claim is not None and claim.instance_id and claim.status != ClaimStatus.REGISTERED
+    name = f"ip-{claim.instance_id}"
+    allocatable = {"cpu": f"{claim.allocatable['cpu']}m", "memory": str(claim.allocatable["memory"]), "pods": "20"}
+    deps.cluster.add_node({  # type: ignore[attr-defined]
+        "metadata": {"name": name, "labels": {"carpool.dev/nodeclaim": claim.name}},
+        "spec": {"providerID": f"aws:///{claim.zone}/{claim.instance_id}"},
+        "status": {"allocatable": allocatable, "capacity": allocatable,
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    })
+    return name
+
+
+def _bound(deps: wiring.Dependencies, node: str, cpu_millis: int) -> None:
+    """A pod the kube-scheduler bound to `node` (it knows nothing of carpool's nominations)."""
+    deps.cluster.add_pod({  # type: ignore[attr-defined]
+        "metadata": {"name": "other", "namespace": "default", "uid": "other"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x",
+                                                   "resources": {"requests": {"cpu": f"{cpu_millis}m"}}}]},
+        "status": {"phase": "Running"},
+    })
+
+
+def test_a_ready_node_of_an_in_flight_claim_offers_only_the_room_left_by_its_bound_pods(
+        make_deps: MakeDeps, aws: LocalAws) -> None:
+    """The claim's node is Ready before the registrar marks the claim, and the kube-scheduler filled it
+    with a pod carpool planned elsewhere: the room carpool planned there is gone, so new pods get a node
+    of their own instead of a nomination to a full one (which would leave them waiting for nothing)."""
+    deps = make_deps(config())
+    (claim,) = provision.provision_pods(pending_pods(1, cpu="250m", prefix="x", deps=deps), deps, reason="test").launched
+    node = _joined(deps, claim.name, ready=True)
+    stored = deps.ledger.get(claim.name)
+    assert stored is not None
+    _bound(deps, node, stored.allocatable["cpu"] - 100)
+    second = provision.provision_pods(pending_pods(2, cpu="250m", prefix="y", deps=deps), deps, reason="test")
+    assert second.nominated_in_flight == {}
+    assert sorted(p for c in second.launched for p in c.pods) == ["default/y0", "default/y1"]
+
+
+def test_a_joined_node_not_ready_yet_keeps_the_room_carpool_planned(make_deps: MakeDeps, aws: LocalAws) -> None:
+    """Until the node is Ready nothing but DaemonSets binds to it: the claim's planned room still holds."""
+    deps = make_deps(config())
+    (claim,) = provision.provision_pods(pending_pods(1, cpu="250m", prefix="x", deps=deps), deps, reason="test").launched
+    _joined(deps, claim.name, ready=False)
+    second = provision.provision_pods(pending_pods(2, cpu="250m", prefix="y", deps=deps), deps, reason="test")
+    assert second.launched == []
+    assert second.nominated_in_flight == {claim.name: ["default/y0", "default/y1"]}

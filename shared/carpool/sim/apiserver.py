@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -190,6 +191,73 @@ def _matches(raw: Mapping[str, Any], terms: list[tuple[str, bool, str]]) -> bool
     return all((_field(raw, path) == value) == equal for path, equal, value in terms)
 
 
+#: one label selector requirement: (key, operator, values) with the operators of apimachinery's
+#: `labels.Parse`: exists "", "!" (does not exist), "=" ("==" too), "!=", "in", "notin"
+LabelTerm = tuple[str, str, frozenset[str]]
+_SET_TERM = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
+
+
+def parse_label_selector(selector: str) -> list[LabelTerm]:
+    """`app=web,tier!=db,!gpu,zone in (a,b)` as terms; ValueError with the API server's wording
+    ("unable to parse requirement") for what it cannot parse (answered 400 BadRequest)."""
+    terms: list[LabelTerm] = []
+    for term in _split_outside_parentheses(selector):
+        found = _SET_TERM.match(term)
+        if found:
+            key, op, values = found.groups()
+            terms.append((key, op, frozenset(v.strip() for v in values.split(",") if v.strip())))
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            terms.append((key.strip(), "!=", frozenset({value.strip()})))
+        elif "=" in term:
+            key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
+            terms.append((key.strip(), "=", frozenset({value.strip()})))
+        elif term.strip().startswith("!") and _LABEL_KEY.match(term.strip()[1:]):
+            terms.append((term.strip()[1:], "!", frozenset()))
+        elif _LABEL_KEY.match(term.strip()):
+            terms.append((term.strip(), "", frozenset()))
+        else:
+            raise ValueError(f"unable to parse requirement: {term!r}")
+    for key, _op, values in terms:
+        bad = [v for v in values if not _LABEL_VALUE.match(v)]
+        if not _LABEL_KEY.match(key) or bad:
+            raise ValueError(f"unable to parse requirement: invalid label key or value in {key!r}: {bad}")
+    return terms
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _split_outside_parentheses(selector: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in selector:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p for p in parts if p.strip()]
+
+
+def labels_match(raw: Mapping[str, Any], terms: Sequence[LabelTerm]) -> bool:
+    """Whether an object's labels satisfy every term (a missing key fails `=` and `in`, passes `!=`,
+    `notin` and `!`, as in apimachinery)."""
+    have = (raw.get("metadata") or {}).get("labels") or {}
+    for key, op, values in terms:
+        present, value = key in have, have.get(key)
+        if op == "" and not present or op == "!" and present:
+            return False
+        if op in ("=", "in") and (not present or value not in values):
+            return False
+        if op in ("!=", "notin") and present and value in values:
+            return False
+    return True
+
+
 def partial_metadata(raw: Mapping[str, Any]) -> dict[str, Any]:
     """An object as `PartialObjectMetadata`: its metadata only."""
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": raw.get("metadata") or {}}
@@ -230,10 +298,11 @@ class ListPages:
         self._expire_next += times
 
     def page(self, resource: str, limit: int | None, token: str | None, field_selector: str = "",
-             metadata_only: bool = False) -> ApiAnswer:
+             metadata_only: bool = False, label_selector: str = "") -> ApiAnswer:
         kind = LIST_KINDS[resource]
         try:
             terms = parse_field_selector(resource, field_selector)
+            label_terms = parse_label_selector(label_selector)
         except ValueError as e:
             self.served.append((resource, token, 400))
             return api_status(400, str(e), "BadRequest")
@@ -250,10 +319,10 @@ class ListPages:
             if snapshot_rv >= 0 and snapshot_rv not in self._snapshots:
                 self.served.append((resource, token, 410))
                 return api_status(410, INCONSISTENT_CONTINUE, "Expired", continue_token=_token(-1, start))
-            items = self._snapshots[snapshot_rv] if snapshot_rv >= 0 else self._items(kind, terms)
+            items = self._snapshots[snapshot_rv] if snapshot_rv >= 0 else self._items(kind, terms, label_terms)
         else:
             snapshot_rv, start = rv, 0
-            items = self._items(kind, terms)
+            items = self._items(kind, terms, label_terms)
             self._snapshots[rv] = items
             while len(self._snapshots) > MAX_SNAPSHOTS:
                 self._snapshots.pop(min(self._snapshots))
@@ -272,7 +341,8 @@ class ListPages:
         data = json.dumps(head).encode()[:-1] + b', "items": [' + b",".join(page) + b"]}"
         return ApiAnswer(200, {**head, "items": EncodedItems(page)}, data)
 
-    def _items(self, kind: str, terms: list[tuple[str, bool, str]]) -> list[bytes]:
+    def _items(self, kind: str, terms: list[tuple[str, bool, str]],
+               label_terms: Sequence[LabelTerm] = ()) -> list[bytes]:
         """The snapshot: each matching object's JSON as of now (encoded once per change, like the
         watch cache's serialized objects). A pod list selecting one `spec.nodeName` is answered from an
         index of pods by node, as the watch cache answers it (kube-apiserver registers a `spec.nodeName`
@@ -281,7 +351,8 @@ class ListPages:
         store = self._cluster.store(kind)
         node = next((v for path, equal, v in terms if path == "spec.nodeName" and equal), None)
         keys = sorted(store) if kind != "Pod" or node is None else sorted(self._pods_by_node().get(node, ()))
-        return [self._cluster.encoded(store[k]) for k in keys if k in store and _matches(store[k].raw, terms)]
+        return [self._cluster.encoded(store[k]) for k in keys
+                if k in store and _matches(store[k].raw, terms) and labels_match(store[k].raw, label_terms)]
 
     def _pods_by_node(self) -> dict[str, set[str]]:
         """The index of pods by `spec.nodeName` ("" for unbound pods), brought up to date from the
@@ -464,7 +535,8 @@ class SimApiServer:
                                                                 f"metadata.namespace={seg[-2]}"]))
             limit = int(query["limit"]) if query.get("limit") else None
             return self.lists.page(seg[-1], limit, query.get("continue"), query.get("fieldSelector", ""),
-                                   metadata_only=PARTIAL_METADATA in accept)
+                                   metadata_only=PARTIAL_METADATA in accept,
+                                   label_selector=query.get("labelSelector", ""))
         if path.startswith("api/v1/nodes/") and len(seg) == 4:
             return self._node(method, seg[3], content_type, body)
         if method == "POST" and len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[6] == "eviction":

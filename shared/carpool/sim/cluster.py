@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from carpool import labels
 from carpool import resources as res
 from carpool.adapters.k8s.reads import PodProjection
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
@@ -314,6 +315,16 @@ class SimulatedCluster:
                 if not (r.raw.get("spec") or {}).get("nodeName") and (r.raw.get("status") or {}).get("phase") == "Pending"]
         self._charge(len(pods))
         return pods
+
+    def joining_nodes(self) -> list[Node]:
+        """What the label selector `carpool.dev/nodeclaim,!karpenter.sh/initialized` answers."""
+        def joining(raw: Mapping[str, Any]) -> bool:
+            node_labels = (raw.get("metadata") or {}).get("labels") or {}
+            return labels.CLAIM in node_labels and labels.NODE_INITIALIZED not in node_labels
+
+        nodes = [self._model("Node", r) for r in self.nodes.values() if joining(r.raw)]
+        self._charge(len(nodes))
+        return nodes
 
     def list_nodes(self) -> list[Node]:
         nodes = [self._model("Node", r) for r in self.nodes.values()]

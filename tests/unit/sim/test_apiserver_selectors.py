@@ -129,3 +129,27 @@ def test_bookmarks_come_every_minute_and_two_seconds_before_the_deadline() -> No
     assert SimApiServer._next_bookmark(0.0, 300.0) == 60.0
     assert SimApiServer._next_bookmark(100.0, 130.0) == 128.0
     assert SimApiServer._next_bookmark(129.0, 130.0) == float("inf")
+
+
+@pytest.mark.parametrize(("selector", "expected"), [
+    ("app=web", ["a"]),
+    ("app==web", ["a"]),
+    ("app!=web", ["b", "c"]),
+    ("app", ["a", "b"]),
+    ("!app", ["c"]),
+    ("app in (web, db)", ["a", "b"]),
+    ("app notin (web),tier", ["b"]),
+    ("carpool.dev/nodeclaim,!karpenter.sh/initialized", ["c"]),
+])
+def test_node_lists_filter_on_label_selectors(selector: str, expected: list[str]) -> None:
+    """apimachinery's `labels.Parse` operators: a missing key fails `=`/`in`/exists and passes `!=`/`notin`/`!`."""
+    sim = SimulatedCluster(lambda: NOW)
+    sim.add_node({"metadata": {"name": "a", "labels": {"app": "web"}}})
+    sim.add_node({"metadata": {"name": "b", "labels": {"app": "db", "tier": "x"}}})
+    sim.add_node({"metadata": {"name": "c", "labels": {"carpool.dev/nodeclaim": "c1"}}})
+    assert names(ListPages(sim).page("nodes", None, None, label_selector=selector)) == expected
+
+
+def test_a_label_selector_it_cannot_parse_is_400() -> None:
+    answer = ListPages(SimulatedCluster(lambda: NOW)).page("nodes", None, None, label_selector="app=(x")
+    assert answer.code == 400 and "unable to parse requirement" in answer.body["message"]

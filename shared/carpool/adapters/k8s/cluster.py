@@ -229,19 +229,19 @@ class LightkubeCluster:
     # -- reads ----------------------------------------------------------------------------------------------
     def _list(self, resource: Any, model: type[Any], kind: str | None = None, *, fields: str | None = None,
               metadata_only: bool = False, per_page: Callable[[list[Any]], list[Any]] | None = None,
-              namespace: str | None = None) -> list[Any]:
+              namespace: str | None = None, selector: str | None = None) -> list[Any]:
         """Every object of a list (or of its metadata-only form) as `model`, straight from the page bytes
         (through `per_page` when given). With `kind`, the list's resource version is kept for `watch`.
         A namespaced resource is listed across namespaces unless `namespace` is given."""
         items, version = self._paged(resource, model, fields=fields, metadata_only=metadata_only,
-                                     per_page=per_page, namespace=namespace)
+                                     per_page=per_page, namespace=namespace, selector=selector)
         if kind is not None:
             self.resource_versions[kind] = version
         return items
 
     def _paged(self, resource: Any, model: type[Any], *, fields: str | None = None,
                metadata_only: bool = False, per_page: Callable[[list[Any]], list[Any]] | None = None,
-               namespace: str | None = None) -> tuple[list[Any], str]:
+               namespace: str | None = None, selector: str | None = None) -> tuple[list[Any], str]:
         """Every object of a list, paged by `LIST_CHUNK`, and the list's resource version.
 
         A list that takes longer than etcd keeps old revisions (the API server compacts every 5 minutes)
@@ -251,7 +251,7 @@ class LightkubeCluster:
         carpool decides on what it lists (consolidating a node whose pods were not all seen)."""
         for attempt in range(1, LIST_RESTARTS + 1):
             try:
-                return self._read_pages(resource, model, fields, metadata_only, per_page, namespace)
+                return self._read_pages(resource, model, fields, metadata_only, per_page, namespace, selector)
             except ApiError as e:
                 if status_code(e) != 410 or attempt == LIST_RESTARTS:
                     raise
@@ -261,7 +261,7 @@ class LightkubeCluster:
 
     def _read_pages(self, resource: Any, model: type[Any], fields: str | None,
                     metadata_only: bool, per_page: Callable[[list[Any]], list[Any]] | None = None,
-                    namespace: str | None = None) -> tuple[list[Any], str]:
+                    namespace: str | None = None, selector: str | None = None) -> tuple[list[Any], str]:
         """One paginated list through lightkube's HTTP client (auth, TLS, base URL), each page's bytes
         validated into `model` at once (`reads.parse_page`): no lightkube objects, no dict round trip.
         `per_page` turns each page's items into what is kept (a projection), so a long list holds one
@@ -270,7 +270,7 @@ class LightkubeCluster:
         namespaced = issubclass(resource, NamespacedResourceG)
         request = generic.prepare_request(
             "list", res=resource, namespace=(namespace or ALL_NS) if namespaced else None,
-            params={"limit": LIST_CHUNK, "fieldSelector": fields or None},
+            params={"limit": LIST_CHUNK, "fieldSelector": fields or None, "labelSelector": selector or None},
             headers={"Accept": reads.METADATA_ACCEPT} if metadata_only else None,
         )
         items: list[Any] = []
@@ -321,6 +321,10 @@ class LightkubeCluster:
 
     def list_nodes(self) -> list[api.Node]:
         return self._list(NodeResource, api.Node, "Node")
+
+    def joining_nodes(self) -> list[api.Node]:
+        """Nodes registered for a claim, not initialized yet (server-side label selector)."""
+        return self._list(NodeResource, api.Node, selector=reads.JOINING_NODES)
 
     def get_node(self, name: str) -> api.Node | None:
         try:

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from carpool import labels
 from carpool.api.k8s import Pod
 from carpool.disruption.podview import Owner, PodView, Shapes
 
@@ -27,6 +28,8 @@ from carpool.disruption.podview import Owner, PodView, Shapes
 PENDING_UNBOUND = "spec.nodeName=,status.phase=Pending"
 #: pods that hold resources on a node or wait for one (finished pods hold nothing)
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+#: nodes registered for a carpool claim and not initialized yet: the ones joining (`Cluster.joining_nodes`)
+JOINING_NODES = f"{labels.CLAIM},!{labels.NODE_INITIALIZED}"
 #: `Accept` that asks the API server for `PartialObjectMetadataList` (metadata of each object only)
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
