@@ -24,9 +24,12 @@ class Delivery:
 #: one micro-batch's messages (EventBridge delivers them to SQS over a few hundred milliseconds): a 1 s
 #: window, not a second batching of its own. Up to 1,000 pods are scheduled together: one scheduling pass
 #: packs a burst better than ten, and the per-invocation reads (claims, pools, learned capacity) are paid
-#: once. Lambda also caps a batch at its 6 MB payload (a pod event is about 1-2 KB). At most two batches
-#: at once, so two schedulers rarely race for the same pool limit.
-PROVISIONER = Delivery(batch_size=1000, max_batching_window_seconds=1, max_concurrency=2)
+#: once. Lambda also caps a batch at its 6 MB payload (a pod event is about 1-2 KB). At most five batches
+#: at once: a 10,000-pod burst is ten batches of about 5 s each (1,000 pods scheduled and reserved, then
+#: CreateFleet), and two at a time put the last pod's CreateFleet 35 s after it turned pending, five at
+#: a time 21 s. Batches that race for one pool's limit are settled by the ledger's conditional
+#: reservations (the loser's pods wait for the next resync, as Karpenter's wait for room under the limit).
+PROVISIONER = Delivery(batch_size=1000, max_batching_window_seconds=1, max_concurrency=5)
 #: Registrar: a joined node keeps the `karpenter.sh/unregistered` NoExecute taint until the registrar lifts
 #: it, and no pod binds before; Karpenter lifts it as soon as the Node exists. So no batching window to
 #: speak of: 1 s, the smallest that still lets a burst's nodes share an invocation.

@@ -29,3 +29,12 @@ def test_no_message_was_dead_lettered(scenario_result):
 def test_allocatable_parity(scenario_result):
     """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
     assert_allocatable_parity(scenario_result, SCENARIO)
+
+
+def test_every_pod_reaches_create_fleet_within_30_simulated_seconds(scenario_result):
+    """Issue 28's burst target, on the deployed clock (simulated seconds, not wall time): the watcher reads
+    the 10,000 pods at its 256 MB, the queue hands out full batches without waiting out the window, and
+    five provisioner batches run at once."""
+    steps = scenario_result.time_to_capacity.pending_to_create_fleet
+    assert steps.count == 10_000
+    assert steps.max <= 30.0, steps

@@ -238,7 +238,7 @@ class SimulatedCluster:
         self._competing_writes: dict[str, int] = {}
         #: blocks a watching invocation until simulated time `until` or a change (see `watch`)
         self.waiter: Callable[[float, Callable[[], bool]], None] | None = None
-        #: lets a reader's simulated time pass for decoding `n` objects it read (see `_charge`)
+        #: lets a reader's simulated time pass for decoding the bytes it read (see `_charge`)
         self.charge: Callable[[int], None] | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------------
@@ -311,10 +311,10 @@ class SimulatedCluster:
 
     def pending_pods(self) -> list[Pod]:
         """What the API server's field selector `spec.nodeName=,status.phase=Pending` answers."""
-        pods = [self._model("Pod", r) for r in self.pods.values()
+        recs = [r for r in self.pods.values()
                 if not (r.raw.get("spec") or {}).get("nodeName") and (r.raw.get("status") or {}).get("phase") == "Pending"]
-        self._charge(len(pods))
-        return pods
+        self._charge(recs)
+        return [self._model("Pod", r) for r in recs]
 
     def joining_nodes(self) -> list[Node]:
         """What the label selector `carpool.dev/nodeclaim,!karpenter.sh/initialized` answers."""
@@ -322,20 +322,20 @@ class SimulatedCluster:
             node_labels = (raw.get("metadata") or {}).get("labels") or {}
             return labels.CLAIM in node_labels and labels.NODE_INITIALIZED not in node_labels
 
-        nodes = [self._model("Node", r) for r in self.nodes.values() if joining(r.raw)]
-        self._charge(len(nodes))
-        return nodes
+        recs = [r for r in self.nodes.values() if joining(r.raw)]
+        self._charge(recs)
+        return [self._model("Node", r) for r in recs]
 
     def list_nodes(self) -> list[Node]:
-        nodes = [self._model("Node", r) for r in self.nodes.values()]
-        self._charge(len(nodes))
-        return nodes
+        self._charge(self.nodes.values())
+        return [self._model("Node", r) for r in self.nodes.values()]
 
-    def _charge(self, objects: int) -> None:
-        """A read of `objects` objects takes the reader simulated time (`charge`, set by the simulation for
-        readers that run on the simulated clock)."""
+    def _charge(self, records: Iterable[_Record]) -> None:
+        """A read of `records` takes the reader simulated time in proportion to their JSON's size, what the
+        API server sends and the reader decodes (`charge`, set by the simulation for readers that run on
+        the simulated clock)."""
         if self.charge is not None:
-            self.charge(objects)
+            self.charge(sum(len(self.encoded(r)) for r in records))
 
     def get_node(self, name: str) -> Node | None:
         rec = self.nodes.get(name)
@@ -494,8 +494,8 @@ class SimulatedCluster:
         deadline = round(self._elapsed() + timeout_seconds, 6)  # a moment the clock can show
         while True:
             changes = self._changes_after(since)
-            self._charge(len(changes))
-            yield from changes
+            self._charge(rec for _event, rec in changes)
+            yield from (event for event, _rec in changes)
             if self.waiter is None or reached(self._elapsed(), deadline):
                 return
             position = self._last_rv
@@ -504,7 +504,7 @@ class SimulatedCluster:
             if self._last_rv == position and idle_seconds and not reached(self._elapsed(), deadline):
                 yield None
 
-    def _changes_after(self, since: dict[str, int]) -> list[WatchEvent]:
+    def _changes_after(self, since: dict[str, int]) -> list[tuple[WatchEvent, _Record]]:
         """One event per object changed after `since` (its latest state, like an informer catching up),
         in resource-version order; moves `since` past them."""
         start = min(since.values(), default=self._last_rv)
@@ -515,7 +515,7 @@ class SimulatedCluster:
                 latest[(kind, id(rec))] = (rv, etype, kind, rec)
         for kind in since:
             since[kind] = max(since[kind], self._last_rv)
-        return [WatchEvent(etype, kind, self._model(kind, rec), str(rv))
+        return [(WatchEvent(etype, kind, self._model(kind, rec), str(rv)), rec)
                 for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0])]
 
     def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any]]]:

@@ -34,9 +34,12 @@ CORE_SLOWDOWN = 1.2
 BUS_TO_QUEUE_SECONDS = 0.25
 #: CreateFleet (`instant`): from the request to the instances it names starting to run.
 CREATE_FLEET_SECONDS = 1.5
-#: Decoding one listed or watched Kubernetes object (pod or node JSON, ~5 KB) on one bench core: the
-#: watcher's resync at 5,000 nodes / 151,000 pods (`bench/scale.py`, 0.45 ms an object listed).
-OBJECT_CPU_SECONDS = 0.00045
+#: Reading one byte of a listed or watched Kubernetes object on one bench core: the watcher's resync at
+#: 5,000 nodes / 151,000 pods (`bench/scale.py`: 2.26 s for 29.1 MB, 78 ns a byte, the HTTP read, the
+#: decode and the watcher's own work on each object). Charged by size, not by count: that resync read
+#: nodes of about 5.8 KB each, where a burst's pending pods are under 1 KB, and decoding costs what
+#: there is to decode.
+BYTE_CPU_SECONDS = 7.8e-8
 #: One PutEvents call (up to 10 entries) from a function to EventBridge.
 PUT_EVENTS_SECONDS = 0.03
 #: Lambda keeps an idle execution environment at least this long (AWS does not promise more; shorter
@@ -64,7 +67,7 @@ class Cost:
 
 #: Figures from `make bench` (bench/results.json): cold starts are "init + first invocation" at their
 #: worst measured run; the provisioner's work is its 1,000-pod invocation (2.13 s: 0.15 s fixed, 2 ms a
-#: pod); the watcher's resync is `bench/scale.py`'s (5,000 nodes in 2.3 s: 0.45 ms an object); the
+#: pod); the watcher's resync is `bench/scale.py`'s (5,000 nodes in 2.3 s: 78 ns a byte read); the
 #: disruption pass's is 37.7 s at 5,000 nodes (7.5 ms a node).
 COSTS: dict[str, Cost] = {
     # reads (claims, config, the pending pods) and the reservations' transactions before CreateFleet
@@ -73,7 +76,7 @@ COSTS: dict[str, Cost] = {
     # per node: a read, a merge patch and a claim update, 30 ms each
     "registrar": Cost(cold_cpu=0.80, base_cpu=0.05, per_item_cpu=0.005, base_io=0.05, per_item_io=0.09),
     "interruption": Cost(cold_cpu=1.15, base_cpu=0.10, per_item_cpu=0.01, base_io=0.1, per_item_io=0.2),
-    # its lists and watch events are charged as they are read (`objects`), its PutEvents per call
+    # its lists and watch events are charged as they are read (`read`), its PutEvents per call
     "watcher": Cost(cold_cpu=0.51, base_cpu=0.05, base_io=0.1),
     "disruption": Cost(cold_cpu=1.00, base_cpu=0.5, per_item_cpu=0.0075, base_io=0.3),
 }
@@ -90,9 +93,9 @@ def cold_start(function: str) -> float:
     return COSTS[function].cold_cpu * cpu_factor(function)
 
 
-def objects(function: str, count: int) -> float:
-    """Seconds `function` takes to decode `count` listed or watched objects, at its memory."""
-    return OBJECT_CPU_SECONDS * count * cpu_factor(function)
+def read(function: str, size: int) -> float:
+    """Seconds `function` takes to read `size` bytes of listed or watched objects, at its memory."""
+    return BYTE_CPU_SECONDS * size * cpu_factor(function)
 
 
 def tail(function: str) -> float:

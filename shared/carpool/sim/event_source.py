@@ -20,6 +20,7 @@ own loop while none of its handlers runs (simulations on other threads use accou
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,6 +69,12 @@ class SqsEventSource:
         with self._backend() as backend:
             queue = backend.get_queue(self.queue_name)
             return next(iter(queue.messages), None) is not None
+
+    def visible_count(self, at_most: int) -> int:
+        """How many messages a `ReceiveMessage` could return now, counted up to `at_most`."""
+        with self._backend() as backend:
+            queue = backend.get_queue(self.queue_name)
+            return sum(1 for _ in itertools.islice(iter(queue.messages), at_most))
 
     def delete(self, receipts: Sequence[str]) -> list[str]:
         """Delete the messages of these receipt handles, `DELETE_MAX` per batch; returns the receipt

@@ -175,7 +175,11 @@ class _Poller:
         if self._due is not None or self._full() or not self.source.has_visible():
             return
         now = self.service._clock.elapsed
-        self._due = now + durations.BUS_TO_QUEUE_SECONDS + self.mapping.max_batching_window_seconds
+        # a batch already full does not wait out the window (Lambda invokes at the window's end, at the
+        # batch size or at 6 MB, whichever comes first)
+        full = self.source.visible_count(self.mapping.batch_size) >= self.mapping.batch_size
+        window = 0 if full else self.mapping.max_batching_window_seconds
+        self._due = now + durations.BUS_TO_QUEUE_SECONDS + window
         self.service._agenda.at(self._due, self._fire, f"batch {self.name}")
 
     def _fire(self) -> None:

@@ -291,11 +291,11 @@ class SimRunner:
             self._processes.kill_all()
             self._report_failures()
 
-    def _charge_reader(self, objects: int) -> None:
-        """An invocation on the simulated clock (the watcher) spends the time decoding what it read, and
-        what its worker threads spent meanwhile."""
+    def _charge_reader(self, size: int) -> None:
+        """An invocation on the simulated clock (the watcher) spends the time reading the `size` bytes it
+        listed or watched, and what its worker threads spent meanwhile."""
         if self._processes.inside():
-            self._processes.pay(durations.objects("watcher", objects))
+            self._processes.pay(durations.read("watcher", size))
 
     def _charge_put_events(self, **_: Any) -> None:
         """A PutEvents call of an invocation on the simulated clock: paid at once on its own thread; on

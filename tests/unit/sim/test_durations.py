@@ -39,11 +39,18 @@ def test_less_memory_is_less_cpu() -> None:
     assert durations.cpu_factor("watcher") == pytest.approx(
         durations.FULL_VCPU_MIB / delivery.MEMORY_MIB["watcher"] * durations.CORE_SLOWDOWN)
     # what the watcher reads costs it time in proportion, at its memory's share of a core
-    assert durations.objects("watcher", 1000) == pytest.approx(
-        1000 * durations.OBJECT_CPU_SECONDS * durations.cpu_factor("watcher"))
+    assert durations.read("watcher", 10**6) == pytest.approx(
+        10**6 * durations.BYTE_CPU_SECONDS * durations.cpu_factor("watcher"))
     assert durations.work("provisioner", 1000) > durations.work("provisioner", 10)
 
 
 def test_createfleet_latency_is_charged_after_the_provisioners_writes() -> None:
     assert durations.tail("provisioner") == durations.CREATE_FLEET_SECONDS > 0
     assert durations.tail("registrar") == 0
+
+
+def test_reading_a_byte_is_not_faster_than_the_watchers_resync_at_scale() -> None:
+    """The resync at 5,000 nodes (`bench/scale.py`): its seconds over the bytes it read, HTTP and decode."""
+    rows = json.loads((RESULTS.parent / "scale_results.json").read_text())
+    resync = next(r for r in rows if r["benchmark"].startswith("watcher resync"))
+    assert resync["seconds"] / resync["bytesRead"] <= durations.BYTE_CPU_SECONDS
