@@ -52,7 +52,8 @@ from carpool.sim.own_cost import FunctionUsage, Usage
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "examples" / "005-spot-interruption.yaml"
 ONDEMAND_PRICES = ROOT / "shared" / "carpool" / "catalog" / "data" / "ondemand-prices.json"
-TARGET_USD = 10.0
+#: issue 28: carpool's whole bill at 1,000 nodes, the stack's fixed monitoring included
+TARGET_USD = 20.0
 
 NODES = 1000
 PODS_PER_NODE = 30
@@ -245,16 +246,16 @@ def rows() -> dict[str, Any]:
 
 
 def print_rows(row: dict[str, Any]) -> None:
-    ok = "ok" if row["monthlyUsd"] <= row["targetUsd"] else "MISSED"
+    ok = "ok" if row["totalMonthlyUsd"] <= row["targetUsd"] else "MISSED"
     karpenter = ", ".join(f"{k} ${v:.2f}" for k, v in row["karpenterControllersMonthlyUsd"].items())
     fixed = set(own_cost.FIXED_SERVICES)
     used = {k: v for k, v in row["services"].items() if k not in fixed}
-    print(f"\n{row['benchmark']:52} ${row['monthlyUsd']:>7.2f}/month  target <= ${row['targetUsd']:.0f} {ok}")
+    print(f"\n{row['benchmark']:52} ${row['monthlyUsd']:>7.2f}/month of use")
     print("  " + ", ".join(f"{k} ${v:.2f}" for k, v in sorted(used.items(), key=lambda kv: -kv[1])))
     print("  Lambda by function: " + ", ".join(f"{k} ${v:.2f}" for k, v in row["lambdaByFunction"].items()))
     print(f"  plus the stack's fixed monitoring ${row['fixedMonthlyUsd']:.2f} ("
           + ", ".join(f"{k} ${row['services'][k]:.2f}" for k in own_cost.FIXED_SERVICES)
-          + f"): ${row['totalMonthlyUsd']:.2f}/month in all")
+          + f"): ${row['totalMonthlyUsd']:.2f}/month in all, target <= ${row['targetUsd']:.0f} {ok}")
     print(f"  Karpenter's two controller replicas: {karpenter}")
 
 

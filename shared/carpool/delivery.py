@@ -52,8 +52,10 @@ TIMEOUT_SECONDS: dict[str, int] = {
 #: Each function's memory in MiB (Lambda gives CPU in proportion). The stack sets these, and the
 #: simulation prices carpool's own Lambda GB-seconds at them.
 MEMORY_MIB: dict[str, int] = {
-    # the watch holds one resync's objects at most, then streams; billed by the second, all month
-    "watcher": 256,
+    # billed by the second, all month: the least Lambda offers. Its resync reads a page at a time and
+    # publishes as it goes (67 MB at 5,000 nodes, `bench/scale.py`); its CPU share is a fourteenth of a
+    # core, which the simulation charges for every byte it reads
+    "watcher": 128,
     # the scheduler is CPU-bound; 2 GB buys more than one vCPU
     "provisioner": 2048,
     # a cold registrar is on the path of every new node (node -> taint lifted, p99 <= 5 s): more CPU

@@ -152,6 +152,21 @@ class Cluster(Protocol):
 
     def list_nodes(self) -> list[Node]: ...
 
+    def node_names(self) -> set[str]:
+        """Every node's name (a metadata-only list: no spec or status is sent or decoded)."""
+        ...
+
+    def uninitialized_node_pages(self) -> Iterator[list[Node]]:
+        """Nodes launched for a NodePool (`karpenter.sh/nodepool`) and not initialized yet, one list page at
+        a time (label selector `karpenter.sh/nodepool,karpenter.sh/initialized!=true`): the only nodes a
+        registration step can be due for, read without reading the cluster's other nodes."""
+        ...
+
+    def pending_pod_pages(self) -> Iterator[list[Pod]]:
+        """`pending_pods`, one list page at a time: a reader that keeps only what it needs from each page
+        (the watcher's resync) holds one page of pods, however many are pending."""
+        ...
+
     def joining_nodes(self) -> list[Node]:
         """Nodes registered for a carpool claim (`carpool.dev/nodeclaim`) and not initialized yet: the
         few between joining and initialization, whose claims may still be in flight while pods already

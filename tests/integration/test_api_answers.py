@@ -187,3 +187,17 @@ def test_joining_nodes_are_those_labelled_for_a_claim_and_not_initialized(world:
     if world.server is not None:
         (answer,) = [s for s in world.server.lists.served if s[0] == "nodes"]
         assert answer[2] == 200
+
+
+def test_the_watchers_resync_reads_node_names_and_only_the_launched_nodes_not_initialized(world: World) -> None:
+    """The resync's node reads: every name (metadata only), and the full objects of the nodes a NodePool
+    launched that are not initialized (`karpenter.sh/initialized!=true` also selects a node without it)."""
+    world.sim.add_node({"metadata": {"name": "booting", "labels": {"karpenter.sh/nodepool": "p"}}})
+    world.sim.add_node({"metadata": {"name": "starting", "labels": {"karpenter.sh/nodepool": "p",
+                                                                    "karpenter.sh/initialized": "false"}}})
+    world.sim.add_node({"metadata": {"name": "up", "labels": {"karpenter.sh/nodepool": "p",
+                                                              "karpenter.sh/initialized": "true"}}})
+    world.sim.add_node({"metadata": {"name": "node-group", "labels": {"eks.amazonaws.com/nodegroup": "ng"}}})
+    assert world.cluster.node_names() == {"booting", "starting", "up", "node-group"}
+    pages = list(world.cluster.uninitialized_node_pages())
+    assert sorted(n.name for page in pages for n in page) == ["booting", "starting"]

@@ -29,10 +29,14 @@ The deployed runs overlap by a few seconds (`carpool.delivery.WATCH_SECONDS` say
 goes unwatched; the resync at each run's start is the level-triggered repair.
 
 What a run reads is sized by what can need carpool, not by the cluster: the resync lists unbound Pending
-pods only (server-side field selector `spec.nodeName=,status.phase=Pending`) and every node (a node's
-registration step needs its labels, taints and conditions); the pod watch follows the same selection from
-that list's resource version, with bookmarks. Bound pods are never read (see docs/design.md, "API reads
-at scale").
+pods only (server-side field selector `spec.nodeName=,status.phase=Pending`), every node's name (a
+metadata-only list: a registered claim whose node is gone), and the full objects of the launched nodes
+not initialized yet (label selector `karpenter.sh/nodepool,karpenter.sh/initialized!=true`: a node's
+registration steps need its labels, taints and conditions, and an initialized node has none left). It
+reads them a list page at a time and publishes as it finds (a provisioner batch's worth at once), so it
+holds one page and one batch, not the cluster: the function runs in 128 MB (`bench/scale.py` measures
+its peak at 5,000 nodes). The pod watch follows the same selection from that list's resource version,
+with bookmarks. Bound pods are never read (see docs/design.md, "API reads at scale").
 
 Nodes go to the registrar (`Node Registered`) while their life needs a step from it, at any readiness: a
 node that still waits for registration (Karpenter registers as soon as the Node exists: the unregistered
@@ -158,21 +162,24 @@ _Found = tuple[tuple[str, str], Callable[[], dict[str, Any]]]
 
 def _resync(deps: Dependencies, summary: WatchSummary, now: datetime, claims: list[Claim],
             index: _ClaimIndex) -> Iterable[_Found]:
+    """What the cluster holds now, read a list page at a time: what is found is published as it is found
+    (`_Publisher`), so the run holds one page of objects and the entries of one batch, not the cluster."""
     bus, cluster = deps.settings.event_bus, deps.settings.cluster_name
-    for pod in deps.cluster.pending_pods():
-        if pod.is_provisionable():
-            summary.pending_pods += 1
-            summary.oldest_pending_seconds = max(summary.oldest_pending_seconds, _age(pod, now))
-            yield _pod_found(cluster, pod, now, bus)
-    nodes = {n.name: n for n in deps.cluster.list_nodes()}
-    by_node = {c.node_name: c for c in claims if c.node_name}
-    for node in nodes.values():
-        step = registrar_step(node, cluster, index.of(node))
-        if step is not None:
-            summary.registered_nodes += 1
-            yield _registered_found(cluster, node, step, now, bus)
-    for name, claim in by_node.items():
-        if name not in nodes and claim.status == ClaimStatus.REGISTERED:
+    for pods in deps.cluster.pending_pod_pages():
+        for pod in pods:
+            if pod.is_provisionable():
+                summary.pending_pods += 1
+                summary.oldest_pending_seconds = max(summary.oldest_pending_seconds, _age(pod, now))
+                yield _pod_found(cluster, pod, now, bus)
+    names = deps.cluster.node_names()
+    for nodes in deps.cluster.uninitialized_node_pages():
+        for node in nodes:
+            step = registrar_step(node, cluster, index.of(node))
+            if step is not None:
+                summary.registered_nodes += 1
+                yield _registered_found(cluster, node, step, now, bus)
+    for name, claim in {c.node_name: c for c in claims if c.node_name}.items():
+        if name not in names and claim.status == ClaimStatus.REGISTERED:
             summary.deleted_nodes += 1
             yield _deleted_found(cluster, name, None, now, bus)
 
@@ -231,7 +238,10 @@ class _Publisher:
     """What the run found and has not published yet, and when to publish it: nodes at once, pending pods
     after `POD_BATCH_IDLE_SECONDS` without a new one or `POD_BATCH_MAX_SECONDS` after the first (Karpenter's
     batcher). Each finding is published once per run (the watch replays what the resync found); pods
-    awaiting their nominated node are counted, not published."""
+    awaiting their nominated node are counted, not published. A provisioner batch's worth is published at
+    once, without waiting: its batch is full, and the run then holds no more entries than that."""
+
+    FULL = delivery.PROVISIONER.batch_size
 
     def __init__(self, deps: Dependencies, summary: WatchSummary, awaiting: set[str]) -> None:
         self._deps, self._summary, self._awaiting = deps, summary, awaiting
@@ -255,6 +265,8 @@ class _Publisher:
                 self._first_pod, self._last_pod = self._first_pod or now, now
             else:
                 self._node_waiting = True
+            if len(self._entries) >= self.FULL:
+                self.flush()
 
     def flush_due(self) -> None:
         if self._node_waiting:

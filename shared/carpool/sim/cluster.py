@@ -58,6 +58,8 @@ from carpool.taints import Taint, Toleration, untolerated
 
 #: The pod spec fields `Pod.requests` reads (containers' resources and restartPolicy, overhead).
 _REQUEST_FIELDS = ("containers", "initContainers", "overhead")
+#: objects per list page, as the adapter asks for them (`carpool.adapters.k8s.cluster.LIST_CHUNK`)
+LIST_PAGE = 500
 
 #: Owner kinds whose pods come back (under a new name) when evicted or when their node goes away.
 _RECREATING_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
@@ -329,6 +331,33 @@ class SimulatedCluster:
     def list_nodes(self) -> list[Node]:
         self._charge(self.nodes.values())
         return [self._model("Node", r) for r in self.nodes.values()]
+
+    def node_names(self) -> set[str]:
+        """What a metadata-only node list answers (charged for the metadata it sends)."""
+        if self.charge is not None:
+            self.charge(sum(len(json.dumps(r.raw.get("metadata") or {})) for r in self.nodes.values()))
+        return set(self.nodes)
+
+    def uninitialized_node_pages(self) -> Iterator[list[Node]]:
+        """What the label selector `karpenter.sh/nodepool,karpenter.sh/initialized!=true` answers, in pages of
+        `LIST_PAGE`, each read (and charged) when the reader asks for it."""
+        def uninitialized(raw: Mapping[str, Any]) -> bool:
+            node_labels = (raw.get("metadata") or {}).get("labels") or {}
+            return labels.NODEPOOL in node_labels and node_labels.get(labels.NODE_INITIALIZED) != "true"
+
+        return self._pages("Node", [r for r in self.nodes.values() if uninitialized(r.raw)])
+
+    def pending_pod_pages(self) -> Iterator[list[Pod]]:
+        """`pending_pods` in pages of `LIST_PAGE`."""
+        recs = [r for r in self.pods.values()
+                if not (r.raw.get("spec") or {}).get("nodeName") and (r.raw.get("status") or {}).get("phase") == "Pending"]
+        return self._pages("Pod", recs)
+
+    def _pages(self, kind: str, recs: list[_Record]) -> Iterator[list[Any]]:
+        for start in range(0, len(recs), LIST_PAGE):
+            page = recs[start:start + LIST_PAGE]
+            self._charge(page)
+            yield [self._model(kind, r) for r in page]
 
     def _charge(self, records: Iterable[_Record]) -> None:
         """A read of `records` takes the reader simulated time in proportion to their JSON's size, what the

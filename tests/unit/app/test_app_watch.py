@@ -219,8 +219,10 @@ def _launched(deps: Dependencies, name: str, iid: str, status: str = "launched",
 
 
 def _join(cluster: SimulatedCluster, iid: str, *, ready: bool, node_labels: dict[str, str] | None = None,
-          taints: list[dict[str, str]] | None = None) -> None:
-    cluster.add_node({"metadata": {"name": f"ip-{iid}", "labels": node_labels or {}},
+          taints: list[dict[str, str]] | None = None, pool: str | None = "default") -> None:
+    """A node as its kubelet registers it: a launched one carries its NodePool's label from the user data."""
+    launched = {"karpenter.sh/nodepool": pool} if pool else {}
+    cluster.add_node({"metadata": {"name": f"ip-{iid}", "labels": {**launched, **(node_labels or {})}},
                       "spec": {"providerID": f"aws:///us-east-1a/{iid}", "taints": taints or []},
                       "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
 
@@ -246,7 +248,7 @@ def test_nodes_are_published_while_the_registrar_has_a_step_to_take() -> None:
     _launched(deps, "c-done", "i-done", status="registered")
     _join(cluster, "i-done", ready=True, node_labels=done)
     _join(cluster, "i-lost", ready=False, taints=[UNREGISTERED])  # no claim knows it: the registrar asks EC2
-    _join(cluster, "i-group", ready=True, node_labels={"eks.amazonaws.com/nodegroup": "ng"})
+    _join(cluster, "i-group", ready=True, node_labels={"eks.amazonaws.com/nodegroup": "ng"}, pool=None)
     _join(cluster, "i-other", ready=False, node_labels={"carpool.dev/owned-by": "other"}, taints=[UNREGISTERED])
 
     summary = watch.run(deps)

@@ -266,6 +266,16 @@ class LightkubeCluster:
         validated into `model` at once (`reads.parse_page`): no lightkube objects, no dict round trip.
         `per_page` turns each page's items into what is kept (a projection), so a long list holds one
         page of parsed items at most."""
+        items: list[Any] = []
+        version = ""
+        for page, page_version in self._pages(resource, model, fields, metadata_only, namespace, selector):
+            items.extend(per_page(page) if per_page is not None else page)
+            version = page_version
+        return items, version
+
+    def _pages(self, resource: Any, model: type[Any], fields: str | None, metadata_only: bool = False,
+               namespace: str | None = None, selector: str | None = None) -> Iterator[tuple[list[Any], str]]:
+        """The list's pages as they arrive, each with the list's resource version."""
         generic = self._client()._client
         namespaced = issubclass(resource, NamespacedResourceG)
         request = generic.prepare_request(
@@ -273,19 +283,33 @@ class LightkubeCluster:
             params={"limit": LIST_CHUNK, "fieldSelector": fields or None, "labelSelector": selector or None},
             headers={"Accept": reads.METADATA_ACCEPT} if metadata_only else None,
         )
-        items: list[Any] = []
         while True:
             response = generic.send(generic.build_adapter_request(request))
             generic.raise_for_status(response)
             self.read_stats.add(len(response.content))
             page = reads.parse_page(response.content, model)
-            if per_page is not None:
-                items.extend(per_page(page.items or []))
-            else:
-                items.extend(reads.without_managed_fields(page.items or ()))
+            yield list(reads.without_managed_fields(page.items or ())), page.metadata.resource_version
             if not page.metadata.continue_token:
-                return items, page.metadata.resource_version
+                return
             request.params["continue"] = page.metadata.continue_token
+
+    def _streamed(self, resource: Any, model: type[Any], kind: str | None, fields: str | None = None,
+                  selector: str | None = None) -> Iterator[list[Any]]:
+        """A list a page at a time (with `kind`, its resource version is kept for `watch`). A continue token
+        that expires mid-list (410) starts the list again from its first page: the pages already handed
+        on come again, which a reader that only publishes what it finds can take."""
+        for attempt in range(1, LIST_RESTARTS + 1):
+            try:
+                for page, version in self._pages(resource, model, fields, selector=selector):
+                    if kind is not None:
+                        self.resource_versions[kind] = version
+                    yield page
+                return
+            except ApiError as e:
+                if status_code(e) != 410 or attempt == LIST_RESTARTS:
+                    raise
+                log.warning("listing %s a page at a time: continue token expired (%s); from the start again",
+                            kind, e)
 
     def list_pods(self) -> list[api.Pod]:
         return self._list(PodResource, api.Pod, "Pod")
@@ -321,6 +345,19 @@ class LightkubeCluster:
 
     def list_nodes(self) -> list[api.Node]:
         return self._list(NodeResource, api.Node, "Node")
+
+    def node_names(self) -> set[str]:
+        """Every node's name, from a metadata-only list; its resource version is where the node `watch`
+        starts."""
+        return {n.metadata.name for n in self._list(NodeResource, reads.ObjectName, "Node", metadata_only=True)}
+
+    def uninitialized_node_pages(self) -> Iterator[list[api.Node]]:
+        """Launched nodes not initialized yet (server-side label selector), a list page at a time."""
+        return self._streamed(NodeResource, api.Node, None, selector=reads.UNINITIALIZED_NODES)
+
+    def pending_pod_pages(self) -> Iterator[list[api.Pod]]:
+        """`pending_pods`, a list page at a time (`_streamed`)."""
+        return self._streamed(PodResource, api.Pod, "Pod", reads.PENDING_UNBOUND)
 
     def joining_nodes(self) -> list[api.Node]:
         """Nodes registered for a claim, not initialized yet (server-side label selector)."""

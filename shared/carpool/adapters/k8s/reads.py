@@ -30,6 +30,9 @@ PENDING_UNBOUND = "spec.nodeName=,status.phase=Pending"
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 #: nodes registered for a carpool claim and not initialized yet: the ones joining (`Cluster.joining_nodes`)
 JOINING_NODES = f"{labels.CLAIM},!{labels.NODE_INITIALIZED}"
+#: nodes carpool (or Karpenter) launched that are not initialized yet: the only ones a registrar step can
+#: be due for (`Cluster.uninitialized_node_pages`)
+UNINITIALIZED_NODES = f"{labels.NODEPOOL},{labels.NODE_INITIALIZED}!=true"
 #: `Accept` that asks the API server for `PartialObjectMetadataList` (metadata of each object only)
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
