@@ -21,7 +21,7 @@ from carpool import labels, together
 from carpool.amis import ResolvedAmi
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
-from carpool.app import discovery
+from carpool.app import discovery, profiles
 from carpool.app.wiring import Dependencies
 from carpool.catalog import InstanceType
 from carpool.launch import fleet, templates
@@ -270,10 +270,11 @@ _TEMPLATES_KEY = "launch-templates"
 
 
 def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, type_names: list[str]) -> list[templates.LaunchTemplateSpec]:
-    """The claim's launch templates (grouped by AMI, max pods and user data)."""
+    """The claim's launch templates (grouped by AMI, max pods and user data), with the node class's own
+    instance profile (`carpool.app.profiles`)."""
     settings = templates.launch_settings(
         ctx.nodeclass, ctx.ami_family, discovery.security_groups(ctx.nodeclass, deps),
-        instance_profile=deps.settings.instance_profile or None,
+        instance_profile=profiles.instance_profile(ctx.nodeclass, deps),
     )
     return templates.plan_launch_templates(
         deps.settings.cluster_name, ctx.ami_family, ctx.amis,
