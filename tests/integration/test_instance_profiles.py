@@ -3,11 +3,21 @@ carpool's path, tags and role, launched with, kept while an instance uses it and
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from carpool_env import CLUSTER, MakeDeps, helper_client, manifests, nodeclass, nodepool, pending_pods, running_instances
+from carpool_env import (
+    CLUSTER,
+    MakeDeps,
+    helper_client,
+    manifests,
+    nodeclass,
+    nodepool,
+    pending_pods,
+    running_instances,
+)
 
 from carpool.adapters.aws.iam import IamInstanceProfiles
 from carpool.app import disrupt, profiles, provision
@@ -25,10 +35,8 @@ def iam(aws: Any) -> Any:
     """Local IAM with two team roles and none of carpool's profiles left by an earlier test."""
     client = helper_client(aws, "iam")
     for role in ("team-a", "team-b"):
-        try:
+        with contextlib.suppress(client.exceptions.EntityAlreadyExistsException):
             client.create_role(RoleName=role, AssumeRolePolicyDocument=TRUST)
-        except client.exceptions.EntityAlreadyExistsException:
-            pass
     adapter = IamInstanceProfiles(client)
     for p in adapter.list(naming.profile_path(CLUSTER, "us-east-1")):
         adapter.delete(p.name)
