@@ -211,3 +211,14 @@ def test_an_instance_profile_without_its_role_named_is_refused_naming_the_field(
     with pytest.raises(ConfigError, match=r"EC2NodeClass team: spec\.instanceProfile 'team-b-profile'") as info:
         synth(_context(tmp_path, text), nag=False)
     assert "instanceProfileRoleArns" in str(info.value) and "\n" not in str(info.value)
+
+
+# -- cdk-nag ----------------------------------------------------------------------------------------------------
+def test_the_instance_profile_wildcard_is_reviewed_and_nothing_else_is_reported(
+    teams: Synth, synth: Callable[..., Synth], tmp_path: Path
+) -> None:
+    from test_nag import findings
+
+    agnostic = synth(_context(tmp_path, TEAMS, ebsKmsKeyArns=KEY, instanceProfileRoleArns=PROFILE_ROLE))
+    for variant in (teams, agnostic):  # literal and token region/account
+        assert findings(variant) == []
