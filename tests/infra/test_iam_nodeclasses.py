@@ -12,7 +12,6 @@ import pytest
 from aws_cdk import Environment
 from cdk_support import ACCOUNT, NODE_ROLE_ARN, REGION, Synth, actions_of, statements
 from iam_eval import evaluate
-
 from infra.config import ConfigError
 
 KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -222,3 +221,13 @@ def test_the_instance_profile_wildcard_is_reviewed_and_nothing_else_is_reported(
     agnostic = synth(_context(tmp_path, TEAMS, ebsKmsKeyArns=KEY, instanceProfileRoleArns=PROFILE_ROLE))
     for variant in (teams, agnostic):  # literal and token region/account
         assert findings(variant) == []
+
+
+def test_synth_names_the_refused_capacity_reservation_fields(synth: Callable[..., Synth], tmp_path: Path) -> None:
+    reservations = "  capacityReservationSelectorTerms: [{id: cr-0123abcd}]\n"
+    text = config(nodeclass("team", "role: team-a-nodes", reservations)).replace("values: [on-demand]",
+                                                                                 "values: [reserved]")
+    with pytest.raises(ConfigError) as info:
+        synth(_context(tmp_path, text), nag=False)
+    assert "spec.capacityReservationSelectorTerms" in str(info.value)
+    assert "spec.template.spec.requirements[0]" in str(info.value) and 'capacity type "reserved"' in str(info.value)

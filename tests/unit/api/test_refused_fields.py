@@ -3,9 +3,11 @@ the synth and every function use (never accepted and then ignored)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from carpool.api.loader import ManifestErrors, load
 
@@ -56,3 +58,18 @@ def test_capacity_type_reserved_label_is_refused_by_name() -> None:
 def test_excluding_reserved_is_accepted() -> None:
     req = {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["reserved"]}
     assert load([nodeclass(), nodepool([req])]).nodepools[0].name == "np"
+
+
+def test_carpool_validate_names_the_refused_fields(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from carpool.cli import app
+
+    req = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]}
+    path = tmp_path / "pools.yaml"
+    path.write_text(yaml.safe_dump_all([nodeclass(capacityReservationSelectorTerms=[{"id": "cr-0123abcd"}]),
+                                        nodepool([req])]))
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code != 0
+    assert "spec.capacityReservationSelectorTerms" in result.output
+    assert "spec.template.spec.requirements[0]" in result.output and 'capacity type "reserved"' in result.output

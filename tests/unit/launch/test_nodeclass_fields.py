@@ -92,6 +92,15 @@ def test_the_resolved_profile_of_a_role_reaches_the_template() -> None:
         "Name": "demo_0123456789abcdef"}
 
 
+# -- blockDeviceMappings[].ebs.kmsKeyID ------------------------------------------------------------------
+def test_the_kms_key_of_a_volume_reaches_the_template() -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    nc = nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "rootVolume": True,
+                                         "ebs": {"volumeSize": "100Gi", "encrypted": True, "kmsKeyID": key}}])
+    (mapping,) = template_data(nc)["BlockDeviceMappings"]
+    assert mapping["Ebs"]["KmsKeyId"] == key and mapping["Ebs"]["Encrypted"] is True
+
+
 # -- context -----------------------------------------------------------------------------------------------
 OVERRIDES = [FleetOverride("carpool/demo/a", "m5.large", "subnet-1", "us-east-1a", 0.1)]
 
