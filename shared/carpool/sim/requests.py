@@ -403,7 +403,10 @@ class _LocalFacts:
             LaunchTemplateId=found["LaunchTemplateId"], Versions=[str(spec.get("Version") or "$Latest")]
         )["LaunchTemplateVersions"][0]
         data = version.get("LaunchTemplateData") or {}
-        inputs = [self._tagged(call, "security-group", g) for g in data.get("SecurityGroupIds") or []]
+        # security groups sit on the network interface when the template has one (associatePublicIPAddress)
+        groups = [*(data.get("SecurityGroupIds") or []),
+                  *(g for ni in data.get("NetworkInterfaces") or [] for g in ni.get("Groups") or [])]
+        inputs = [self._tagged(call, "security-group", g) for g in groups]
         image = data.get("ImageId")
         if image:
             inputs += [self._tagged(call, "image", image),
@@ -414,8 +417,23 @@ class _LocalFacts:
             "tags": _tags(found.get("Tags")),
             "tagSpecifications": data.get("TagSpecifications") or [],
             "inputs": inputs,
-            "role": _role_of_profile(profile) if profile else None,
+            "role": self._role_of_profile(call, profile) if profile else None,
         }
+
+    def _role_of_profile(self, call: AwsCall, profile: str) -> str:
+        """The role an instance profile holds, as EC2 passes it: the stack's profile holds the node role of
+        `CARPOOL_NODE_ROLE_ARN`; any other (one made for a node class's `role`, or a user's) is looked up in
+        local IAM, and one that does not exist passes a role no policy grants."""
+        name = profile.rsplit("/", 1)[-1]
+        role = environment.get("CARPOOL_NODE_ROLE_ARN")
+        if name == environment.get("CARPOOL_INSTANCE_PROFILE") and role:
+            return role
+        try:
+            found = self._client("iam", call.region).get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+        except Exception:  # no such profile (NoSuchEntity) in local IAM
+            found = {}
+        roles = found.get("Roles") or []
+        return str(roles[0]["Arn"]) if roles else f"arn:aws:iam::{lambdas.ACCOUNT}:role/unknown-role-of-profile-{name}"
 
     def _find_template(self, region: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
         ec2 = self._client("ec2", region)
@@ -513,16 +531,6 @@ def _parameter_arn(region: str, account: str, name: str) -> str:
         return name
     owner = "" if name.startswith("/aws/service/") else account
     return f"arn:aws:ssm:{region}:{owner}:parameter/{name.lstrip('/')}"
-
-
-def _role_of_profile(profile: str) -> str:
-    """The role an instance profile holds: the stack creates the profile for the node role it passes in
-    `CARPOOL_NODE_ROLE_ARN`; any other profile is unknown (and then no role is granted to pass)."""
-    name = profile.rsplit("/", 1)[-1]
-    role = environment.get("CARPOOL_NODE_ROLE_ARN")
-    if name == environment.get("CARPOOL_INSTANCE_PROFILE") and role:
-        return role
-    return f"arn:aws:iam::{lambdas.ACCOUNT}:role/unknown-role-of-profile-{name}"
 
 
 # -- runs -----------------------------------------------------------------------------------------------
