@@ -135,7 +135,9 @@ def test_profiles_no_nodeclass_names_are_collected_once_no_instance_uses_them(
 
     ec2.terminate_instances(InstanceIds=instance_ids)
     assert profiles.collect(deps, nodeclasses, live, later + timedelta(minutes=1)) == []  # not due yet
-    assert profiles.collect(deps, nodeclasses, live, later + profiles.COLLECT_EVERY) == [old]
+    unused = later + profiles.COLLECT_EVERY
+    assert profiles.collect(deps, nodeclasses, live, unused) == []  # unused from now on: a grace period
+    assert profiles.collect(deps, nodeclasses, live, unused + profiles.COLLECT_EVERY) == [old]
     assert {p.name for p in IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1"))} == {new}
 
 
@@ -144,5 +146,7 @@ def test_the_disruption_run_collects_profiles(aws: Any, iam: Any, make_deps: Mak
     stale = naming.request_for(CLUSTER, "us-east-1", "gone", "team-a")
     IamInstanceProfiles(iam).ensure(stale)
     deps = make_deps(manifests(POOL, nodeclass(role="team-b")), start=start + naming.GRACE + timedelta(minutes=1))
-    summary = disrupt.run(deps)
-    assert summary.instance_profiles_deleted == [stale.name]
+    assert disrupt.run(deps).instance_profiles_deleted == []  # first seen unnamed
+    deps.clock.now += profiles.COLLECT_EVERY  # type: ignore[attr-defined]
+    assert disrupt.run(deps).instance_profiles_deleted == [stale.name]
+    assert IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1")) == []

@@ -30,6 +30,9 @@ PROFILE_TTL_SECONDS = 300.0
 COLLECT_EVERY = timedelta(minutes=30)
 _ENSURED_KEY = "instance-profiles"
 _COLLECTED_KEY = "instance-profiles-collected"
+#: profile name -> since when nothing names or uses it, as this process has seen (the disruption
+#: function's container lives across its runs; a cold start only delays a deletion)
+_UNNAMED_KEY = "instance-profiles-unnamed-since"
 
 
 def instance_profile(nodeclass: EC2NodeClass, deps: Dependencies) -> str:
@@ -75,8 +78,8 @@ def current_profiles(nodeclasses: Iterable[EC2NodeClass], deps: Dependencies) ->
 
 def collect(deps: Dependencies, nodeclasses: Iterable[EC2NodeClass],
             instances: Callable[[], Iterable[dict[str, object]]], now: datetime) -> list[str]:
-    """Delete carpool's profiles that no node class names and no live instance (`instances`, read only
-    when due, DescribeInstances shape) uses, every `COLLECT_EVERY`; returns the names deleted. Nothing to do without the IAM adapter, nor
+    """Delete carpool's profiles that no node class has named and no live instance (`instances`, read
+    only when due, DescribeInstances shape) has used for `profiles.GRACE`, checked every `COLLECT_EVERY`; returns the names deleted. Nothing to do without the IAM adapter, nor
     when the config names no role needing a profile: the stack grants IAM access to carpool's profiles
     only when the config it deployed names such a role (`infra/functions.py`), so a deploy that drops the
     last one leaves its profiles behind (README: how to delete them)."""
@@ -90,9 +93,12 @@ def collect(deps: Dependencies, nodeclasses: Iterable[EC2NodeClass],
     s = deps.settings
     existing = deps.instance_profiles.list(profiles.profile_path(s.cluster_name, s.region))
     in_use = {_profile_of(i) for i in instances()} - {""}
-    doomed = profiles.profiles_to_delete(existing, current, in_use, now)
+    since = profiles.unnamed_since(existing, current, in_use, now, deps.cache.get(_UNNAMED_KEY, {}))
+    deps.cache[_UNNAMED_KEY] = since
+    doomed = profiles.profiles_to_delete(existing, since, now)
     for name in doomed:
         deps.instance_profiles.delete(name)
+        since.pop(name, None)
         deps.cache.get(_ENSURED_KEY, {}).pop(name, None)
     return doomed
 

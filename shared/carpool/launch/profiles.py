@@ -28,8 +28,8 @@ from carpool import labels as wk
 
 #: IAM instance profile names: at most 128 characters of [\w+=,.@-]
 MAX_NAME_LENGTH: Final = 128
-#: a profile nothing names and nothing uses is deleted only when older than this: a function still
-#: holding an older config may be about to launch with it (configs reach every function within minutes)
+#: a profile is deleted only once nothing has named or used it for this long, and no sooner after it was
+#: made: a function still holding an older config may be about to launch with it
 GRACE: Final = timedelta(minutes=30)
 
 
@@ -92,11 +92,23 @@ def request_for(cluster: str, region: str, nodeclass: str, role: str,
     )
 
 
-def profiles_to_delete(
+def unnamed_since(
     existing: Iterable[ExistingProfile], current: Iterable[str], in_use: Iterable[str], now: datetime,
-    grace: timedelta = GRACE,
-) -> list[str]:
-    """Profiles under carpool's path that no node class names (`current`), no live instance uses
-    (`in_use`, profile names) and that were created more than `grace` ago, sorted."""
+    previous: Mapping[str, datetime],
+) -> dict[str, datetime]:
+    """Since when each profile under carpool's path has been neither named by a node class (`current`)
+    nor used by a live instance (`in_use`, profile names): as `previous` says, or from `now` when first
+    seen so. A profile named or used again drops out."""
     keep = set(current) | set(in_use)
-    return sorted(p.name for p in existing if p.name not in keep and p.created + grace <= now)
+    return {p.name: previous.get(p.name, now) for p in existing if p.name not in keep}
+
+
+def profiles_to_delete(
+    existing: Iterable[ExistingProfile], since: Mapping[str, datetime], now: datetime, grace: timedelta = GRACE,
+) -> list[str]:
+    """Profiles unnamed and unused (`since`) for `grace`, and created more than `grace` ago, sorted: a
+    function may still hold a config that names the profile, and launch with it, for a while after the
+    change (Karpenter protects such profiles with a cache of its own for the same reason)."""
+    return sorted(
+        p.name for p in existing if p.name in since and since[p.name] + grace <= now and p.created + grace <= now
+    )

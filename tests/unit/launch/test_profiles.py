@@ -13,6 +13,7 @@ from carpool.launch.profiles import (
     profile_path,
     profiles_to_delete,
     request_for,
+    unnamed_since,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -50,13 +51,20 @@ def test_user_tags_cannot_overwrite_the_ownership_tags() -> None:
     assert request.tags[labels.TAG_MANAGED_BY] == "demo"
 
 
-def test_only_unnamed_unused_profiles_past_the_grace_period_are_deleted() -> None:
-    old = NOW - GRACE - timedelta(seconds=1)
+def test_a_profile_is_deleted_once_unnamed_and_unused_for_the_grace_period() -> None:
+    old = NOW - GRACE - timedelta(days=1)
     existing = [
         ExistingProfile("current", ("r",), old),
         ExistingProfile("in-use", ("r",), old),
-        ExistingProfile("young", ("r",), NOW - GRACE + timedelta(seconds=1)),
+        ExistingProfile("young", ("r",), NOW - timedelta(minutes=1)),
         ExistingProfile("stale-b", (), old),
         ExistingProfile("stale-a", ("r",), old),
     ]
-    assert profiles_to_delete(existing, {"current"}, {"in-use"}, NOW) == ["stale-a", "stale-b"]
+    first = unnamed_since(existing, {"current"}, {"in-use"}, NOW, {})
+    assert first == {"young": NOW, "stale-a": NOW, "stale-b": NOW}
+    assert profiles_to_delete(existing, first, NOW) == []  # only just unnamed: a function may still launch with it
+    later = NOW + GRACE
+    second = unnamed_since(existing, {"current"}, {"in-use", "stale-b"}, later, first)
+    assert second == {"young": NOW, "stale-a": NOW}  # stale-b is used again: its clock restarts
+    assert profiles_to_delete(existing, second, later) == ["stale-a", "young"]
+    assert profiles_to_delete(existing, second, later - timedelta(seconds=1)) == []
