@@ -8,8 +8,8 @@ of each ``FunctionSpec``):
 ============  ==============================================================================
 watcher       read the state table; put events on the carpool bus
 provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags
-              on create, PassRole of the node role); terminate own instances (a launch whose claim
-              failed); AMIs
+              on create, PassRole of the node roles, carpool's instance profiles, EBS KMS grants);
+              terminate own instances (a launch whose claim failed); AMIs
 registrar     write the state table; look instances up (claims found by tag); tag own instances with
               their claim's name once their nodes register; AMIs (learned capacity is kept only for
               the expected AMI)
@@ -614,6 +614,11 @@ class Functions(Construct):
         path = node_profiles.profile_path(self._settings.cluster_name, stack.region)
         return f"arn:{stack.partition}:iam::{stack.account}:instance-profile{path}*"
 
+    def _profile_names(self) -> str:
+        """carpool's profile names without their path (how IAM names a profile not made yet)."""
+        stack = Stack.of(self)
+        return f"arn:{stack.partition}:iam::{stack.account}:instance-profile/{self._settings.cluster_name}_*"
+
     def _profile_conditions(self, prefix: str) -> dict[str, dict[str, str]]:
         """The tags carpool puts on its profiles, as request or resource tags (Karpenter's, plus carpool's)."""
         cluster, region = self._settings.cluster_name, Stack.of(self).region
@@ -634,8 +639,10 @@ class Functions(Construct):
         created = self._profile_conditions("aws:RequestTag")
         created["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"] = self._settings.cluster_name
         return [
+            # A profile not made yet is looked up by name alone, so IAM sees no path in its ARN: both forms
+            # of carpool's names (`<cluster>_<hash>`, `carpool.launch.profiles`) may be read.
             iam.PolicyStatement(sid="ReadOwnInstanceProfiles", actions=["iam:GetInstanceProfile"],
-                                resources=[self._profile_arns()]),
+                                resources=[self._profile_arns(), self._profile_names()]),
             iam.PolicyStatement(sid="CreateOwnInstanceProfiles",
                                 actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
                                 resources=[self._profile_arns()], conditions=created),

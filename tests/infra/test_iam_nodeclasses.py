@@ -132,7 +132,12 @@ def test_profiles_are_created_only_under_carpools_path_with_carpools_tags(teams:
         assert not allowed(found, action, name, **_tags("aws:RequestTag", **{"karpenter.k8s.aws/ec2nodeclass": ""}))
         assert not allowed(found, action, f"arn:aws:iam::{ACCOUNT}:instance-profile/karpenter/x", **_tags("aws:RequestTag"))
     assert allowed(found, "iam:GetInstanceProfile", name)
+    # a profile not made yet is named without its path
+    assert allowed(found, "iam:GetInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/teams_0123456789abcdef")
     assert not allowed(found, "iam:GetInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/other")
+    for action in ("iam:CreateInstanceProfile", "iam:AddRoleToInstanceProfile"):  # but nothing else is
+        assert not allowed(found, action, f"arn:aws:iam::{ACCOUNT}:instance-profile/teams_0123456789abcdef",
+                           **_tags("aws:RequestTag"), **_tags("aws:ResourceTag"))
 
 
 def test_the_role_of_a_profile_changes_only_on_carpools_tagged_profiles(teams: Synth) -> None:
