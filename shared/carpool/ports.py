@@ -244,7 +244,7 @@ class InstanceProfiles(Protocol):
         role (a different role is removed first: a profile holds at most one). Raises RoleNotFound."""
         ...
 
-    def list(self, path: str) -> list[ExistingProfile]:
+    def list_profiles(self, path: str) -> list[ExistingProfile]:
         """Every instance profile under `path`."""
         ...
 

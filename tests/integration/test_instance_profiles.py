@@ -38,7 +38,7 @@ def iam(aws: Any) -> Any:
         with contextlib.suppress(client.exceptions.EntityAlreadyExistsException):
             client.create_role(RoleName=role, AssumeRolePolicyDocument=TRUST)
     adapter = IamInstanceProfiles(client)
-    for p in adapter.list(naming.profile_path(CLUSTER, "us-east-1")):
+    for p in adapter.list_profiles(naming.profile_path(CLUSTER, "us-east-1")):
         adapter.delete(p.name)
     return client
 
@@ -78,7 +78,7 @@ def test_the_stack_role_launches_with_the_stacks_profile(aws: Any, iam: Any, mak
     deps = make_deps(manifests(POOL, nodeclass(role="node-role")), start=datetime.now(UTC))
     assert _launch(deps, "s").launched
     assert _template_profile(aws) == {"node-profile"}
-    assert IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1")) == []
+    assert IamInstanceProfiles(iam).list_profiles(naming.profile_path(CLUSTER, "us-east-1")) == []
 
 
 def test_instance_profile_is_launched_with_as_given(aws: Any, iam: Any, make_deps: MakeDeps) -> None:
@@ -88,7 +88,7 @@ def test_instance_profile_is_launched_with_as_given(aws: Any, iam: Any, make_dep
     deps = make_deps(manifests(POOL, doc), start=datetime.now(UTC))
     assert _launch(deps, "i").launched
     assert _template_profile(aws) == {"team-a-own-profile"}
-    assert IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1")) == []  # nothing made
+    assert IamInstanceProfiles(iam).list_profiles(naming.profile_path(CLUSTER, "us-east-1")) == []  # nothing made
 
 
 def test_a_missing_role_fails_the_claim_with_a_line_naming_spec_role(aws: Any, iam: Any, make_deps: MakeDeps) -> None:
@@ -131,14 +131,14 @@ def test_profiles_no_nodeclass_names_are_collected_once_no_instance_uses_them(
     profiles.instance_profile(nodeclasses[0], deps)
     live = lambda: running_instances(aws)  # noqa: E731
     assert profiles.collect(deps, nodeclasses, live, later) == []  # in use by its instance
-    assert {p.name for p in IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1"))} == {old, new}
+    assert {p.name for p in IamInstanceProfiles(iam).list_profiles(naming.profile_path(CLUSTER, "us-east-1"))} == {old, new}
 
     ec2.terminate_instances(InstanceIds=instance_ids)
     assert profiles.collect(deps, nodeclasses, live, later + timedelta(minutes=1)) == []  # not due yet
     unused = later + profiles.COLLECT_EVERY
     assert profiles.collect(deps, nodeclasses, live, unused) == []  # unused from now on: a grace period
     assert profiles.collect(deps, nodeclasses, live, unused + profiles.COLLECT_EVERY) == [old]
-    assert {p.name for p in IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1"))} == {new}
+    assert {p.name for p in IamInstanceProfiles(iam).list_profiles(naming.profile_path(CLUSTER, "us-east-1"))} == {new}
 
 
 def test_the_disruption_run_collects_profiles(aws: Any, iam: Any, make_deps: MakeDeps) -> None:
@@ -149,4 +149,4 @@ def test_the_disruption_run_collects_profiles(aws: Any, iam: Any, make_deps: Mak
     assert disrupt.run(deps).instance_profiles_deleted == []  # first seen unnamed
     deps.clock.now += profiles.COLLECT_EVERY  # type: ignore[attr-defined]
     assert disrupt.run(deps).instance_profiles_deleted == [stale.name]
-    assert IamInstanceProfiles(iam).list(naming.profile_path(CLUSTER, "us-east-1")) == []
+    assert IamInstanceProfiles(iam).list_profiles(naming.profile_path(CLUSTER, "us-east-1")) == []

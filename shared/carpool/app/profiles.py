@@ -91,7 +91,7 @@ def collect(deps: Dependencies, nodeclasses: Iterable[EC2NodeClass],
         return []
     deps.cache[_COLLECTED_KEY] = now
     s = deps.settings
-    existing = deps.instance_profiles.list(profiles.profile_path(s.cluster_name, s.region))
+    existing = deps.instance_profiles.list_profiles(profiles.profile_path(s.cluster_name, s.region))
     in_use = {_profile_of(i) for i in instances()} - {""}
     since = profiles.unnamed_since(existing, current, in_use, now, deps.cache.get(_UNNAMED_KEY, {}))
     deps.cache[_UNNAMED_KEY] = since

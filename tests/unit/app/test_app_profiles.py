@@ -37,7 +37,7 @@ class LocalProfiles:
             raise RoleNotFound(request.role)
         self.profiles[request.name] = request
 
-    def list(self, path: str) -> list[ExistingProfile]:
+    def list_profiles(self, path: str) -> list[ExistingProfile]:
         return [ExistingProfile(n, (r.role,), NOW - timedelta(days=1)) for n, r in self.profiles.items() if r.path == path]
 
     def delete(self, name: str) -> None:

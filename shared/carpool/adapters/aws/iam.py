@@ -48,7 +48,7 @@ class IamInstanceProfiles:
                 raise RoleNotFound(request.role) from e
             raise
 
-    def list(self, path: str) -> list[ExistingProfile]:
+    def list_profiles(self, path: str) -> list[ExistingProfile]:
         out = []
         for page in self.client.get_paginator("list_instance_profiles").paginate(PathPrefix=path):
             for p in page.get("InstanceProfiles") or []:

@@ -97,8 +97,8 @@ class _OnFirstUseProfiles:
     def ensure(self, request: ProfileRequest) -> None:
         self._made().ensure(request)
 
-    def list(self, path: str) -> list[ExistingProfile]:
-        return self._made().list(path)
+    def list_profiles(self, path: str) -> list[ExistingProfile]:
+        return self._made().list_profiles(path)
 
     def delete(self, name: str) -> None:
         self._made().delete(name)
