@@ -236,3 +236,23 @@ def test_synth_names_the_refused_capacity_reservation_fields(synth: Callable[...
         synth(_context(tmp_path, text), nag=False)
     assert "spec.capacityReservationSelectorTerms" in str(info.value)
     assert "spec.template.spec.requirements[0]" in str(info.value) and 'capacity type "reserved"' in str(info.value)
+
+
+def test_the_kms_authorizations_of_an_encrypted_launch_are_allowed_for_granted_keys_only(teams: Synth) -> None:
+    """The simulation's model of what EC2 authorizes for a CMK-encrypted launch (`carpool.sim.requests`)
+    against the synthesized policy: every check for the granted key passes, none for another key."""
+    from carpool.sim.requests import AwsCall, authorizations
+
+    def launch(key: str) -> list[Any]:
+        template = {"arn": f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-1", "tags": {}, "kmsKeys": [key]}
+        call = AwsCall(function="provisioner", service="ec2", operation="CreateFleet", region=REGION,
+                       account=ACCOUNT, params={}, facts={"launchTemplates": {"t": template}, "subnets": []})
+        return [c for c in authorizations(call) if c.action.startswith("kms:")]
+
+    found = policy(teams, "provisioner")
+    granted = launch(KEY)
+    assert {c.action for c in granted} == {"kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey",
+                                           "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom",
+                                           "kms:ReEncryptTo"}
+    assert all(evaluate(found, c.action, c.resource, c.context).allowed for c in granted)
+    assert not any(evaluate(found, c.action, c.resource, c.context).allowed for c in launch(OTHER_KEY))

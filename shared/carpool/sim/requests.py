@@ -15,7 +15,8 @@ test. This module closes that gap in two steps:
    for that resource type: the request's tag specifications over the launch template's) and once per
    existing resource they use (with that resource's own tags); tags given on create are also authorized
    as `ec2:CreateTags` with `ec2:CreateAction`; a launch template naming an instance profile implies
-   `iam:PassRole` of its role to `ec2.amazonaws.com`. DynamoDB transactions are authorized per item
+   `iam:PassRole` of its role to `ec2.amazonaws.com`, and a volume encrypted with a customer-managed KMS
+   key the key actions EBS documents for the launching identity (`EBS_KMS_ACTIONS`). DynamoDB transactions are authorized per item
    action, EventBridge per bus, SSM per parameter.
 
 Each function also gets its own process-level caches (`isolate`): in Lambda every function is a separate
@@ -53,6 +54,11 @@ _ACCOUNTLESS = {"image", "snapshot"}
 #: What a launch creates besides the fleet; a spot request only when the capacity is spot.
 _LAUNCHED = ("instance", "volume", "network-interface")
 SPOT_REQUEST = "spot-instances-request"
+#: What the identity launching a volume encrypted with a customer-managed key must be allowed on the key
+#: (Amazon EBS User Guide, "Requirements for Amazon EBS encryption"): EC2 creates a grant for the volume
+#: (`kms:GrantIsForAWSResource`) and uses the key on the caller's behalf (`kms:ViaService`).
+EBS_KMS_ACTIONS = ("kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom",
+                   "kms:ReEncryptTo")
 #: DynamoDB transaction parts and the IAM action each is authorized as.
 _TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
 #: Requests IAM never denies (they reveal only the caller's own identity).
@@ -173,7 +179,24 @@ def _create_fleet(call: AwsCall, base: Mapping[str, list[str]]) -> list[Check]:
         if role:
             checks.append(Check(action="iam:PassRole", resource=role,
                                 context={**base, "iam:PassedToService": ["ec2.amazonaws.com"]}))
+        checks += _ebs_kms(template.get("kmsKeys") or [], call.region, base)
     return checks
+
+
+def _ebs_kms(keys: list[str], region: str, base: Mapping[str, list[str]]) -> list[Check]:
+    """A launch's volumes encrypted with these keys (ARNs): the grant EC2 creates, and its use of the keys."""
+    checks = []
+    for key in keys:
+        checks.append(Check(action="kms:CreateGrant", resource=key,
+                            context={**base, "kms:GrantIsForAWSResource": ["true"]}))
+        via = {**base, "kms:ViaService": [f"ec2.{region}.amazonaws.com"]}
+        checks += [Check(action=action, resource=key, context=via) for action in EBS_KMS_ACTIONS]
+    return checks
+
+
+def kms_key_arn(key: str, region: str, account: str) -> str:
+    """A `KmsKeyId` as EC2 takes it (a key ARN, or a bare key id of the caller's account) as a key ARN."""
+    return key if key.startswith("arn:") else f"arn:aws:kms:{region}:{account}:key/{key}"
 
 
 def _create_launch_template(call: AwsCall, base: Mapping[str, list[str]]) -> list[Check]:
@@ -418,6 +441,8 @@ class _LocalFacts:
             "tagSpecifications": data.get("TagSpecifications") or [],
             "inputs": inputs,
             "role": self._role_of_profile(call, profile) if profile else None,
+            "kmsKeys": sorted({kms_key_arn(str(m["Ebs"]["KmsKeyId"]), call.region, call.account)
+                               for m in data.get("BlockDeviceMappings") or [] if (m.get("Ebs") or {}).get("KmsKeyId")}),
         }
 
     def _role_of_profile(self, call: AwsCall, profile: str) -> str:
