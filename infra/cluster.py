@@ -3,8 +3,9 @@
 Node role: created unless ``-c nodeRoleArn=...`` names an existing one (for instance Karpenter's, when
 migrating). A created role gets the EKS worker policies and an ``EC2_LINUX`` access entry so that nodes
 can join a cluster using access entries. Either way the stack creates an instance profile for it: EC2
-launches need a profile, not a role, and creating one at runtime (as Karpenter does) would cost the
-functions ``iam:CreateInstanceProfile``/``iam:AddRoleToInstanceProfile``.
+launches need a profile, not a role, and a node class naming this role launches with it, so the functions
+need no IAM write for the common case. Other roles named in ``spec.role`` get profiles made at runtime,
+as Karpenter makes them (``carpool.app.profiles``; the grants are in ``infra/functions.py``).
 
 Kubernetes access for the functions: one EKS access entry per function role. AWS offers no access policy
 between "view" and "cluster admin" that includes nodes, so:

@@ -8,17 +8,28 @@ of each ``FunctionSpec``):
 ============  ==============================================================================
 watcher       read the state table; put events on the carpool bus
 provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaunchTemplate + CreateTags
-              on create, PassRole of the node role); terminate own instances (a launch whose claim
-              failed); AMIs
+              on create, PassRole of the node roles, carpool's instance profiles, EBS KMS grants);
+              terminate own instances (a launch whose claim failed); AMIs
 registrar     write the state table; look instances up (claims found by tag); tag own instances with
               their claim's name once their nodes register; AMIs (learned capacity is kept only for
               the expected AMI)
 interruption  write the state table; launch replacements; terminate own instances; AMIs;
               send to its own queue (a drain's next step, delayed)
 disruption    write the state table; launch replacements (consolidation, drift); terminate own instances;
-              delete own launch templates; look instances up (orphans); AMIs; the instance-type catalog
-              and prices (it refreshes the catalog every function reads from the state table)
+              delete own launch templates and instance profiles; look instances up (orphans); AMIs; the
+              instance-type catalog and prices (it refreshes the catalog every function reads from the
+              state table)
 ============  ==============================================================================
+
+What a launch may pass and use follows the config read at synth (``infra/nodeclasses.py``):
+``iam:PassRole`` only on the stack's node role, the roles the EC2NodeClasses name in ``spec.role`` and
+those named with ``-c instanceProfileRoleArns``; the instance-profile actions (get, create and tag with
+carpool's tags, add/remove a role, and for the disruption function list and delete) only when a node
+class names a role other than the stack's, only under carpool's path ``/carpool/<region>/<cluster>/``
+and, for changes, only on profiles tagged as carpool's (Karpenter's controller policy, scoped the same
+way); and KMS only on the keys named with ``-c ebsKmsKeyArns``: ``kms:CreateGrant`` only for grants EC2
+makes for the launch (``kms:GrantIsForAWSResource``), the data-key actions only through EC2
+(``kms:ViaService``), as the EBS encryption requirements list them.
 
 Reads are as narrow as writes: the EC2 ``Describe`` actions a capability's code calls (not
 ``ec2:Describe*``), and per table the DynamoDB actions the state adapter issues (read-only for the
@@ -54,10 +65,12 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from carpool import delivery, labels
+from carpool.launch import profiles as node_profiles
 from infra.cluster import ClusterAccess
 from infra.events import EventRouting
 from infra.layer import LAYER_DIR, REPO_ROOT
 from infra.layer_asset import layer_code
+from infra.nodeclasses import NodeClassNeeds
 from infra.settings import Settings
 from infra.state import STATUS_INDEX, StateTables
 
@@ -115,6 +128,9 @@ class Capability(Enum):
     #: CreateTags of the claim-name tag on the cluster's own instances, once their nodes register
     TAG_INSTANCES = auto()
     PUT_EVENTS = auto()
+    #: list and delete the instance profiles carpool made (garbage collection, ``carpool.app.profiles``);
+    #: granted only when the config names a role needing one
+    DELETE_INSTANCE_PROFILES = auto()
 
 
 #: The EC2 reads behind each capability (``carpool.adapters.aws.ec2``, ``.catalog``, ``.images``).
@@ -198,7 +214,8 @@ SPECS: dict[str, FunctionSpec] = {
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["disruption"]),
             memory_mib=delivery.MEMORY_MIB["disruption"],
             capabilities=frozenset(
-                {C.LAUNCH, C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.INSTANCE_LOOKUP, C.AMI_LOOKUP, C.CATALOG}
+                {C.LAUNCH, C.TERMINATE, C.DELETE_LAUNCH_TEMPLATES, C.DELETE_INSTANCE_PROFILES, C.INSTANCE_LOOKUP,
+                 C.AMI_LOOKUP, C.CATALOG}
             ),
             state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=True,
@@ -253,9 +270,13 @@ class Functions(Construct):
         config_parameter: ssm.IStringParameter,
         layer_dir: Path = LAYER_DIR,
         functions_dir: Path = FUNCTIONS_DIR,
+        needs: NodeClassNeeds | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._settings = settings
+        needs = needs or NodeClassNeeds({}, {}, {})
+        #: roles of ``spec.role`` carpool makes instance profiles for (not the stack's node role)
+        self.profile_roles = needs.roles_needing_profiles(cluster.node_role.role_name)
         self._cluster = cluster
         self._routing = routing
         self._tables = tables
@@ -500,11 +521,13 @@ class Functions(Construct):
                     },
                 ),
                 iam.PolicyStatement(
-                    sid="PassNodeRole",
+                    sid="PassNodeRoles",
                     actions=["iam:PassRole"],
-                    resources=[self._cluster.node_role.role_arn],
+                    resources=self._passed_roles(),
                     conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
                 ),
+                *self._instance_profile_statements(),
+                *self._ebs_kms_statements(),
             ]
         if capability is Capability.TAG_INSTANCES:
             return [
@@ -529,6 +552,22 @@ class Functions(Construct):
                     resources=ec2_arns("launch-template", account=stack.account),
                     conditions={"StringEquals": resource_tags},
                 )
+            ]
+        if capability is Capability.DELETE_INSTANCE_PROFILES:
+            if not self.profile_roles:
+                return []
+            return [
+                iam.PolicyStatement(
+                    sid="ListOwnInstanceProfiles",
+                    actions=["iam:ListInstanceProfiles"],
+                    resources=[self._profile_arns()],
+                ),
+                iam.PolicyStatement(
+                    sid="DeleteOwnInstanceProfiles",
+                    actions=["iam:DeleteInstanceProfile"],
+                    resources=[self._profile_arns()],
+                    conditions=self._profile_conditions("aws:ResourceTag"),
+                ),
             ]
         if capability is Capability.TERMINATE:
             return [
@@ -560,3 +599,73 @@ class Functions(Construct):
                 )
             ]
         return []  # PUT_EVENTS is granted with the bus's own grant method
+
+    # --- what the node classes of the config need (infra/nodeclasses.py) -----------------------------
+
+    def _passed_roles(self) -> list[str]:
+        """The stack's node role, the roles of ``spec.role`` and those of ``-c instanceProfileRoleArns``."""
+        stack = Stack.of(self)
+        named = [f"arn:{stack.partition}:iam::{stack.account}:role/{role}" for role in self.profile_roles]
+        return [self._cluster.node_role.role_arn, *named, *self._settings.instance_profile_role_arns]
+
+    def _profile_arns(self) -> str:
+        """Every instance profile under carpool's path for this cluster (``carpool.launch.profiles``)."""
+        stack = Stack.of(self)
+        path = node_profiles.profile_path(self._settings.cluster_name, stack.region)
+        return f"arn:{stack.partition}:iam::{stack.account}:instance-profile{path}*"
+
+    def _profile_names(self) -> str:
+        """carpool's profile names without their path (how IAM names a profile not made yet)."""
+        stack = Stack.of(self)
+        return f"arn:{stack.partition}:iam::{stack.account}:instance-profile/{self._settings.cluster_name}_*"
+
+    def _profile_conditions(self, prefix: str) -> dict[str, dict[str, str]]:
+        """The tags carpool puts on its profiles, as request or resource tags (Karpenter's, plus carpool's)."""
+        cluster, region = self._settings.cluster_name, Stack.of(self).region
+        return {
+            "StringEquals": {
+                f"{prefix}/{labels.TAG_CLUSTER_OWNED.format(cluster=cluster)}": "owned",
+                f"{prefix}/{labels.TAG_MANAGED_BY}": cluster,
+                f"{prefix}/{labels.REGION}": region,
+            },
+            "StringLike": {f"{prefix}/{labels.TAG_NODECLASS}": "*"},
+        }
+
+    def _instance_profile_statements(self) -> list[iam.PolicyStatement]:
+        """Get, create and tag (with carpool's tags), and set the role of carpool's own profiles; nothing
+        when the config names no role other than the stack's (the stack made that one's profile)."""
+        if not self.profile_roles:
+            return []
+        created = self._profile_conditions("aws:RequestTag")
+        created["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"] = self._settings.cluster_name
+        return [
+            # A profile not made yet is looked up by name alone, so IAM sees no path in its ARN: both forms
+            # of carpool's names (`<cluster>_<hash>`, `carpool.launch.profiles`) may be read.
+            iam.PolicyStatement(sid="ReadOwnInstanceProfiles", actions=["iam:GetInstanceProfile"],
+                                resources=[self._profile_arns(), self._profile_names()]),
+            iam.PolicyStatement(sid="CreateOwnInstanceProfiles",
+                                actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+                                resources=[self._profile_arns()], conditions=created),
+            iam.PolicyStatement(sid="SetRoleOfOwnInstanceProfiles",
+                                actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
+                                resources=[self._profile_arns()],
+                                conditions=self._profile_conditions("aws:ResourceTag")),
+        ]
+
+    def _ebs_kms_statements(self) -> list[iam.PolicyStatement]:
+        """EBS volumes encrypted with the keys of ``-c ebsKmsKeyArns`` (the EBS encryption requirements):
+        EC2 creates a grant for the launch, and uses the key's data keys on carpool's behalf."""
+        keys = list(self._settings.ebs_kms_key_arns)
+        if not keys:
+            return []
+        return [
+            iam.PolicyStatement(sid="GrantEbsKmsKeysToEc2", actions=["kms:CreateGrant"], resources=keys,
+                                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}}),
+            iam.PolicyStatement(
+                sid="UseEbsKmsKeysThroughEc2",
+                actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
+                         "kms:ReEncryptFrom", "kms:ReEncryptTo"],
+                resources=keys,
+                conditions={"StringEquals": {"kms:ViaService": f"ec2.{Stack.of(self).region}.amazonaws.com"}},
+            ),
+        ]

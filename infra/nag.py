@@ -11,6 +11,7 @@ One gap is inherent to IAM5: its finding id is the wildcard, not the action, so 
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from aws_cdk import Aspects
@@ -111,6 +112,26 @@ _WILDCARDS: dict[Capability, tuple[list[str | RegexAppliesTo], str]] = {
         "architecture and variant chosen at runtime (reference section 4).",
     ),
 }
+
+
+_PROFILES_REASON = (
+    "Instance profiles carpool makes for the node classes' roles (as Karpenter does) are named at runtime, "
+    "under carpool's own path /carpool/<region>/<cluster>/ (read-only GetInstanceProfile also by the name "
+    "<cluster>_*, how IAM names a profile not made yet); every change requires carpool's tags on the "
+    "request (create, tag) or on the profile (add/remove role, delete), as Karpenter's controller policy does."
+)
+
+
+def _instance_profiles(cluster: str) -> list[str | RegexAppliesTo]:
+    """The finding ids of carpool's instance profiles for ``cluster`` (``infra/functions.py``): its path,
+    and its names without a path (how a profile not made yet is read)."""
+    partition, region = r"(<AWS::Partition>|aws[a-z-]*)", r"(<AWS::Region>|[a-z0-9-]+)"
+    account, name = r"(<AWS::AccountId>|\d{12})", re.escape(cluster)
+    prefix = f"/^Resource::arn:{partition}:iam::{account}:instance-profile\\/"
+    return [
+        RegexAppliesTo(regex=f"{prefix}carpool\\/{region}\\/{name}\\/\\*$/"),
+        RegexAppliesTo(regex=f"{prefix}{name}_\\*$/"),
+    ]
 
 
 def add_suppressions(stack: NaggedStack) -> None:
@@ -215,6 +236,9 @@ def _role(stack: NaggedStack, name: str) -> None:
         if capability in _WILDCARDS:
             applies_to, reason = _WILDCARDS[capability]
             suppressions.append(_s("AwsSolutions-IAM5", reason, list(applies_to)))
+    profiles = {Capability.LAUNCH, Capability.DELETE_INSTANCE_PROFILES} & SPECS[name].capabilities
+    if stack.functions.profile_roles and profiles:
+        suppressions.append(_s("AwsSolutions-IAM5", _PROFILES_REASON, _instance_profiles(stack.settings.cluster_name)))
     if stack.settings.vpc_id:
         suppressions.append(
             _s(

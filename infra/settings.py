@@ -16,6 +16,7 @@ from typing import Any
 
 #: EKS cluster names: 1-100 characters, alphanumeric first, then alphanumerics, hyphens, underscores.
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9A-Za-z-]+$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SG_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
@@ -37,7 +38,7 @@ KNOWN_KEYS = frozenset(
         "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
         "retainState", "validateConfig",
     }
-)  # fmt: skip
+) | frozenset({"ebsKmsKeyArns", "instanceProfileRoleArns"})  # fmt: skip
 
 
 class SettingsError(ValueError):
@@ -73,6 +74,12 @@ class Settings:
     reserved_concurrency: bool = True
     retain_state: bool = True
     validate_config: bool = True
+    #: ``-c ebsKmsKeyArns=arn1,arn2``: customer-managed KMS keys EC2 may use for node volumes on carpool's
+    #: behalf (``kmsKeyID`` in a node class's ``blockDeviceMappings``); see ``infra/nodeclasses.py``
+    ebs_kms_key_arns: tuple[str, ...] = ()
+    #: ``-c instanceProfileRoleArns=arn1,arn2``: the roles held by the instance profiles node classes name
+    #: in ``spec.instanceProfile`` (carpool passes only roles the deployment names)
+    instance_profile_role_arns: tuple[str, ...] = ()
 
     @property
     def discovery_subnet_tag(self) -> Tag:
@@ -134,6 +141,10 @@ class Settings:
             reserved_concurrency=_flag(context, "reservedConcurrency", default=True),
             retain_state=_flag(context, "retainState", default=True),
             validate_config=_flag(context, "validateConfig", default=True),
+            ebs_kms_key_arns=_arns(context, "ebsKmsKeyArns", _KMS_KEY_ARN,
+                                   "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+            instance_profile_role_arns=_arns(context, "instanceProfileRoleArns", _ROLE_ARN,
+                                             "arn:aws:iam::123456789012:role/NAME"),
         )._checked()
 
     def _checked(self) -> Settings:
@@ -208,6 +219,19 @@ def _choice(context: Mapping[str, Any], key: str, choices: tuple[str, ...], *, d
     if value not in choices:
         raise SettingsError(f"context {key}={value!r} must be one of {choices}")
     return value
+
+
+def _arns(context: Mapping[str, Any], key: str, pattern: re.Pattern[str], example: str) -> tuple[str, ...]:
+    """A comma-separated list (or a JSON list from cdk.json) of ARNs, each checked."""
+    value = context.get(key)
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else str(value).split(",")
+    arns = tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+    for arn in arns:
+        if not pattern.match(arn):
+            raise SettingsError(f"context {key}: {arn!r} is malformed; expected something like {example}")
+    return arns
 
 
 def _config_file(context: Mapping[str, Any], base_dir: Path | None) -> Path | None:

@@ -22,6 +22,7 @@ from infra.functions import FUNCTIONS_DIR, QUEUE_CONSUMERS, SPECS, Functions
 from infra.layer import LAYER_DIR
 from infra.monitoring import Monitoring
 from infra.nag import add_suppressions
+from infra.nodeclasses import check, needs_of
 from infra.settings import Settings
 from infra.state import StateTables
 
@@ -52,6 +53,9 @@ class CarpoolStack(Stack):
         self.tables = StateTables(self, "State", retain_state=settings.retain_state)
         self.cluster = ClusterAccess(self, "Cluster", settings=settings)
         self.cluster_config = load_config(settings, self.cluster.node_role.role_name)
+        # what the node classes ask of IAM; what the deployment does not grant is refused here, by field
+        self.nodeclass_needs = needs_of(self.cluster_config.text)
+        check(self.nodeclass_needs, settings, self.cluster_config.source)
         self.config_parameter = ssm.StringParameter(
             self,
             "Config",
@@ -73,6 +77,7 @@ class CarpoolStack(Stack):
             config_parameter=self.config_parameter,
             layer_dir=layer_dir,
             functions_dir=functions_dir,
+            needs=self.nodeclass_needs,
         )
         self.monitoring = Monitoring(
             self,

@@ -16,6 +16,7 @@ from carpool.taints import Taint
 
 if TYPE_CHECKING:
     from carpool.disruption.podview import PodView
+    from carpool.launch.profiles import ExistingProfile, ProfileRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,4 +245,30 @@ class Compute(Protocol):
 class EventPublisher(Protocol):
     def put_events(self, entries: Iterable[Mapping[str, Any]]) -> int:
         """Send PutEvents entries in batches of 10; returns the number that failed."""
+        ...
+
+
+class RoleNotFound(Exception):
+    """IAM has no role of that name: a node class's `spec.role` names a role that does not exist."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__(f"spec.role: IAM role {role!r} does not exist")
+        self.role = role
+
+
+class InstanceProfiles(Protocol):
+    """IAM instance profiles as carpool manages them for `EC2NodeClass.spec.role`
+    (`carpool.launch.profiles` decides names, path, tags and what to delete)."""
+
+    def ensure(self, request: ProfileRequest) -> None:
+        """Create the profile with its path and tags unless it exists, and make `request.role` its one
+        role (a different role is removed first: a profile holds at most one). Raises RoleNotFound."""
+        ...
+
+    def list_profiles(self, path: str) -> list[ExistingProfile]:
+        """Every instance profile under `path`."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Remove the profile's role, then the profile; a profile already gone is no error."""
         ...

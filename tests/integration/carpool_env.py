@@ -89,7 +89,9 @@ def build_deps(aws: LocalAws, clock: Clock, config: str) -> wiring.Dependencies:
     """Production wiring on local AWS; the shipped catalog keeps tests fast (the EC2-built catalog is
     exercised by the simulation)."""
     aws.put_config(config)
-    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+    # the stack's node role and its profile, as the stack's environment names them
+    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile",
+                                   node_role="arn:aws:iam::123456789012:role/node-role")
     deps = aws_wiring.build_from_env(settings, cluster=SimulatedCluster(clock))
     return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
 

@@ -279,7 +279,7 @@ class Harness:
         cluster, compute, ledger = FakeCluster(), FakeCompute(clock), MemoryLedger()
         deps = Dependencies(
             settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=600,
-                              instance_profile="carpool-node"),
+                              instance_profile="carpool-node", node_role="arn:aws:iam::123456789012:role/carpool-node"),
             cluster=cluster, compute=compute, ledger=ledger, offerings=MemoryOfferings(),
             capacity=MemoryCapacityCache(), publisher=None, ami_source=ami_source(),  # type: ignore[arg-type]
             config=TextConfigSource(lambda: holder["text"]), catalog=StaticCatalogSource("us-east-1"), clock=clock,

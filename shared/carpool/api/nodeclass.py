@@ -1,9 +1,17 @@
 """Karpenter v1 `EC2NodeClass` (`karpenter.k8s.aws/v1`): how nodes are launched on EC2.
 
 Schema and validation follow the AWS provider's v1 CRD so users' YAML loads unchanged. Defaults are
-Karpenter's except for the instance metadata service: carpool launches with `httpTokens: required` and
-`httpPutResponseHopLimit: 2` where Karpenter uses 1 (a pod off the host network is one hop further from
-IMDSv2; EKS managed node groups use 2 for the same reason), while any value the user writes is kept.
+Karpenter's, the instance metadata service's included: endpoint enabled, IPv6 disabled, tokens required
+and hop limit 1, so a pod off the host network cannot reach the node role's credentials (a user who wants
+that writes `httpPutResponseHopLimit: 2`, as with Karpenter).
+
+Refused (one line naming the field, at `carpool validate`, at synth and when a function loads the config):
+`capacityReservationSelectorTerms`. Applying capacity reservations means modelling them as offerings of
+their own (DescribeCapacityReservations, each reservation's remaining count, its
+`karpenter.k8s.aws/capacity-reservation-*` labels, CreateFleet's reservation targeting, and interruption
+when a reservation expires); carpool has none of that, and launching on-demand instead would ignore the
+field silently. The NodePool side (capacity type `reserved`) is refused in `carpool.api.nodepool`.
+
 carpool-specific switches are annotations under `carpool.dev/` (Karpenter ignores them), e.g.
 `carpool.dev/prefix-delegation: "true"`.
 """
@@ -66,8 +74,13 @@ _EVICTION_SIGNALS = frozenset(
 )
 _RESTRICTED_TAGS = (wk.NODEPOOL, "eks:eks-cluster-name", wk.TAG_NODECLAIM, wk.EC2NODECLASS)
 _RESTRICTED_TAG_PREFIX = "kubernetes.io/cluster/"
-CARPOOL_HOP_LIMIT = 2
+#: Karpenter v1's default `httpPutResponseHopLimit`: IMDS answers the node itself, not a pod's network
+#: namespace one hop further.
 KARPENTER_HOP_LIMIT = 1
+CAPACITY_RESERVATIONS_REFUSED = (
+    "capacity reservations are not supported by carpool (no reserved offerings, reservation targeting or "
+    "expiry handling); remove capacityReservationSelectorTerms"
+)
 
 
 def _no_empty_tags(tags: dict[str, str]) -> dict[str, str]:
@@ -264,11 +277,11 @@ def _quantity_text(amount: Any, key: str) -> None:
 
 
 class MetadataOptions(CrdModel):
-    """EC2 instance metadata service settings (carpool defaults: IMDSv2 required, hop limit 2)."""
+    """EC2 instance metadata service settings (Karpenter v1's defaults: IMDSv2 required, hop limit 1)."""
 
     http_endpoint: Literal["enabled", "disabled"] = "enabled"
     http_protocol_ipv6: Literal["enabled", "disabled"] = Field(default="disabled", alias="httpProtocolIPv6")
-    http_put_response_hop_limit: int = Field(default=CARPOOL_HOP_LIMIT, ge=1, le=64)
+    http_put_response_hop_limit: int = Field(default=KARPENTER_HOP_LIMIT, ge=1, le=64)
     http_tokens: Literal["required", "optional"] = "required"
 
 
@@ -313,6 +326,16 @@ class EC2NodeClassSpec(CrdModel):
     detailed_monitoring: bool | None = None
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     context: str | None = None
+
+    @field_validator("capacity_reservation_selector_terms")
+    @classmethod
+    def _no_capacity_reservations(
+        cls, terms: list[CapacityReservationSelectorTerm] | None
+    ) -> list[CapacityReservationSelectorTerm] | None:
+        """Refused, not ignored: see the module docstring for why."""
+        if terms is not None:
+            raise ValueError(CAPACITY_RESERVATIONS_REFUSED)
+        return terms
 
     @field_validator("ami_selector_terms")
     @classmethod

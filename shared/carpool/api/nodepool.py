@@ -5,6 +5,11 @@ loads here and YAML it rejects is rejected here with the same reason. One delibe
 values (`c7*`, `*`) in `In`/`NotIn` requirements are accepted (a documented carpool extension).
 Defaults: `weight` unset (treated as 0), `disruption` {WhenEmptyOrUnderutilized, consolidateAfter 0s,
 budgets [{nodes: 10%}]}, `template.spec.expireAfter` 720h.
+
+Refused: capacity type `reserved` (a `karpenter.sh/capacity-type` requirement `In` it, or the label set
+to it). Karpenter launches `reserved` only into the capacity reservations an EC2NodeClass selects, and
+carpool refuses those (`carpool.api.nodeclass`); accepting the value would let a pool meant for reserved
+capacity quietly launch nothing, or on-demand beside it.
 """
 
 from __future__ import annotations
@@ -96,10 +101,23 @@ def restricted_label_problem(key: str) -> str | None:
     return None
 
 
+#: why capacity type `reserved` is refused (see the module docstring)
+RESERVED_REFUSED: Final = (
+    f'capacity type "{wk.CAPACITY_RESERVED}" is not supported by carpool (it launches into capacity '
+    "reservations, which carpool refuses); use spot and/or on-demand"
+)
+
+
 class NodePoolRequirement(NodeSelectorRequirement):
     """A `template.spec.requirements` entry (Karpenter's NodeSelectorRequirementWithMinValues)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _no_reserved_capacity(self) -> NodePoolRequirement:
+        if self.key == wk.CAPACITY_TYPE and self.operator == "In" and wk.CAPACITY_RESERVED in self.values:
+            raise ValueError(RESERVED_REFUSED)
+        return self
 
     @field_validator("key")
     @classmethod
@@ -129,6 +147,8 @@ class TemplateMetadata(CrdModel):
     def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         for key, value in labels.items():
             problem = restricted_label_problem(key) or check_label_value(value)
+            if key == wk.CAPACITY_TYPE and value == wk.CAPACITY_RESERVED:
+                problem = RESERVED_REFUSED
             if problem:
                 raise ValueError(problem)
         return labels

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from carpool import labels, observability
-from carpool.app import drain
+from carpool.app import drain, profiles
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
@@ -44,6 +44,7 @@ class DisruptSummary:
     draining: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     launch_templates_deleted: list[str] = field(default_factory=list)
+    instance_profiles_deleted: list[str] = field(default_factory=list)
     #: seconds per stage of the consolidation run (observe, advance, plan, start)
     stages: dict[str, float] = field(default_factory=dict)
 
@@ -56,6 +57,7 @@ def run(deps: Dependencies) -> DisruptSummary:
     # The claims clean_up read are still the ledger's when it changed none of them (a provisioner's claim
     # created since is covered by the templates' grace period, as it would be between two reads).
     _collect_launch_templates(deps, now, summary, None if _changed_claims(decisions) else claims)
+    _collect_instance_profiles(deps, now, summary)
     from carpool.app import consolidation
 
     consolidation.run(deps, now, summary)
@@ -175,6 +177,19 @@ def _collect_launch_templates(deps: Dependencies, now: datetime, summary: Disrup
         deps.compute.delete_launch_template(name)
         summary.launch_templates_deleted.append(name)
         log.info("deleted unused launch template %s", name)
+
+
+def _collect_instance_profiles(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
+    """Delete the instance profiles carpool made for roles no node class names any more
+    (`carpool.app.profiles.collect`); a failure waits for the next run and stops nothing else."""
+    try:
+        nodeclasses = deps.config.load().nodeclasses
+        deleted = profiles.collect(deps, nodeclasses, lambda: deps.compute.describe_instances(_owned_filters(deps)),
+                                   now)
+    except Exception:
+        log.exception("instance profile garbage collection failed; retried on a later run")
+        return
+    summary.instance_profiles_deleted.extend(deleted)
 
 
 def _as_datetime(raw: object) -> datetime | None:

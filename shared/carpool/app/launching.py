@@ -21,7 +21,7 @@ from carpool import labels, together
 from carpool.amis import ResolvedAmi
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
-from carpool.app import discovery
+from carpool.app import discovery, profiles
 from carpool.app.wiring import Dependencies
 from carpool.catalog import InstanceType
 from carpool.launch import fleet, templates
@@ -146,6 +146,8 @@ class FleetPlan:
     key: str
     #: the launch templates the request names, created (or found to exist) by `ensure_templates`
     specs: tuple[LaunchTemplateSpec, ...] = ()
+    #: the node class's `spec.context` (CreateFleet `Context`)
+    context: str | None = None
 
 
 def plan_fleet(
@@ -165,8 +167,9 @@ def plan_fleet(
                             ctx.nodeclass.spec.tags)
     tags.pop(labels.TAG_NODECLAIM)
     tags[CREATED_AT_TAG] = now.isoformat()
-    doc = json.dumps([ct, [list(o) for o in overrides], sorted(tags.items())], sort_keys=True)
-    return FleetPlan(ct, overrides, lt_of, tags, hashlib.sha256(doc.encode()).hexdigest(), specs)
+    context = ctx.nodeclass.spec.context
+    doc = json.dumps([ct, [list(o) for o in overrides], sorted(tags.items()), context], sort_keys=True)
+    return FleetPlan(ct, overrides, lt_of, tags, hashlib.sha256(doc.encode()).hexdigest(), specs, context)
 
 
 _Request = tuple[dict[str, str], tuple[fleet.FleetOverride, ...], tuple[LaunchTemplateSpec, ...]]
@@ -204,7 +207,8 @@ def launch_group(names: Sequence[str], plan: FleetPlan, ctx: PoolContext, deps: 
     tags = dict(plan.tags)
     if len(names) == 1:
         tags[labels.TAG_NODECLAIM] = names[0]
-    request = fleet.build_fleet_request("|".join(names), plan.capacity_type, plan.overrides, tags, len(names))
+    request = fleet.build_fleet_request("|".join(names), plan.capacity_type, plan.overrides, tags, len(names),
+                                        plan.context)
     outcome = fleet.parse_fleet_response(_create_fleet(request, plan, deps))
     given, extra = fleet.distribute(outcome, names)
     if extra:
@@ -266,10 +270,11 @@ _TEMPLATES_KEY = "launch-templates"
 
 
 def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, type_names: list[str]) -> list[templates.LaunchTemplateSpec]:
-    """The claim's launch templates (grouped by AMI, max pods and user data)."""
+    """The claim's launch templates (grouped by AMI, max pods and user data), with the node class's own
+    instance profile (`carpool.app.profiles`)."""
     settings = templates.launch_settings(
         ctx.nodeclass, ctx.ami_family, discovery.security_groups(ctx.nodeclass, deps),
-        instance_profile=deps.settings.instance_profile or None,
+        instance_profile=profiles.instance_profile(ctx.nodeclass, deps),
     )
     return templates.plan_launch_templates(
         deps.settings.cluster_name, ctx.ami_family, ctx.amis,

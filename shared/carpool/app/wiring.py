@@ -26,7 +26,7 @@ from carpool.clocks import utc_now
 
 if TYPE_CHECKING:  # annotations only: sources pulls in the YAML loader and the catalog
     from carpool.app.sources import CatalogSource, ConfigSource
-    from carpool.ports import Cluster, Compute, EventPublisher
+    from carpool.ports import Cluster, Compute, EventPublisher, InstanceProfiles
     from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
 
 
@@ -45,6 +45,9 @@ class Dependencies:
     clock: Callable[[], datetime] = utc_now
     #: per-process caches the use cases may keep (AMI resolutions, subnets), timed by `clock`
     cache: dict[str, Any] = field(default_factory=dict)
+    #: IAM instance profiles for node classes naming a `role` other than the stack's (None: none can be
+    #: made, and such a node class fails its launches with a line naming `spec.role`)
+    instance_profiles: InstanceProfiles | None = None
 
     def __post_init__(self) -> None:
         """Every part that caches by time keeps it by `clock` (`carpool.clocks.FollowsClock`). Here, not in

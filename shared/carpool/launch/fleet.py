@@ -134,10 +134,11 @@ def cheapest_overrides(overrides: Iterable[FleetOverride], limit: int = MAX_INST
 
 def build_fleet_request(
     claim_name: str, capacity_type: str, overrides: Iterable[FleetOverride], tags: Mapping[str, str],
-    capacity: int = 1,
+    capacity: int = 1, context: str | None = None,
 ) -> dict[str, Any]:
     """boto3 `ec2.create_fleet(**request)` kwargs for `capacity` instances of `capacity_type`
-    (`claim_name` names the request: the claim, or the claims of a batch joined)."""
+    (`claim_name` names the request: the claim, or the claims of a batch joined). `context` is the
+    node class's `spec.context`, passed as CreateFleet's `Context` as Karpenter passes it."""
     if capacity < 1:
         raise ValueError(f"claim {claim_name}: capacity {capacity}, expected at least 1")
     if capacity_type not in (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND):
@@ -152,6 +153,8 @@ def build_fleet_request(
         "TagSpecifications": [{"ResourceType": rt, "Tags": tag_list(tags)} for rt in FLEET_TAGGED_RESOURCES],
         "ClientToken": client_token(claim_name, capacity_type, chosen),
     }
+    if context:
+        request["Context"] = context
     if capacity_type == wk.CAPACITY_SPOT:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_STRATEGY}
     else:

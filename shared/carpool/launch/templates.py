@@ -33,10 +33,16 @@ from carpool.amis.model import ResolvedAmi
 from carpool.launch.userdata import NodeBootstrap, encode, render
 
 NAME_PREFIX = "carpool/"
+#: Karpenter v1's IMDS settings when `metadataOptions` is absent: IMDSv2 only, and a hop limit of 1 so
+#: that a pod off the host network (one hop further) cannot read the node role's credentials. Instance
+#: tags in IMDS are always off, as Karpenter sets them: an account default turning them on would fail
+#: the launch, the ownership tag keys (`kubernetes.io/cluster/...`) being invalid there.
 DEFAULT_METADATA_OPTIONS: Mapping[str, Any] = {
     "HttpEndpoint": "enabled",
-    "HttpTokens": "required",  # IMDSv2 only
-    "HttpPutResponseHopLimit": 2,  # pods on the node network namespace + one hop for containers
+    "HttpProtocolIpv6": "disabled",
+    "HttpPutResponseHopLimit": 1,
+    "HttpTokens": "required",
+    "InstanceMetadataTags": "disabled",
 }
 _GIB = 2**30
 #: rendered user data kept per process: (AMI family, bootstrap fingerprint) -> base64 user data
@@ -58,6 +64,10 @@ class LaunchSettings:
     block_device_mappings: tuple[Mapping[str, Any], ...] = ()
     metadata_options: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_METADATA_OPTIONS))
     tags: Mapping[str, str] = field(default_factory=dict)
+    #: `spec.associatePublicIPAddress`: None leaves it to the subnet's setting
+    associate_public_ip_address: bool | None = None
+    #: `spec.detailedMonitoring`: CloudWatch one-minute metrics (Karpenter's default: off)
+    detailed_monitoring: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,8 @@ class LaunchTemplateSpec:
     tags: Mapping[str, str]
     #: `spot` or `on-demand`: only spot templates tag the spot instance request
     capacity_type: str | None = None
+    associate_public_ip_address: bool | None = None
+    detailed_monitoring: bool = False
 
 
 # -- grouping ---------------------------------------------------------------------------------------
@@ -125,10 +137,11 @@ def _spec(
     bdm = tuple(settings.block_device_mappings)
     meta = dict(settings.metadata_options)
     sgs = tuple(sorted(settings.security_group_ids))
-    inputs = [ami_id, user_data, bdm, meta, sgs, settings.instance_profile, tags, capacity_type]
+    public, monitoring = settings.associate_public_ip_address, settings.detailed_monitoring
+    inputs = [ami_id, user_data, bdm, meta, sgs, settings.instance_profile, tags, capacity_type, public, monitoring]
     return LaunchTemplateSpec(
         template_name(cluster, inputs), ami_id, user_data, boot.max_pods, tuple(names), bdm, meta, sgs,
-        settings.instance_profile, tags, capacity_type,
+        settings.instance_profile, tags, capacity_type, public, monitoring,
     )  # fmt: skip
 
 
@@ -165,8 +178,8 @@ def launch_settings(
 ) -> LaunchSettings:
     """LaunchSettings from an EC2NodeClass (the `carpool.api` model or a stand-in with the same fields).
 
-    `instance_profile` overrides `spec.instanceProfile`; when the node class names only a `role`, the
-    caller must have created/looked up the profile and pass it here.
+    `instance_profile` is the profile the caller resolved for the node class (`spec.instanceProfile` as
+    given, or the one made for `spec.role`); without it `spec.instanceProfile` is used.
     """
     spec = nodeclass.spec
     profile = instance_profile or getattr(spec, "instance_profile", None)
@@ -182,6 +195,8 @@ def launch_settings(
         block_device_mappings=block_device_mappings(getattr(spec, "block_device_mappings", None), family),
         metadata_options=metadata_options(getattr(spec, "metadata_options", None)),
         tags=tags,
+        associate_public_ip_address=getattr(spec, "associate_public_ip_address", None),
+        detailed_monitoring=bool(getattr(spec, "detailed_monitoring", None)),
     )
 
 
@@ -195,8 +210,8 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def metadata_options(opts: Any) -> dict[str, Any]:
-    """carpool's IMDS defaults (tokens required, hop limit 2, endpoint enabled) with the node class's
-    `metadataOptions` on top."""
+    """Karpenter's IMDS defaults (`DEFAULT_METADATA_OPTIONS`) with the node class's `metadataOptions` on
+    top."""
     out = dict(DEFAULT_METADATA_OPTIONS)
     for attr, key in (
         ("http_endpoint", "HttpEndpoint"),
@@ -271,18 +286,32 @@ def instance_tag_specifications(spec: LaunchTemplateSpec) -> list[dict[str, Any]
 
 
 def create_launch_template_request(spec: LaunchTemplateSpec) -> dict[str, Any]:
-    """boto3 `ec2.create_launch_template(**request)` kwargs."""
+    """boto3 `ec2.create_launch_template(**request)` kwargs.
+
+    `associatePublicIPAddress` goes on a network interface of its own (device 0, the security groups
+    with it: EC2 refuses them beside a network interface), as Karpenter builds it; without the field
+    the instance-level security groups stay and the subnet decides. Monitoring is always stated, as
+    Karpenter states it, so an account default cannot turn it on behind the node class's back.
+    """
+    data: dict[str, Any] = {
+        "ImageId": spec.ami_id,
+        "UserData": spec.user_data_b64,
+        "IamInstanceProfile": {"Name": spec.instance_profile},
+        "SecurityGroupIds": list(spec.security_group_ids),
+        "MetadataOptions": dict(spec.metadata_options),
+        "Monitoring": {"Enabled": spec.detailed_monitoring},
+        "BlockDeviceMappings": [dict(m) for m in spec.block_device_mappings],
+        "TagSpecifications": instance_tag_specifications(spec),
+    }
+    if spec.associate_public_ip_address is not None:
+        data["NetworkInterfaces"] = [{
+            "DeviceIndex": 0,
+            "AssociatePublicIpAddress": spec.associate_public_ip_address,
+            "Groups": data.pop("SecurityGroupIds"),
+        }]  # fmt: skip
     return {
         "LaunchTemplateName": spec.name,
-        "LaunchTemplateData": {
-            "ImageId": spec.ami_id,
-            "UserData": spec.user_data_b64,
-            "IamInstanceProfile": {"Name": spec.instance_profile},
-            "SecurityGroupIds": list(spec.security_group_ids),
-            "MetadataOptions": dict(spec.metadata_options),
-            "BlockDeviceMappings": [dict(m) for m in spec.block_device_mappings],
-            "TagSpecifications": instance_tag_specifications(spec),
-        },
+        "LaunchTemplateData": data,
         "TagSpecifications": [{"ResourceType": "launch-template", "Tags": tag_list(spec.tags)}],
     }
 

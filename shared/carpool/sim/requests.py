@@ -15,7 +15,8 @@ test. This module closes that gap in two steps:
    for that resource type: the request's tag specifications over the launch template's) and once per
    existing resource they use (with that resource's own tags); tags given on create are also authorized
    as `ec2:CreateTags` with `ec2:CreateAction`; a launch template naming an instance profile implies
-   `iam:PassRole` of its role to `ec2.amazonaws.com`. DynamoDB transactions are authorized per item
+   `iam:PassRole` of its role to `ec2.amazonaws.com`, and a volume encrypted with a customer-managed KMS
+   key the key actions EBS documents for the launching identity (`EBS_KMS_ACTIONS`). DynamoDB transactions are authorized per item
    action, EventBridge per bus, SSM per parameter.
 
 Each function also gets its own process-level caches (`isolate`): in Lambda every function is a separate
@@ -53,6 +54,11 @@ _ACCOUNTLESS = {"image", "snapshot"}
 #: What a launch creates besides the fleet; a spot request only when the capacity is spot.
 _LAUNCHED = ("instance", "volume", "network-interface")
 SPOT_REQUEST = "spot-instances-request"
+#: What the identity launching a volume encrypted with a customer-managed key must be allowed on the key
+#: (Amazon EBS User Guide, "Requirements for Amazon EBS encryption"): EC2 creates a grant for the volume
+#: (`kms:GrantIsForAWSResource`) and uses the key on the caller's behalf (`kms:ViaService`).
+EBS_KMS_ACTIONS = ("kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom",
+                   "kms:ReEncryptTo")
 #: DynamoDB transaction parts and the IAM action each is authorized as.
 _TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
 #: Requests IAM never denies (they reveal only the caller's own identity).
@@ -173,7 +179,24 @@ def _create_fleet(call: AwsCall, base: Mapping[str, list[str]]) -> list[Check]:
         if role:
             checks.append(Check(action="iam:PassRole", resource=role,
                                 context={**base, "iam:PassedToService": ["ec2.amazonaws.com"]}))
+        checks += _ebs_kms(template.get("kmsKeys") or [], call.region, base)
     return checks
+
+
+def _ebs_kms(keys: list[str], region: str, base: Mapping[str, list[str]]) -> list[Check]:
+    """A launch's volumes encrypted with these keys (ARNs): the grant EC2 creates, and its use of the keys."""
+    checks = []
+    for key in keys:
+        checks.append(Check(action="kms:CreateGrant", resource=key,
+                            context={**base, "kms:GrantIsForAWSResource": ["true"]}))
+        via = {**base, "kms:ViaService": [f"ec2.{region}.amazonaws.com"]}
+        checks += [Check(action=action, resource=key, context=via) for action in EBS_KMS_ACTIONS]
+    return checks
+
+
+def kms_key_arn(key: str, region: str, account: str) -> str:
+    """A `KmsKeyId` as EC2 takes it (a key ARN, or a bare key id of the caller's account) as a key ARN."""
+    return key if key.startswith("arn:") else f"arn:aws:kms:{region}:{account}:key/{key}"
 
 
 def _create_launch_template(call: AwsCall, base: Mapping[str, list[str]]) -> list[Check]:
@@ -403,7 +426,10 @@ class _LocalFacts:
             LaunchTemplateId=found["LaunchTemplateId"], Versions=[str(spec.get("Version") or "$Latest")]
         )["LaunchTemplateVersions"][0]
         data = version.get("LaunchTemplateData") or {}
-        inputs = [self._tagged(call, "security-group", g) for g in data.get("SecurityGroupIds") or []]
+        # security groups sit on the network interface when the template has one (associatePublicIPAddress)
+        groups = [*(data.get("SecurityGroupIds") or []),
+                  *(g for ni in data.get("NetworkInterfaces") or [] for g in ni.get("Groups") or [])]
+        inputs = [self._tagged(call, "security-group", g) for g in groups]
         image = data.get("ImageId")
         if image:
             inputs += [self._tagged(call, "image", image),
@@ -414,8 +440,25 @@ class _LocalFacts:
             "tags": _tags(found.get("Tags")),
             "tagSpecifications": data.get("TagSpecifications") or [],
             "inputs": inputs,
-            "role": _role_of_profile(profile) if profile else None,
+            "role": self._role_of_profile(call, profile) if profile else None,
+            "kmsKeys": sorted({kms_key_arn(str(m["Ebs"]["KmsKeyId"]), call.region, call.account)
+                               for m in data.get("BlockDeviceMappings") or [] if (m.get("Ebs") or {}).get("KmsKeyId")}),
         }
+
+    def _role_of_profile(self, call: AwsCall, profile: str) -> str:
+        """The role an instance profile holds, as EC2 passes it: the stack's profile holds the node role of
+        `CARPOOL_NODE_ROLE_ARN`; any other (one made for a node class's `role`, or a user's) is looked up in
+        local IAM, and one that does not exist passes a role no policy grants."""
+        name = profile.rsplit("/", 1)[-1]
+        role = environment.get("CARPOOL_NODE_ROLE_ARN")
+        if name == environment.get("CARPOOL_INSTANCE_PROFILE") and role:
+            return role
+        try:
+            found = self._client("iam", call.region).get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+        except Exception:  # no such profile (NoSuchEntity) in local IAM
+            found = {}
+        roles = found.get("Roles") or []
+        return str(roles[0]["Arn"]) if roles else f"arn:aws:iam::{lambdas.ACCOUNT}:role/unknown-role-of-profile-{name}"
 
     def _find_template(self, region: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
         ec2 = self._client("ec2", region)
@@ -513,16 +556,6 @@ def _parameter_arn(region: str, account: str, name: str) -> str:
         return name
     owner = "" if name.startswith("/aws/service/") else account
     return f"arn:aws:ssm:{region}:{owner}:parameter/{name.lstrip('/')}"
-
-
-def _role_of_profile(profile: str) -> str:
-    """The role an instance profile holds: the stack creates the profile for the node role it passes in
-    `CARPOOL_NODE_ROLE_ARN`; any other profile is unknown (and then no role is granted to pass)."""
-    name = profile.rsplit("/", 1)[-1]
-    role = environment.get("CARPOOL_NODE_ROLE_ARN")
-    if name == environment.get("CARPOOL_INSTANCE_PROFILE") and role:
-        return role
-    return f"arn:aws:iam::{lambdas.ACCOUNT}:role/unknown-role-of-profile-{name}"
 
 
 # -- runs -----------------------------------------------------------------------------------------------

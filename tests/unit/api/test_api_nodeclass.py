@@ -1,4 +1,4 @@
-"""EC2NodeClass (karpenter.k8s.aws/v1): real YAML, carpool's IMDS defaults and Karpenter's rules."""
+"""EC2NodeClass (karpenter.k8s.aws/v1): real YAML, Karpenter's IMDS defaults and Karpenter's rules."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def test_getting_started_example() -> None:
     assert nc.prefix_delegation is None and nc.custom_networking is None
 
 
-def test_carpool_imds_defaults() -> None:
+def test_karpenter_imds_defaults() -> None:
     opts = only_class(class_doc()).spec.metadata_options
     assert (opts.http_endpoint, opts.http_protocol_ipv6) == ("enabled", "disabled")
-    assert opts.http_put_response_hop_limit == 2
+    assert opts.http_put_response_hop_limit == 1
     assert opts.http_tokens == "required"
 
 
@@ -66,7 +66,7 @@ def test_explicit_imds_values_are_kept() -> None:
     assert nc is not None
     assert nc.spec.metadata_options.http_put_response_hop_limit == 1
     partial = only_class(class_doc(metadataOptions={"httpTokens": "optional"})).spec.metadata_options
-    assert partial.http_tokens == "optional" and partial.http_put_response_hop_limit == 2
+    assert partial.http_tokens == "optional" and partial.http_put_response_hop_limit == 1
     dumped = nc.to_json_dict()["spec"]["metadataOptions"]
     assert dumped == {
         "httpEndpoint": "enabled",
@@ -108,10 +108,6 @@ def test_every_v1_spec_field_loads() -> None:
             {"tags": {"a": "b"}},
         ],
         securityGroupSelectorTerms=[{"name": "eks-cluster-sg"}, {"id": "sg-0123abcd"}],
-        capacityReservationSelectorTerms=[
-            {"id": "cr-0123abcd"},
-            {"tags": {"team": "x"}, "ownerID": "123456789012"},
-        ],
         associatePublicIPAddress=False,
         userData="#!/bin/bash\necho hi\n",
         instanceStorePolicy="RAID0",
@@ -132,8 +128,6 @@ def test_every_v1_spec_field_loads() -> None:
     assert nc.spec.kubelet is not None and nc.spec.kubelet.cluster_dns == ["10.0.0.10"]
     assert nc.spec.kubelet.cpu_cfs_quota is True and nc.spec.kubelet.system_reserved == {"pid": "100"}
     assert nc.spec.associate_public_ip_address is False
-    assert nc.spec.capacity_reservation_selector_terms is not None
-    assert nc.spec.capacity_reservation_selector_terms[1].owner_id == "123456789012"
     dumped = nc.to_json_dict()["spec"]
     assert dumped["kubelet"]["clusterDNS"] == ["10.0.0.10"] and dumped["associatePublicIPAddress"] is False
     assert EC2NodeClass.model_validate(nc.to_json_dict()) == nc

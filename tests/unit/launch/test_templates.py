@@ -96,7 +96,9 @@ def test_create_launch_template_request_shape() -> None:
     assert data["UserData"] == spec.user_data_b64
     assert data["IamInstanceProfile"] == {"Name": "demo-node"}
     assert data["SecurityGroupIds"] == ["sg-1", "sg-2"]
-    assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 2}
+    assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpProtocolIpv6": "disabled", "HttpTokens": "required",
+                                       "HttpPutResponseHopLimit": 1, "InstanceMetadataTags": "disabled"}
+    assert data["Monitoring"] == {"Enabled": False} and "NetworkInterfaces" not in data
     tags = {t["Key"]: t["Value"] for t in req["TagSpecifications"][0]["Tags"]}
     assert req["TagSpecifications"][0]["ResourceType"] == "launch-template"
     assert tags == {"team": "a", "kubernetes.io/cluster/demo": "owned", labels.TAG_MANAGED_BY: "demo"}

@@ -24,7 +24,8 @@ from carpool.app.settings import Settings
 from carpool.app.sources import StoredCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies, utc_now
 from carpool.catalog import Catalog
-from carpool.ports import Cluster, EventPublisher
+from carpool.launch.profiles import ExistingProfile, ProfileRequest
+from carpool.ports import Cluster, EventPublisher, InstanceProfiles
 
 AMI_TTL_SECONDS = 300
 
@@ -67,6 +68,7 @@ def build(
         config=TextConfigSource(read),
         catalog=StoredCatalogSource(DynamoCatalogStore(settings.table), region, lambda now: _live_catalog(now, region)),
         clock=clock,
+        instance_profiles=_OnFirstUseProfiles(),
     )
 
 
@@ -76,6 +78,30 @@ def _live_catalog(now: datetime, region: str) -> Catalog:
     from carpool.adapters.aws.catalog import live_catalog
 
     return live_catalog(now, region)
+
+
+class _OnFirstUseProfiles:
+    """`IamInstanceProfiles` made when first used: only node classes naming a role other than the stack's
+    need IAM, and an IAM client costs every cold start tens of milliseconds."""
+
+    def __init__(self) -> None:
+        self._profiles: InstanceProfiles | None = None
+
+    def _made(self) -> InstanceProfiles:
+        if self._profiles is None:
+            from carpool.adapters.aws.iam import IamInstanceProfiles
+
+            self._profiles = IamInstanceProfiles()
+        return self._profiles
+
+    def ensure(self, request: ProfileRequest) -> None:
+        self._made().ensure(request)
+
+    def list_profiles(self, path: str) -> list[ExistingProfile]:
+        return self._made().list_profiles(path)
+
+    def delete(self, name: str) -> None:
+        self._made().delete(name)
 
 
 class _OnFirstUse:
