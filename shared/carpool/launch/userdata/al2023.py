@@ -68,19 +68,40 @@ def render(b: NodeBootstrap) -> str:
 
 
 def user_parts(user_data: str | None) -> list[MimePart]:
-    """The user's archive parts; a bare document becomes one part, NodeConfig if YAML, else a script."""
+    """The user's archive parts. A bare document is a NodeConfig when its first YAML document is a mapping
+    (Karpenter's test: sigs.k8s.io/yaml reads the first document), else a shell script. nodeadm decodes only
+    the first YAML document of a NodeConfig part, so a part holding several is split into one part per
+    document, in order: nodeadm then merges them all, as the user meant."""
     if not user_data or not user_data.strip():
         return []
-    if looks_like_mime(user_data):
-        return _parse_archive(user_data)
-    return [MimePart(NODE_CONFIG if _is_yaml_mapping(user_data) else SHELL_SCRIPT, user_data)]
+    parts = _parse_archive(user_data) if looks_like_mime(user_data) else [_bare_part(user_data)]
+    return [piece for part in parts for piece in _one_document_each(part)]
 
 
-def _is_yaml_mapping(text: str) -> bool:
+def _bare_part(text: str) -> MimePart:
+    return MimePart(NODE_CONFIG if _first_document_is_mapping(text) else SHELL_SCRIPT, text)
+
+
+def _first_document_is_mapping(text: str) -> bool:
     try:
-        return isinstance(yaml.safe_load(text), dict)
+        first = next(iter(yaml.compose_all(text, Loader=_CHECK_LOADER)), None)
     except yaml.YAMLError:
         return False
+    return isinstance(first, yaml.MappingNode)
+
+
+def _one_document_each(part: MimePart) -> list[MimePart]:
+    if part.content_type.split(";", 1)[0].strip().lower() != NODE_CONFIG:
+        return [part]
+    try:
+        documents = [d for d in yaml.compose_all(part.body, Loader=_CHECK_LOADER) if d is not None]
+    except yaml.YAMLError as exc:
+        raise UserDataError(f"a NodeConfig is not valid YAML: {' '.join(str(exc).split())}",
+                            field="spec.userData") from None
+    if len(documents) <= 1:
+        return [part]
+    return [MimePart(part.content_type, part.body[d.start_mark.index:d.end_mark.index].rstrip("\n"), part.headers)
+            for d in documents]
 
 
 def node_config(b: NodeBootstrap) -> dict[str, Any]:
@@ -89,33 +110,46 @@ def node_config(b: NodeBootstrap) -> dict[str, Any]:
     if not b.cluster_cidr:
         raise UserDataError("AL2023: the cluster service CIDR is required by nodeadm (spec.cluster.cidr)",
                             field="cluster_cidr")
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "NodeConfig",
-        "spec": {
-            "cluster": {
-                "name": b.cluster_name,
-                "apiServerEndpoint": b.endpoint,
-                "certificateAuthority": b.ca_bundle,
-                "cidr": b.cluster_cidr,
-            },
-            "kubelet": _kubelet(b),
+    spec: dict[str, Any] = {
+        "cluster": {
+            "name": b.cluster_name,
+            "apiServerEndpoint": b.endpoint,
+            "certificateAuthority": b.ca_bundle,
+            "cidr": b.cluster_cidr,
         },
+        "kubelet": _kubelet(b),
     }
+    if b.raid0:  # nodeadm assembles the NVMe instance store into one array for the kubelet and containerd
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    return {"apiVersion": API_VERSION, "kind": "NodeConfig", "spec": spec}
 
 
 def _kubelet(b: NodeBootstrap) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if b.max_pods is not None:
         config["maxPods"] = b.max_pods
+    if b.pods_per_core is not None:
+        config["podsPerCore"] = b.pods_per_core
     if b.cluster_dns:
-        config["clusterDNS"] = [b.cluster_dns]
+        config["clusterDNS"] = [b.cluster_dns, *b.more_cluster_dns]
     if b.kube_reserved:
         config["kubeReserved"] = quantities(b.kube_reserved)
     if b.system_reserved:
         config["systemReserved"] = quantities(b.system_reserved)
     if b.eviction_hard:
         config["evictionHard"] = dict(sorted(b.eviction_hard.items()))
+    if b.eviction_soft:
+        config["evictionSoft"] = dict(sorted(b.eviction_soft.items()))
+    if b.eviction_soft_grace_period:
+        config["evictionSoftGracePeriod"] = dict(sorted(b.eviction_soft_grace_period.items()))
+    if b.eviction_max_pod_grace_period is not None:
+        config["evictionMaxPodGracePeriod"] = b.eviction_max_pod_grace_period
+    if b.image_gc_high_threshold_percent is not None:
+        config["imageGCHighThresholdPercent"] = b.image_gc_high_threshold_percent
+    if b.image_gc_low_threshold_percent is not None:
+        config["imageGCLowThresholdPercent"] = b.image_gc_low_threshold_percent
+    if b.cpu_cfs_quota is not None:
+        config["cpuCFSQuota"] = b.cpu_cfs_quota
     config["registerWithTaints"] = [_taint(t) for t in b.register_taints()]
     kubelet: dict[str, Any] = {"config": config}
     if b.labels:

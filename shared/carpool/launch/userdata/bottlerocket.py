@@ -49,8 +49,20 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+#: Karpenter's bootstrap command for `instanceStorePolicy: RAID0`: Bottlerocket's API assembles the
+#: instance store into an array and binds the kubelet's and containerd's directories to it.
+RAID0_COMMAND = "000-mount-instance-storage"
+RAID0_COMMANDS = [["apiclient", "ephemeral-storage", "init"],
+                  ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
+                   "/var/log/pods"]]
+
+
 def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
     checks.check(b)
+    checks.one_cluster_dns(b, "Bottlerocket (settings.kubernetes.cluster-dns-ip)")
+    if b.pods_per_core is not None:
+        raise UserDataError("Bottlerocket has no pods-per-core setting (Karpenter ignores it there); use maxPods",
+                            field="spec.kubelet.podsPerCore")
     doc = _user_toml(b.user_data)
     settings = _subtable(doc, "settings", "settings")
     k8s = _subtable(settings, "kubernetes", "settings.kubernetes")
@@ -64,6 +76,19 @@ def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
     _merge_map(k8s, "kube-reserved", quantities(b.kube_reserved))
     _merge_map(k8s, "system-reserved", quantities(b.system_reserved))
     _merge_map(k8s, "eviction-hard", dict(sorted(b.eviction_hard.items())))
+    _merge_map(k8s, "eviction-soft", dict(sorted(b.eviction_soft.items())))
+    _merge_map(k8s, "eviction-soft-grace-period", dict(sorted(b.eviction_soft_grace_period.items())))
+    if b.eviction_max_pod_grace_period is not None:
+        k8s["eviction-max-pod-grace-period"] = b.eviction_max_pod_grace_period
+    if b.image_gc_high_threshold_percent is not None:  # Bottlerocket's model takes these as strings
+        k8s["image-gc-high-threshold-percent"] = str(b.image_gc_high_threshold_percent)
+    if b.image_gc_low_threshold_percent is not None:
+        k8s["image-gc-low-threshold-percent"] = str(b.image_gc_low_threshold_percent)
+    if b.cpu_cfs_quota is not None:
+        k8s["cpu-cfs-quota-enforced"] = b.cpu_cfs_quota
+    if b.raid0:
+        commands = _subtable(settings, "bootstrap-commands", "settings.bootstrap-commands")
+        commands[RAID0_COMMAND] = {"commands": RAID0_COMMANDS, "essential": True, "mode": "always"}
     _merge_map(k8s, "node-labels", dict(b.sorted_labels()))
     _merge_taints(k8s, b)
     return doc
