@@ -85,7 +85,7 @@ def _bare_part(text: str) -> MimePart:
 def _first_document_is_mapping(text: str) -> bool:
     try:
         first = next(iter(yaml.compose_all(text, Loader=_CHECK_LOADER)), None)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, UnicodeError):  # not YAML (or not text EC2 can carry: refused by `render`)
         return False
     return isinstance(first, yaml.MappingNode)
 
@@ -95,6 +95,8 @@ def _one_document_each(part: MimePart) -> list[MimePart]:
         return [part]
     try:
         documents = [d for d in yaml.compose_all(part.body, Loader=_CHECK_LOADER) if d is not None]
+    except UnicodeError:
+        return [part]  # refused by the archive writer, naming the part
     except yaml.YAMLError as exc:
         raise UserDataError(f"a NodeConfig is not valid YAML: {' '.join(str(exc).split())}",
                             field="spec.userData") from None
