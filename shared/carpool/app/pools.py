@@ -37,10 +37,10 @@ from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.sizing import (
     KubeletSettings,
-    StorageSettings,
     LearnedCapacity,
     NetworkSettings,
     NodeSize,
+    StorageSettings,
     network_settings,
     size_node,
 )
@@ -181,7 +181,7 @@ class _Admitted:
 
     def offered(self, reqs: Requirements, family: str, resolved: Sequence[ResolvedAmi], network: NetworkSettings,
                 kubelet: KubeletSettings, learned: Mapping[tuple[str, str], CapacityRecord],
-                storage: StorageSettings = StorageSettings(),
+                storage: StorageSettings,
                 ) -> tuple[int, dict[str, ResolvedAmi], tuple[_Sized, ...]]:
         """How many types `reqs` admit, which AMI each boots, and those some AMI boots sized (`_size`), in
         catalog order. The sizes are the same for the same requirements, AMIs, network and kubelet

@@ -216,9 +216,9 @@ def startup_refusal(kubelet: NodeKubelet) -> str:
             return f"kubelet: grace period must be specified for the soft eviction threshold {signal}"
     high = kubelet.settings.get("imageGCHighThresholdPercent")
     low = kubelet.settings.get("imageGCLowThresholdPercent")
-    for name, value in (("imageGCHighThresholdPercent", high), ("imageGCLowThresholdPercent", low)):
-        if value is not None and not 0 <= int(value) <= 100:
-            return f"kubelet: invalid configuration: {name} ({value}) must be between 0 and 100"
+    for setting, percent in (("imageGCHighThresholdPercent", high), ("imageGCLowThresholdPercent", low)):
+        if percent is not None and not 0 <= int(percent) <= 100:
+            return f"kubelet: invalid configuration: {setting} ({percent}) must be between 0 and 100"
     if high is not None and low is not None and int(low) >= int(high):
         return (f"kubelet: invalid configuration: imageGCLowThresholdPercent ({low}) must be less than "
                 f"imageGCHighThresholdPercent ({high})")

@@ -26,6 +26,7 @@ import email
 import re
 import shlex
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,7 +186,7 @@ def _str_map(value: Any) -> dict[str, str] | None:
 SETTINGS = ("clusterDNS", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod",
             "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "cpuCFSQuota")
 #: kubelet flag -> (KubeletConfiguration field, how its value reads)
-_SETTING_FLAGS = {
+_SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--cluster-dns": ("clusterDNS", lambda v: [a.strip() for a in v.split(",") if a.strip()]),
     "--eviction-soft": ("evictionSoft", lambda v: _pairs(v, "<")),
     "--eviction-soft-grace-period": ("evictionSoftGracePeriod", lambda v: _pairs(v, "=")),
