@@ -69,7 +69,8 @@ def render(b: NodeBootstrap) -> str:
 
 def user_parts(user_data: str | None) -> list[MimePart]:
     """The user's archive parts. A bare document is a NodeConfig when its first YAML document is a mapping
-    (Karpenter's test: sigs.k8s.io/yaml reads the first document), else a shell script. nodeadm decodes only
+    with a `kind` (sigs.k8s.io/yaml reads the first document), else a shell script: Karpenter takes any
+    mapping, so `echo ok: yes` would become a NodeConfig nodeadm cannot decode. nodeadm decodes only
     the first YAML document of a NodeConfig part, so a part holding several is split into one part per
     document, in order: nodeadm then merges them all, as the user meant."""
     if not user_data or not user_data.strip():
@@ -79,15 +80,16 @@ def user_parts(user_data: str | None) -> list[MimePart]:
 
 
 def _bare_part(text: str) -> MimePart:
-    return MimePart(NODE_CONFIG if _first_document_is_mapping(text) else SHELL_SCRIPT, text)
+    return MimePart(NODE_CONFIG if _first_document_is_an_object(text) else SHELL_SCRIPT, text)
 
 
-def _first_document_is_mapping(text: str) -> bool:
+def _first_document_is_an_object(text: str) -> bool:
     try:
         first = next(iter(yaml.compose_all(text, Loader=_CHECK_LOADER)), None)
     except (yaml.YAMLError, UnicodeError):  # not YAML (or not text EC2 can carry: refused by `render`)
         return False
-    return isinstance(first, yaml.MappingNode)
+    return isinstance(first, yaml.MappingNode) and any(
+        isinstance(k, yaml.ScalarNode) and k.value == "kind" for k, _ in first.value)
 
 
 def _one_document_each(part: MimePart) -> list[MimePart]:
@@ -100,6 +102,12 @@ def _one_document_each(part: MimePart) -> list[MimePart]:
     except yaml.YAMLError as exc:
         raise UserDataError(f"a NodeConfig is not valid YAML: {' '.join(str(exc).split())}",
                             field="spec.userData") from None
+    for i, document in enumerate(documents):
+        fields = {k.value: v.value for k, v in document.value if isinstance(k, yaml.ScalarNode)
+                  and isinstance(v, yaml.ScalarNode)} if isinstance(document, yaml.MappingNode) else {}
+        if fields.get("kind") != "NodeConfig" or not str(fields.get("apiVersion", "")).startswith("node.eks.aws/"):
+            raise UserDataError(f"YAML document {i + 1} of a NodeConfig part is not a node.eks.aws NodeConfig: "
+                                "nodeadm would fail to decode it and the node would never join", field="spec.userData")
     if len(documents) <= 1:
         return [part]
     return [MimePart(part.content_type, part.body[d.start_mark.index:d.end_mark.index].rstrip("\n"), part.headers)
