@@ -446,11 +446,16 @@ def family_field_problem(family: str, spec: EC2NodeClassSpec) -> str | None:
     """Why `spec` asks something of the AMI family `family` that its bootstrap cannot carry, or None.
 
     Karpenter drops these silently (pkg/providers/amifamily/bootstrap): Bottlerocket has no pods-per-core
-    setting; bootstrap.sh, Bottlerocket and the Windows bootstrap take one cluster DNS address; the Windows
-    bootstrap sets up no instance store; a Custom family's user data is the user's, verbatim."""
+    setting and its settings model reserves no pids (the settings API would refuse the user data);
+    bootstrap.sh, Bottlerocket and the Windows bootstrap take one cluster DNS address; the Windows bootstrap
+    sets up no instance store; a Custom family's user data is the user's, verbatim."""
     kubelet = spec.kubelet
     if kubelet is not None and family == "bottlerocket" and kubelet.pods_per_core is not None:
         return "spec.kubelet.podsPerCore: Bottlerocket has no pods-per-core setting; use maxPods"
+    if kubelet is not None and family == "bottlerocket":
+        for name, reserved in (("kubeReserved", kubelet.kube_reserved), ("systemReserved", kubelet.system_reserved)):
+            if "pid" in reserved:
+                return f"spec.kubelet.{name}.pid: Bottlerocket reserves only cpu, memory and ephemeral-storage"
     if kubelet is not None and family not in ("al2023", "custom") and len(kubelet.cluster_dns or []) > 1:
         return f"spec.kubelet.clusterDNS: the {family} bootstrap takes one cluster DNS address, not {len(kubelet.cluster_dns or [])}"
     if family.startswith("windows") and spec.instance_store_policy is not None:

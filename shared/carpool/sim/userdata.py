@@ -273,6 +273,10 @@ def _bottlerocket(text: str) -> BootConfig:
     cfg.kube_reserved = _str_map(k8s.get("kube-reserved"))
     cfg.system_reserved = _str_map(k8s.get("system-reserved"))
     cfg.eviction_hard = _str_map(k8s.get("eviction-hard"))
+    for name in ("kube-reserved", "system-reserved"):
+        bad = sorted(set((k8s.get(name) or {})) - {"cpu", "memory", "ephemeral-storage"})
+        if bad:  # KubernetesReservedResourceKey: the settings API refuses the whole user data
+            cfg.refusal = f"Bottlerocket settings: invalid Reserved sources key {bad[0]!r} in settings.kubernetes.{name}"
     for key, setting, read in _BOTTLEROCKET_SETTINGS:
         if k8s.get(key) is not None:
             cfg.settings[setting] = read(k8s[key])

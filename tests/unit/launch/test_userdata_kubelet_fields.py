@@ -114,19 +114,31 @@ def test_al2_raid0_is_local_disks() -> None:
 
 
 # -- Bottlerocket: settings.kubernetes ------------------------------------------------------------------
+def without_pid(b: NodeBootstrap) -> NodeBootstrap:
+    return replace(b, kube_reserved={k: v for k, v in b.kube_reserved.items() if k != "pid"},
+                   system_reserved={k: v for k, v in b.system_reserved.items() if k != "pid"})
+
+
 def test_bottlerocket_settings_carry_every_kubelet_field() -> None:
-    k8s = tomllib.loads(render("bottlerocket", FULL))["settings"]["kubernetes"]
+    k8s = tomllib.loads(render("bottlerocket", without_pid(FULL)))["settings"]["kubernetes"]
     assert k8s["cluster-dns-ip"] == "172.20.0.10"
     assert k8s["eviction-soft"] == EXPECTED["evictionSoft"]
     assert k8s["eviction-soft-grace-period"] == EXPECTED["evictionSoftGracePeriod"]
     assert k8s["eviction-max-pod-grace-period"] == 60
     assert (k8s["image-gc-high-threshold-percent"], k8s["image-gc-low-threshold-percent"]) == ("80", "60")
     assert k8s["cpu-cfs-quota-enforced"] is False
-    assert k8s["kube-reserved"]["pid"] == "1000" and k8s["system-reserved"]["pid"] == "500"
+
+
+def test_bottlerocket_refuses_a_pid_reservation_its_settings_model_refuses() -> None:
+    with pytest.raises(UserDataError, match="spec.kubelet.kubeReserved.pid"):
+        render("bottlerocket", FULL)
+    toml = render("bottlerocket", without_pid(FULL)).replace('[settings.kubernetes.kube-reserved]',
+                                                             '[settings.kubernetes.kube-reserved]\npid = "1000"')
+    assert "Reserved sources key 'pid'" in userdata.parse(toml).refusal  # and the node would never join
 
 
 def test_bottlerocket_raid0_is_karpenters_bootstrap_command() -> None:
-    settings = tomllib.loads(render("bottlerocket", replace(BASE, raid0=True)))["settings"]
+    settings = tomllib.loads(render("bottlerocket", without_pid(replace(BASE, raid0=True))))["settings"]
     command = settings["bootstrap-commands"]["000-mount-instance-storage"]
     assert command["commands"][0] == ["apiclient", "ephemeral-storage", "init"]
     assert command["commands"][1][:3] == ["apiclient", "ephemeral-storage", "bind"]
@@ -135,7 +147,7 @@ def test_bottlerocket_raid0_is_karpenters_bootstrap_command() -> None:
 
 def test_bottlerocket_refuses_pods_per_core() -> None:
     with pytest.raises(UserDataError, match="spec.kubelet.podsPerCore"):
-        render("bottlerocket", replace(BASE, pods_per_core=4))
+        render("bottlerocket", without_pid(replace(BASE, pods_per_core=4)))
 
 
 # -- Windows: -KubeletExtraArgs -------------------------------------------------------------------------
@@ -159,22 +171,25 @@ def test_windows_refuses_raid0() -> None:
 @pytest.mark.parametrize("family", ["al2", "bottlerocket", "windows2022"])
 def test_a_second_cluster_dns_address_is_refused_where_the_bootstrap_takes_one(family: str) -> None:
     with pytest.raises(UserDataError, match="spec.kubelet.clusterDNS"):
-        render(family, replace(BASE, more_cluster_dns=("172.20.0.11",)))
+        render(family, without_pid(replace(BASE, more_cluster_dns=("172.20.0.11",))))
 
 
 # -- every family: the simulated bootstrap reads back what was configured -------------------------------
 @pytest.mark.parametrize("family", ["al2023", "al2", "bottlerocket", "windows2022"])
 def test_the_bootstrap_reads_back_every_kubelet_field(family: str) -> None:
-    cfg = booted(family, render(family, FULL))
+    cfg = booted(family, render(family, without_pid(FULL) if family == "bottlerocket" else FULL))
     assert cfg.settings == EXPECTED
-    assert cfg.kube_reserved is not None and cfg.kube_reserved["pid"] == "1000"
-    assert cfg.system_reserved is not None and cfg.system_reserved["pid"] == "500"
+    assert not cfg.refusal
+    if family != "bottlerocket":
+        assert cfg.kube_reserved is not None and cfg.kube_reserved["pid"] == "1000"
+        assert cfg.system_reserved is not None and cfg.system_reserved["pid"] == "500"
 
 
 @pytest.mark.parametrize("family", ["al2023", "al2", "bottlerocket"])
 def test_the_bootstrap_reads_back_raid0(family: str) -> None:
-    assert booted(family, render(family, replace(BASE, raid0=True))).raid0 is True
-    assert booted(family, render(family, BASE)).raid0 is False
+    base = without_pid(BASE)
+    assert booted(family, render(family, replace(base, raid0=True))).raid0 is True
+    assert booted(family, render(family, base)).raid0 is False
 
 
 @pytest.mark.parametrize("bad", [

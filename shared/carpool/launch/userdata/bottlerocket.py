@@ -63,6 +63,10 @@ def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
     if b.pods_per_core is not None:
         raise UserDataError("Bottlerocket has no pods-per-core setting (Karpenter ignores it there); use maxPods",
                             field="spec.kubelet.podsPerCore")
+    for name, reserved in (("kubeReserved", b.kube_reserved), ("systemReserved", b.system_reserved)):
+        if "pid" in reserved:  # its model takes cpu, memory and ephemeral-storage only: the settings are refused
+            raise UserDataError("Bottlerocket reserves only cpu, memory and ephemeral-storage",
+                                field=f"spec.kubelet.{name}.pid")
     doc = _user_toml(b.user_data)
     settings = _subtable(doc, "settings", "settings")
     k8s = _subtable(settings, "kubernetes", "settings.kubernetes")
