@@ -274,7 +274,7 @@ def _bottlerocket(text: str) -> BootConfig:
     cfg.system_reserved = _str_map(k8s.get("system-reserved"))
     cfg.eviction_hard = _str_map(k8s.get("eviction-hard"))
     for name in ("kube-reserved", "system-reserved"):
-        bad = sorted(set((k8s.get(name) or {})) - {"cpu", "memory", "ephemeral-storage"})
+        bad = sorted(set(k8s.get(name) or {}) - {"cpu", "memory", "ephemeral-storage"})
         if bad:  # KubernetesReservedResourceKey: the settings API refuses the whole user data
             cfg.refusal = f"Bottlerocket settings: invalid Reserved sources key {bad[0]!r} in settings.kubernetes.{name}"
     for key, setting, read in _BOTTLEROCKET_SETTINGS:

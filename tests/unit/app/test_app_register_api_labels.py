@@ -3,9 +3,19 @@ in the same patch that lifts `karpenter.sh/unregistered`, as Karpenter's registr
 
 from __future__ import annotations
 
+from tests.unit.app.test_app_register import (
+    CONFIG,
+    STARTUP,
+    UNREGISTERED,
+    deps_for,
+    join,
+    node,
+    reserve,
+    taint_keys,
+)
+
 from carpool import labels
 from carpool.app import register
-from tests.unit.app.test_app_register import CONFIG, STARTUP, UNREGISTERED, deps_for, join, node, reserve, taint_keys
 
 RESTRICTED = {"node-restriction.kubernetes.io/isolation": "pci", "kops.k8s.io/instancegroup": "nodes",
               "team.node-restriction.kubernetes.io/owner": "payments"}

@@ -6,9 +6,13 @@ A field a family cannot carry is refused, naming it."""
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import subprocess
 import tomllib
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -244,3 +248,39 @@ def test_a_nodeconfig_part_nodeadm_could_not_decode_is_refused() -> None:
     with pytest.raises(UserDataError, match="spec.userData.*document 2"):
         render("al2023", replace(BASE, user_data=TWO_NODECONFIGS.replace("kind: NodeConfig\nspec:\n  kubelet:\n    flags",
                                                                          "kind: Other\nspec:\n  kubelet:\n    flags")))
+
+
+# -- the real nodeadm, when built (see /work/shared/nodeadm/README.md) ------------------------------------
+NODEADM = Path(os.environ.get("NODEADM_HOME", Path.home() / ".cache" / "carpool-nodeadm")) / "bin" / "nodeadm"
+needs_nodeadm = pytest.mark.skipif(not NODEADM.exists(), reason="the real nodeadm is not built")
+
+
+def nodeadm_dump(text: str, tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "userdata.mime"
+    path.write_text(text)
+    done = subprocess.run([str(NODEADM), "config", "dump", "-c", f"file://{path}"], capture_output=True, text=True,
+                          timeout=60, check=True)
+    dumped: dict[str, Any] = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+    return dumped
+
+
+@needs_nodeadm
+def test_the_real_nodeadm_reads_every_field_and_both_user_documents(tmp_path: Path) -> None:
+    b = replace(FULL, raid0=True, pods_per_core=4, more_cluster_dns=("fd00::a",), user_data=TWO_NODECONFIGS)
+    spec = nodeadm_dump(render("al2023", b), tmp_path)["spec"]
+    config = spec["kubelet"]["config"]
+    assert {k: config[k] for k in EXPECTED if k != "clusterDNS"} == {k: v for k, v in EXPECTED.items() if k != "clusterDNS"}
+    assert config["clusterDNS"] == ["172.20.0.10", "fd00::a"] and config["podsPerCore"] == 4
+    assert config["kubeReserved"]["pid"] == "1000" and config["shutdownGracePeriod"] == "30s"
+    assert spec["kubelet"]["flags"][0] == "--v=4"
+    assert spec["instance"]["localStorage"] == {"strategy": "RAID0"}
+
+
+@needs_nodeadm
+def test_the_simulated_nodeadm_reads_a_part_as_the_real_one_does(tmp_path: Path) -> None:
+    head = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+    cluster = "  cluster: {name: a, apiServerEndpoint: 'https://x', certificateAuthority: Q0E=, cidr: 10.100.0.0/16}\n"
+    part = head + cluster + "  kubelet:\n    config: {maxPods: 10}\n---\n" + head + "  kubelet:\n    config: {maxPods: 20}\n"
+    archive = f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="B"\n\n--B\nContent-Type: {NODE_CONFIG}\n\n{part}--B--\n'
+    real = nodeadm_dump(archive, tmp_path)["spec"]["kubelet"]["config"]["maxPods"]
+    assert real == userdata.parse(archive).max_pods == 10

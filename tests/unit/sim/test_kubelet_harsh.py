@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.unit.sim.test_kubelet import BOOT, World, world  # noqa: F401 - `world` is the fixture
+
 from carpool.launch import userdata as render
 from carpool.sim import nodeboot, userdata
 from carpool.sim.kubelet import InstanceFacts, node_resources, startup_refusal
 from carpool.taints import Taint
-from tests.unit.sim.test_kubelet import BOOT, World, world  # noqa: F401 - `world` is the fixture
 
 M5 = dict(vcpus=2, default_card_enis=3, ipv4_per_eni=10)
 GIB = 2**30
 NODECONFIG = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: {}\n"
 
 
-def test_a_label_the_kubelet_may_not_set_means_the_node_never_joins(world: World) -> None:
+def test_a_label_the_kubelet_may_not_set_means_the_node_never_joins(world: World) -> None:  # noqa: F811
     iid = world.launch(replace(BOOT, labels={**BOOT.labels, "node-restriction.kubernetes.io/isolation": "pci"}))
     kubelets = world.kubelets()
     world.run(kubelets, 100)
@@ -25,7 +26,7 @@ def test_a_label_the_kubelet_may_not_set_means_the_node_never_joins(world: World
     assert "unknown 'kubernetes.io' or 'k8s.io' labels" in kubelets.boots[iid].no_join
 
 
-def test_labels_in_the_kubelets_own_namespaces_join(world: World) -> None:
+def test_labels_in_the_kubelets_own_namespaces_join(world: World) -> None:  # noqa: F811
     iid = world.launch(replace(BOOT, labels={**BOOT.labels, "x.node.kubernetes.io/tier": "web"}))
     kubelets = world.kubelets()
     world.run(kubelets, 100)
