@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from tests.unit.sim.test_kubelet import BOOT, World, world  # noqa: F401 - `world` is the fixture
 
 from carpool.launch import userdata as render
@@ -19,7 +21,8 @@ NODECONFIG = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kube
 
 
 def test_a_label_the_kubelet_may_not_set_means_the_node_never_joins(world: World) -> None:  # noqa: F811
-    iid = world.launch(replace(BOOT, labels={**BOOT.labels, "node-restriction.kubernetes.io/isolation": "pci"}))
+    iid = world.launch(replace(BOOT, user_data=NODECONFIG.format(58) + "    flags:\n"
+                               "      - --node-labels=node-restriction.kubernetes.io/isolation=pci\n"))
     kubelets = world.kubelets()
     world.run(kubelets, 100)
     assert iid in kubelets.launched and not kubelets.registered
@@ -31,6 +34,11 @@ def test_labels_in_the_kubelets_own_namespaces_join(world: World) -> None:  # no
     kubelets = world.kubelets()
     world.run(kubelets, 100)
     assert iid in kubelets.registered
+
+
+def test_carpool_never_writes_such_a_label_into_the_user_data() -> None:
+    with pytest.raises(render.UserDataError, match="may not set this label"):
+        render.render("al2023", replace(BOOT, labels={"kops.k8s.io/instancegroup": "nodes"}))
 
 
 def test_a_repeated_register_with_taints_keeps_only_the_last() -> None:

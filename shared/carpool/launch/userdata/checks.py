@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from carpool import label_syntax
+from carpool.labels import kubelet_may_set
 from carpool.launch.userdata.bootstrap import NodeBootstrap
 from carpool.launch.userdata.mime import UserDataError
 from carpool.taints import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint
@@ -180,6 +181,9 @@ def _label(key: Any, value: Any) -> None:
     problem = label_syntax.key_problem(key) or label_syntax.value_problem(value)
     if problem:
         raise UserDataError(problem, field=field)
+    if not kubelet_may_set(key):  # the kubelet would refuse to start: the registrar sets it instead
+        raise UserDataError("the kubelet may not set this label itself (it would refuse to start); it is set "
+                            "through the API server at registration", field=field)
 
 
 def _taint(field: str, taint: Any) -> None:
