@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-
 from tests.unit.sim.test_kubelet import BOOT, World, world  # noqa: F401 - `world` is the fixture
 
 from carpool.launch import userdata as render
