@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from carpool.api.loader import ManifestErrors, load
 
@@ -58,3 +59,16 @@ def test_a_custom_family_refuses_kubelet_fields_only_its_own_user_data_could_car
 ])
 def test_what_the_family_carries_loads(alias: str, spec: dict[str, Any]) -> None:
     assert len(load([class_doc(alias, **spec)]).nodeclasses) == 1
+
+
+def test_carpool_validate_names_the_refused_field_in_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from carpool.cli import app
+
+    path = tmp_path / "nc.yaml"
+    path.write_text(yaml.safe_dump(class_doc("windows2022@latest", instanceStorePolicy="RAID0")))
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if "spec.instanceStorePolicy" in line]
+    assert len(lines) == 1 and "Windows bootstrap does not set up the instance store" in lines[0]
