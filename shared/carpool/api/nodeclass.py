@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 from carpool import labels as wk
 from carpool import quantity
 from carpool.api.base import CrdModel
+from carpool.api.durations import DurationError, parse_duration
 from carpool.api.fields import Quantity
 from carpool.api.meta import CrdObjectMeta
 
@@ -243,6 +244,12 @@ class KubeletConfiguration(CrdModel):
                 )
             if key not in soft:
                 raise ValueError(f"key {key!r} in evictionSoftGracePeriod has no matching evictionSoft entry")
+            try:
+                finite = parse_duration(str(value[key])) is not None
+            except DurationError as exc:
+                raise ValueError(f"evictionSoftGracePeriod.{key}: {exc}") from None
+            if not finite:
+                raise ValueError(f"evictionSoftGracePeriod.{key}: 'Never' is not a grace period")
         for key in soft:
             if key not in value:
                 raise ValueError(f"key {key!r} in evictionSoft has no matching evictionSoftGracePeriod entry")

@@ -11,6 +11,9 @@ Karpenter's `ephemeralStorage` (pkg/providers/instancetype/types.go), in its ord
 5. the family's default mapping (20Gi; Windows 50Gi).
 
 A volume size is whole GiB on the launch template (rounded up), so it is counted the same way here.
+One difference from Karpenter: only an NVMe instance store counts (the catalog's `instance-local-nvme`).
+nodeadm's and bootstrap.sh's RAID0 and Bottlerocket's `apiclient ephemeral-storage init` assemble the NVMe
+instance-store disks only, so on an older type with a SATA/HDD store the kubelet stays on the root volume.
 """
 
 from __future__ import annotations

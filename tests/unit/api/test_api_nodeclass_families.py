@@ -72,3 +72,10 @@ def test_carpool_validate_names_the_refused_field_in_one_line(tmp_path) -> None:
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if "spec.instanceStorePolicy" in line]
     assert len(lines) == 1 and "Windows bootstrap does not set up the instance store" in lines[0]
+
+
+@pytest.mark.parametrize("period", ["soon", "1.5m", "Never", "500ms"])
+def test_a_soft_grace_period_that_is_no_duration_is_refused_at_load(period: str) -> None:
+    doc = class_doc("al2023@latest", kubelet={"evictionSoft": {"memory.available": "1Gi"},
+                                              "evictionSoftGracePeriod": {"memory.available": period}})
+    assert "evictionSoftGracePeriod.memory.available" in message(doc)

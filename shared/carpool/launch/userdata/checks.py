@@ -59,8 +59,8 @@ EVICTION_SIGNALS = frozenset(
      "pid.available"}
 )
 _INT32_MAX = 2**31 - 1
-#: Karpenter's evictionSoftGracePeriod pattern (a Go duration of hours, minutes, seconds).
-_GRACE = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?(?:h|m|s|ms))+$")
+#: an evictionSoftGracePeriod as the node class takes it: whole hours, minutes and seconds (`carpool.api.durations`).
+_GRACE = re.compile(r"^(?:[0-9]+[hms])+$")
 
 
 def one_cluster_dns(b: NodeBootstrap, family: str) -> None:
