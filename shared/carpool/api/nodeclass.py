@@ -454,8 +454,9 @@ def family_field_problem(family: str, spec: EC2NodeClassSpec) -> str | None:
 
     Karpenter drops these silently (pkg/providers/amifamily/bootstrap): Bottlerocket has no pods-per-core
     setting and its settings model reserves no pids (the settings API would refuse the user data);
-    bootstrap.sh, Bottlerocket and the Windows bootstrap take one cluster DNS address; the Windows bootstrap
-    sets up no instance store; a Custom family's user data is the user's, verbatim."""
+    the Windows bootstrap takes one cluster DNS address (Karpenter passes the first of any number to every
+    family but AL2023; bootstrap.sh and Bottlerocket take a list, so carpool passes them all) and sets up no
+    instance store; a Custom family's user data is the user's, verbatim."""
     kubelet = spec.kubelet
     if kubelet is not None and family == "bottlerocket" and kubelet.pods_per_core is not None:
         return "spec.kubelet.podsPerCore: Bottlerocket has no pods-per-core setting; use maxPods"
@@ -463,8 +464,8 @@ def family_field_problem(family: str, spec: EC2NodeClassSpec) -> str | None:
         for name, reserved in (("kubeReserved", kubelet.kube_reserved), ("systemReserved", kubelet.system_reserved)):
             if "pid" in reserved:
                 return f"spec.kubelet.{name}.pid: Bottlerocket reserves only cpu, memory and ephemeral-storage"
-    if kubelet is not None and family not in ("al2023", "custom") and len(kubelet.cluster_dns or []) > 1:
-        return f"spec.kubelet.clusterDNS: the {family} bootstrap takes one cluster DNS address, not {len(kubelet.cluster_dns or [])}"
+    if kubelet is not None and family.startswith("windows") and len(kubelet.cluster_dns or []) > 1:
+        return f"spec.kubelet.clusterDNS: the Windows bootstrap takes one cluster DNS address, not {len(kubelet.cluster_dns or [])}"
     if family.startswith("windows") and spec.instance_store_policy is not None:
         return "spec.instanceStorePolicy: the EKS Windows bootstrap does not set up the instance store"
     if kubelet is not None and family == "custom":

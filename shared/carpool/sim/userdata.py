@@ -288,7 +288,7 @@ def _bottlerocket(text: str) -> BootConfig:
 
 #: Bottlerocket settings.kubernetes key -> KubeletConfiguration field (the kubelet-config template)
 _BOTTLEROCKET_SETTINGS = (
-    ("cluster-dns-ip", "clusterDNS", lambda v: [str(v)]),
+    ("cluster-dns-ip", "clusterDNS", lambda v: [str(a) for a in v] if isinstance(v, list) else [str(v)]),
     ("eviction-soft", "evictionSoft", lambda v: {str(k): str(x) for k, x in v.items()}),
     ("eviction-soft-grace-period", "evictionSoftGracePeriod", lambda v: {str(k): str(x) for k, x in v.items()}),
     ("eviction-max-pod-grace-period", "evictionMaxPodGracePeriod", int),
@@ -312,8 +312,8 @@ def _al2(text: str) -> BootConfig:
         nxt = words[i + 1] if i + 1 < len(words) else ""
         if word == "--use-max-pods":
             cfg.use_max_pods = nxt.lower() != "false"
-        elif word == "--dns-cluster-ip":
-            cfg.settings["clusterDNS"] = [nxt]
+        elif word == "--dns-cluster-ip":  # bootstrap.sh: `.clusterDNS=($DNS_CLUSTER_IP|split(","))`
+            cfg.settings["clusterDNS"] = nxt.split(",")
         elif word == "--local-disks":
             cfg.raid0 = nxt == "raid0"
         elif word == "--kubelet-extra-args":

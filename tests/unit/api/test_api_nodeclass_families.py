@@ -30,8 +30,6 @@ def message(doc: dict[str, Any]) -> str:
     ("bottlerocket@latest", {"kubelet": {"podsPerCore": 4}}, "spec.kubelet.podsPerCore"),
     ("bottlerocket@latest", {"kubelet": {"kubeReserved": {"pid": "1000"}}}, "spec.kubelet.kubeReserved.pid"),
     ("bottlerocket@latest", {"kubelet": {"systemReserved": {"pid": "1000"}}}, "spec.kubelet.systemReserved.pid"),
-    ("al2@latest", {"kubelet": {"clusterDNS": ["10.0.0.10", "10.0.0.11"]}}, "spec.kubelet.clusterDNS"),
-    ("bottlerocket@latest", {"kubelet": {"clusterDNS": ["10.0.0.10", "10.0.0.11"]}}, "spec.kubelet.clusterDNS"),
     ("windows2022@latest", {"kubelet": {"clusterDNS": ["10.0.0.10", "10.0.0.11"]}}, "spec.kubelet.clusterDNS"),
     ("windows2022@latest", {"instanceStorePolicy": "RAID0"}, "spec.instanceStorePolicy"),
 ])
@@ -52,7 +50,9 @@ def test_a_custom_family_refuses_kubelet_fields_only_its_own_user_data_could_car
 @pytest.mark.parametrize(("alias", "spec"), [
     ("al2023@latest", {"instanceStorePolicy": "RAID0", "kubelet": {
         "clusterDNS": ["10.0.0.10", "fd00::a"], "podsPerCore": 4, "kubeReserved": {"pid": "1000"}}}),
-    ("al2@latest", {"instanceStorePolicy": "RAID0", "kubelet": {"podsPerCore": 4, "systemReserved": {"pid": "1"}}}),
+    ("al2@latest", {"instanceStorePolicy": "RAID0", "kubelet": {"podsPerCore": 4, "systemReserved": {"pid": "1"},
+                                                                "clusterDNS": ["10.0.0.10", "10.0.0.11"]}}),
+    ("bottlerocket@latest", {"kubelet": {"clusterDNS": ["10.0.0.10", "10.0.0.11"]}}),
     ("bottlerocket@latest", {"instanceStorePolicy": "RAID0", "kubelet": {"clusterDNS": ["10.0.0.10"], "cpuCFSQuota": True}}),
     ("windows2022@latest", {"kubelet": {"clusterDNS": ["10.0.0.10"], "podsPerCore": 4}}),
     ("al2023@latest", {"amiFamily": "Custom", "kubelet": {"maxPods": 20}}),  # sizing only, as Karpenter

@@ -171,11 +171,16 @@ def test_windows_refuses_raid0() -> None:
         render("windows2022", replace(BASE, raid0=True))
 
 
-# -- every family: one cluster DNS address only where the bootstrap takes one ---------------------------
-@pytest.mark.parametrize("family", ["al2", "bottlerocket", "windows2022"])
-def test_a_second_cluster_dns_address_is_refused_where_the_bootstrap_takes_one(family: str) -> None:
+# -- every cluster DNS address where the bootstrap takes a list; refused where it takes one ---------------
+def test_a_second_cluster_dns_address_is_refused_on_windows() -> None:
     with pytest.raises(UserDataError, match="spec.kubelet.clusterDNS"):
-        render(family, without_pid(replace(BASE, more_cluster_dns=("172.20.0.11",))))
+        render("windows2022", replace(BASE, more_cluster_dns=("172.20.0.11",)))
+
+
+@pytest.mark.parametrize("family", ["al2023", "al2", "bottlerocket"])
+def test_every_cluster_dns_address_reaches_the_kubelet(family: str) -> None:
+    text = render(family, without_pid(replace(FULL, more_cluster_dns=("172.20.0.11",))))
+    assert booted(family, text).settings["clusterDNS"] == ["172.20.0.10", "172.20.0.11"]
 
 
 # -- every family: the simulated bootstrap reads back what was configured -------------------------------

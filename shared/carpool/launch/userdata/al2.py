@@ -40,7 +40,6 @@ def quote(s: str) -> str:
 
 def bootstrap_script(b: NodeBootstrap) -> str:
     checks.check(b)
-    checks.one_cluster_dns(b, "AL2 (bootstrap.sh --dns-cluster-ip)")
     args = [
         f"{BOOTSTRAP} {quote(b.cluster_name)}",
         f"--apiserver-endpoint {quote(b.endpoint)}",
@@ -48,8 +47,8 @@ def bootstrap_script(b: NodeBootstrap) -> str:
     ]
     if b.ipv6:
         args.append("--ip-family ipv6")
-    if b.cluster_dns:
-        args.append(f"--dns-cluster-ip {quote(b.cluster_dns)}")
+    if b.cluster_dns:  # bootstrap.sh splits a comma-separated list into clusterDNS
+        args.append(f"--dns-cluster-ip {quote(','.join([b.cluster_dns, *b.more_cluster_dns]))}")
     if b.max_pods is not None:
         # Otherwise bootstrap.sh writes its own ENI-based max pods, ignoring what carpool planned for.
         args.append("--use-max-pods false")

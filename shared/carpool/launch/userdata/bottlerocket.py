@@ -59,7 +59,6 @@ RAID0_COMMANDS = [["apiclient", "ephemeral-storage", "init"],
 
 def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
     checks.check(b)
-    checks.one_cluster_dns(b, "Bottlerocket (settings.kubernetes.cluster-dns-ip)")
     if b.pods_per_core is not None:
         raise UserDataError("Bottlerocket has no pods-per-core setting (Karpenter ignores it there); use maxPods",
                             field="spec.kubelet.podsPerCore")
@@ -73,8 +72,8 @@ def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
     k8s["cluster-name"] = b.cluster_name
     k8s["api-server"] = b.endpoint
     k8s["cluster-certificate"] = b.ca_bundle
-    if b.cluster_dns:
-        k8s["cluster-dns-ip"] = b.cluster_dns
+    if b.cluster_dns:  # an address, or a list of them (KubernetesClusterDnsIp takes either)
+        k8s["cluster-dns-ip"] = [b.cluster_dns, *b.more_cluster_dns] if b.more_cluster_dns else b.cluster_dns
     if b.max_pods is not None:
         k8s["max-pods"] = b.max_pods
     _merge_map(k8s, "kube-reserved", quantities(b.kube_reserved))
