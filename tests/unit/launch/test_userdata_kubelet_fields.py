@@ -289,3 +289,9 @@ def test_the_simulated_nodeadm_reads_a_part_as_the_real_one_does(tmp_path: Path)
     archive = f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="B"\n\n--B\nContent-Type: {NODE_CONFIG}\n\n{part}--B--\n'
     real = nodeadm_dump(archive, tmp_path)["spec"]["kubelet"]["config"]["maxPods"]
     assert real == userdata.parse(archive).max_pods == 10
+
+
+def test_bottlerocket_user_toml_with_a_label_the_kubelet_refuses_is_refused() -> None:
+    toml = '[settings.kubernetes.node-labels]\n"node-restriction.kubernetes.io/isolation" = "pci"\n'
+    with pytest.raises(UserDataError, match="spec.userData.*node-restriction.kubernetes.io/isolation"):
+        render("bottlerocket", without_pid(replace(BASE, user_data=toml)))

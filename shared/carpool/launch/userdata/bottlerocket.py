@@ -25,6 +25,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from carpool.labels import kubelet_may_set
 from carpool.launch.userdata import checks, toml_writer
 from carpool.launch.userdata.bootstrap import NodeBootstrap, quantities
 from carpool.launch.userdata.mime import UserDataError
@@ -93,6 +94,10 @@ def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
         commands = _subtable(settings, "bootstrap-commands", "settings.bootstrap-commands")
         commands[RAID0_COMMAND] = {"commands": RAID0_COMMANDS, "essential": True, "mode": "always"}
     _merge_map(k8s, "node-labels", dict(b.sorted_labels()))
+    refused = sorted(k for k in k8s.get("node-labels") or {} if not kubelet_may_set(str(k)))
+    if refused:  # Bottlerocket hands node-labels to the kubelet's --node-labels, which refuses to start
+        raise UserDataError(f"settings.kubernetes.node-labels: the kubelet may not set {refused[0]!r} itself (set it "
+                            "on the NodePool: carpool sets it through the API server)", field="spec.userData")
     _merge_taints(k8s, b)
     return doc
 
