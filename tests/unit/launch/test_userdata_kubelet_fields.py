@@ -295,3 +295,13 @@ def test_bottlerocket_user_toml_with_a_label_the_kubelet_refuses_is_refused() ->
     toml = '[settings.kubernetes.node-labels]\n"node-restriction.kubernetes.io/isolation" = "pci"\n'
     with pytest.raises(UserDataError, match="spec.userData.*node-restriction.kubernetes.io/isolation"):
         render("bottlerocket", without_pid(replace(BASE, user_data=toml)))
+
+
+@pytest.mark.parametrize(("flag", "says"), [
+    ("--node-labels=team=a,kops.k8s.io/instancegroup=nodes", "kops.k8s.io/instancegroup"),
+    ("--register-with-taints=dedicated=x:NoSchedule", "karpenter.sh/unregistered"),
+])
+def test_a_user_kubelet_flag_the_kubelet_refuses_or_that_undoes_registration_is_refused(flag: str, says: str) -> None:
+    user = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags:\n      - " + flag + "\n"
+    with pytest.raises(UserDataError, match=f"spec.userData.*{says}"):
+        render("al2023", replace(BASE, user_data=user))

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from carpool.labels import UNREGISTERED_TAINT as UNREGISTERED_KEY
+from carpool.labels import kubelet_may_set
 from carpool.launch.userdata import checks
 from carpool.launch.userdata.bootstrap import NodeBootstrap, quantities
 from carpool.launch.userdata.mime import NODE_CONFIG, SHELL_SCRIPT, MimePart, UserDataError, looks_like_mime
@@ -108,10 +110,31 @@ def _one_document_each(part: MimePart) -> list[MimePart]:
         if fields.get("kind") != "NodeConfig" or not str(fields.get("apiVersion", "")).startswith("node.eks.aws/"):
             raise UserDataError(f"YAML document {i + 1} of a NodeConfig part is not a node.eks.aws NodeConfig: "
                                 "nodeadm would fail to decode it and the node would never join", field="spec.userData")
+    pieces = [part.body[d.start_mark.index:d.end_mark.index].rstrip("\n") for d in documents]
+    for piece in pieces:
+        _check_user_flags(piece)
     if len(documents) <= 1:
         return [part]
-    return [MimePart(part.content_type, part.body[d.start_mark.index:d.end_mark.index].rstrip("\n"), part.headers)
-            for d in documents]
+    return [MimePart(part.content_type, piece, part.headers) for piece in pieces]
+
+
+def _check_user_flags(document: str) -> None:
+    """The user's `kubelet.flags` the kubelet would refuse or that would undo carpool's registration: a
+    `--node-labels` label the kubelet may not set (it exits at start-up), a `--register-with-taints` (the
+    flag replaces the configured list, `karpenter.sh/unregistered` with it)."""
+    loaded = yaml.load(document, Loader=_CHECK_LOADER)
+    flags = ((loaded.get("spec") or {}).get("kubelet") or {}).get("flags") or [] if isinstance(loaded, dict) else []
+    for flag in flags if isinstance(flags, list) else []:
+        name, _, value = str(flag).partition("=")
+        if name == "--register-with-taints":
+            raise UserDataError("a --register-with-taints flag replaces the taints the node registers with "
+                                f"({UNREGISTERED_KEY} among them); declare taints on the NodePool", field="spec.userData")
+        if name == "--node-labels":
+            refused = sorted(k for k in (p.partition("=")[0].strip() for p in value.split(",")) if k and not kubelet_may_set(k))
+            if refused:
+                raise UserDataError(f"--node-labels: the kubelet may not set {refused[0]!r} itself (it would refuse "
+                                    "to start); set it on the NodePool: carpool sets it through the API server",
+                                    field="spec.userData")
 
 
 def node_config(b: NodeBootstrap) -> dict[str, Any]:
