@@ -9,6 +9,11 @@ user's. The user's shell parts also run before the node joins, which is what the
 `kubelet.config.kubeReserved` is always written: nodeadm's own default reserves memory for the
 ENI-limited pod count (its CalcMaxPods), not for the `maxPods` a NodeConfig sets.
 
+A user NodeConfig is held to what nodeadm and the kubelet accept (`user_parts`): nodeadm decodes the first
+YAML document of a part, so each document gets a part; a document that is no NodeConfig, a `--node-labels`
+flag the kubelet would refuse and a `--register-with-taints` flag (which would replace the taints carpool
+registers the node with) are refused, naming `spec.userData`.
+
 The NodeConfig is written by a YAML emitter, never by string formatting, and every value is checked first
 (`checks`): `kubelet.flags` reach the kubelet through a whitespace-split systemd variable, which no YAML
 quoting protects. nodeadm decodes with Go's YAML (sigs.k8s.io/yaml, YAML 1.1 with Go's number parsing), which
@@ -122,15 +127,17 @@ def _check_user_flags(document: str) -> None:
     """The user's `kubelet.flags` the kubelet would refuse or that would undo carpool's registration: a
     `--node-labels` label the kubelet may not set (it exits at start-up), a `--register-with-taints` (the
     flag replaces the configured list, `karpenter.sh/unregistered` with it)."""
-    loaded = yaml.load(document, Loader=_CHECK_LOADER)
-    flags = ((loaded.get("spec") or {}).get("kubelet") or {}).get("flags") or [] if isinstance(loaded, dict) else []
+    flags: Any = yaml.load(document, Loader=_CHECK_LOADER)
+    for key in ("spec", "kubelet", "flags"):
+        flags = flags.get(key) if isinstance(flags, dict) else None
     for flag in flags if isinstance(flags, list) else []:
         name, _, value = str(flag).partition("=")
         if name == "--register-with-taints":
             raise UserDataError("a --register-with-taints flag replaces the taints the node registers with "
                                 f"({UNREGISTERED_KEY} among them); declare taints on the NodePool", field="spec.userData")
         if name == "--node-labels":
-            refused = sorted(k for k in (p.partition("=")[0].strip() for p in value.split(",")) if k and not kubelet_may_set(k))
+            keys = (pair.partition("=")[0].strip() for pair in value.split(","))
+            refused = sorted(k for k in keys if k and not kubelet_may_set(k))
             if refused:
                 raise UserDataError(f"--node-labels: the kubelet may not set {refused[0]!r} itself (it would refuse "
                                     "to start); set it on the NodePool: carpool sets it through the API server",
