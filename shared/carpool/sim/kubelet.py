@@ -5,7 +5,12 @@ Each instance plays a real node's start-up with the scenario's timings:
 1. *Boot* (`truth.bootSeconds`, plus a kubelet fault's `extraJoinSeconds`): the bootstrap reads the
    user data EC2 gave the instance (its launch template's), and the AMI's bootstrap turns it into a
    kubelet configuration (`carpool.sim.nodeboot`: nodeadm, Bottlerocket or bootstrap.sh defaults for
-   whatever the user data leaves out). A kubelet fault may make it never join.
+   whatever the user data leaves out). A kubelet fault may make it never join, and so does a
+   configuration the real boot refuses: a NodeConfig part nodeadm cannot decode, Bottlerocket settings
+   its API refuses, or a kubelet configuration the kubelet exits on at start-up (`startup_refusal`:
+   `--node-labels` outside the labels a kubelet may set, soft thresholds without grace periods...).
+   Ephemeral storage is the filesystem under the kubelet: the RAID0 array of the NVMe instance store when
+   the bootstrap assembled one, else the root (Bottlerocket: data) volume of the launch template.
 2. *Registration*: the kubelet creates the Node with exactly what a kubelet sets itself
    (pkg/kubelet/kubelet_node_status.go `initialNode`: hostname, os, arch and their deprecated beta
    twins), the user data's labels and taints, and, with the external cloud provider EKS uses,

@@ -198,8 +198,9 @@ _SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 def read_flags(cfg: BootConfig, flags: list[str]) -> None:
     """Kubelet command-line flags over the config file: a flag replaces the file's value, and a repeated
-    map or list flag (`--node-labels`, `--kube-reserved`...) merges its occurrences, later ones winning
-    (kubelet's pflag map/slice flags start a fresh value at their first occurrence)."""
+    map flag (`--node-labels`, `--kube-reserved`...) merges its occurrences, later ones winning (kubelet's
+    pflag map flags start a fresh value at their first occurrence); a repeated `--register-with-taints`
+    keeps its last value only (RegisterWithTaintsVar.Set replaces the list)."""
     seen: set[str] = set()
     for flag in _split_flags(flags):
         name, _, value = flag.partition("=")
