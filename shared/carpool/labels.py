@@ -111,3 +111,40 @@ WELL_KNOWN: Final = frozenset(
         INSTANCE_LOCAL_NVME, CAPABILITY_FLEX, EC2NODECLASS,
     }
 )
+
+
+# -- what a kubelet may set on its own Node -------------------------------------------------------------
+#: The label keys a kubelet may set on its own Node (k8s.io/kubelet/pkg/apis/well_known_labels.go
+#: `kubeletLabels`).
+KUBELET_LABELS: Final = frozenset(
+    {
+        HOSTNAME, ZONE, REGION, INSTANCE_TYPE, OS, ARCH,
+        "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+        "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
+    }
+)
+#: Label namespaces (and their subdomains) a kubelet may set (`kubeletLabelNamespaces`).
+KUBELET_LABEL_NAMESPACES: Final = ("kubelet.kubernetes.io", "node.kubernetes.io")
+#: Domains whose labels the kubelet checks against the two lists above (cmd/kubelet/app/options
+#: `isKubernetesLabel`).
+KUBERNETES_LABEL_DOMAINS: Final = ("kubernetes.io", "k8s.io")
+
+
+def _namespace(key: str) -> str:
+    prefix, slash, _ = key.partition("/")
+    return prefix if slash else ""
+
+
+def _in_domain(namespace: str, domain: str) -> bool:
+    return namespace == domain or namespace.endswith("." + domain)
+
+
+def kubelet_may_set(key: str) -> bool:
+    """Whether `--node-labels` may carry `key`: the kubelet refuses to start (ValidateKubeletFlags,
+    "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels") when a label in a
+    `kubernetes.io`/`k8s.io` domain is neither one of its own keys nor in its allowed namespaces.
+    `node-restriction.kubernetes.io/` is outside both, by design: only the API server can set it."""
+    namespace = _namespace(key)
+    if not any(_in_domain(namespace, d) for d in KUBERNETES_LABEL_DOMAINS):
+        return True
+    return key in KUBELET_LABELS or any(_in_domain(namespace, n) for n in KUBELET_LABEL_NAMESPACES)

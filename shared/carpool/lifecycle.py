@@ -5,7 +5,10 @@ Registration (Karpenter's `registration.go`): as soon as the Node object exists,
 the node gets what its claim and NodePool promise: the claim's labels, the NodePool template's labels,
 annotations and taints, its instance type's labels. `karpenter.sh/unregistered:NoExecute` (put there by
 the user data, so nothing runs before this sync) is removed and `karpenter.sh/registered=true` is set,
-in one write. Two deliberate differences from Karpenter:
+in one write. The labels a kubelet may not set on its own Node (`node-restriction.kubernetes.io/`,
+`kops.k8s.io/`, other `kubernetes.io`/`k8s.io` keys outside its allowed set: `labels.kubelet_may_set`) are
+kept out of the user data, so this write is where they reach the node, before any pod can run on it.
+Two deliberate differences from Karpenter:
 - labels the node already has keep their value: the kubelet and the cloud controller set them from the
   instance itself, which is the truth about the node;
 - startup taints are not added again: the user data already registered the node with them, and carpool

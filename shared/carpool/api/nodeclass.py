@@ -27,6 +27,7 @@ from pydantic.alias_generators import to_camel
 from carpool import labels as wk
 from carpool import quantity
 from carpool.api.base import CrdModel
+from carpool.api.durations import DurationError, parse_duration
 from carpool.api.fields import Quantity
 from carpool.api.meta import CrdObjectMeta
 
@@ -256,6 +257,12 @@ class KubeletConfiguration(CrdModel):
                 )
             if key not in soft:
                 raise ValueError(f"key {key!r} in evictionSoftGracePeriod has no matching evictionSoft entry")
+            try:
+                finite = parse_duration(str(value[key])) is not None
+            except DurationError as exc:
+                raise ValueError(f"evictionSoftGracePeriod.{key}: {exc}") from None
+            if not finite:
+                raise ValueError(f"evictionSoftGracePeriod.{key}: 'Never' is not a grace period")
         for key in soft:
             if key not in value:
                 raise ValueError(f"key {key!r} in evictionSoft has no matching evictionSoftGracePeriod entry")
@@ -408,6 +415,14 @@ class EC2NodeClass(CrdModel):
                 raise ValueError(f'annotation {key} must be "true" or "false", got {value!r}')
         return meta
 
+    @model_validator(mode="after")
+    def _fields_the_family_carries(self) -> EC2NodeClass:
+        """Refuse a field this node class's AMI family cannot carry (never accept it and drop it)."""
+        problem = family_field_problem(self.ami_family(), self.spec)
+        if problem:
+            raise ValueError(problem)
+        return self
+
     @property
     def name(self) -> str:
         return self.metadata.name
@@ -444,3 +459,41 @@ class EC2NodeClass(CrdModel):
     def custom_networking(self) -> bool | None:
         """`carpool.dev/custom-networking`: True/False forces custom networking; None = detect."""
         return self._flag(wk.CUSTOM_NETWORKING)
+
+
+#: `spec.kubelet` fields that only the user data carries (sizing does not use them), by attribute and
+#: field name: a Custom family's user data is the user's own, so carpool cannot put them anywhere.
+_USER_DATA_ONLY_KUBELET = (
+    ("cluster_dns", "clusterDNS"), ("eviction_soft", "evictionSoft"),
+    ("eviction_soft_grace_period", "evictionSoftGracePeriod"),
+    ("eviction_max_pod_grace_period", "evictionMaxPodGracePeriod"),
+    ("image_gc_high_threshold_percent", "imageGCHighThresholdPercent"),
+    ("image_gc_low_threshold_percent", "imageGCLowThresholdPercent"), ("cpu_cfs_quota", "cpuCFSQuota"),
+)
+
+
+def family_field_problem(family: str, spec: EC2NodeClassSpec) -> str | None:
+    """Why `spec` asks something of the AMI family `family` that its bootstrap cannot carry, or None.
+
+    Karpenter drops these silently (pkg/providers/amifamily/bootstrap): Bottlerocket has no pods-per-core
+    setting and its settings model reserves no pids (the settings API would refuse the user data);
+    the Windows bootstrap takes one cluster DNS address (Karpenter passes the first of any number to every
+    family but AL2023; bootstrap.sh and Bottlerocket take a list, so carpool passes them all) and sets up no
+    instance store; a Custom family's user data is the user's, verbatim."""
+    kubelet = spec.kubelet
+    if kubelet is not None and family == "bottlerocket" and kubelet.pods_per_core is not None:
+        return "spec.kubelet.podsPerCore: Bottlerocket has no pods-per-core setting; use maxPods"
+    if kubelet is not None and family == "bottlerocket":
+        for name, reserved in (("kubeReserved", kubelet.kube_reserved), ("systemReserved", kubelet.system_reserved)):
+            if "pid" in reserved:
+                return f"spec.kubelet.{name}.pid: Bottlerocket reserves only cpu, memory and ephemeral-storage"
+    if kubelet is not None and family.startswith("windows") and len(kubelet.cluster_dns or []) > 1:
+        return f"spec.kubelet.clusterDNS: the Windows bootstrap takes one cluster DNS address, not {len(kubelet.cluster_dns or [])}"
+    if family.startswith("windows") and spec.instance_store_policy is not None:
+        return "spec.instanceStorePolicy: the EKS Windows bootstrap does not set up the instance store"
+    if kubelet is not None and family == "custom":
+        for attr, name in _USER_DATA_ONLY_KUBELET:
+            if getattr(kubelet, attr) not in (None, {}, []):
+                return (f"spec.kubelet.{name}: with amiFamily Custom carpool passes spec.userData verbatim, so it "
+                        "cannot reach the kubelet; set it in your own user data")
+    return None

@@ -102,7 +102,10 @@ def _offerings(
 
 def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_type: str, deps: Dependencies) -> NodeBootstrap:
     """The node's join configuration. Labels are the claim's (not the type's), so one launch template
-    serves every type with the same AMI and max pods."""
+    serves every type with the same AMI and max pods. `--node-labels` carries only the labels a kubelet
+    may set on its own Node (`labels.kubelet_may_set`): one other `kubernetes.io`/`k8s.io` label and the
+    kubelet refuses to start. The registrar sets the others through the API server, in the write that
+    lifts `karpenter.sh/unregistered` (`carpool.lifecycle.registration_patch`), as Karpenter does."""
     s = deps.settings
     size = ctx.sizes[type_name]
     kubelet = ctx.nodeclass.spec.kubelet
@@ -116,21 +119,40 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
     }
     for key in (labels.ZONE, labels.INSTANCE_TYPE, labels.REGION, labels.HOSTNAME):
         node_labels.pop(key, None)  # kubelet sets these itself, per instance
+    dns = list(kubelet.cluster_dns) if kubelet and kubelet.cluster_dns else ([s.cluster_dns] if s.cluster_dns else [])
     return NodeBootstrap(
         cluster_name=s.cluster_name,
         endpoint=s.cluster_endpoint or f"https://{s.cluster_name}.eks.local",
         ca_bundle=s.cluster_ca or "",
         cluster_cidr=s.cluster_cidr,
-        cluster_dns=s.cluster_dns,
+        cluster_dns=dns[0] if dns else None,
+        more_cluster_dns=tuple(dns[1:]),
         max_pods=size.max_pods,
         kube_reserved=size.kube_reserved,
         system_reserved=size.system_reserved,
         eviction_hard=dict(kubelet.eviction_hard) if kubelet and kubelet.eviction_hard else {},
-        labels=node_labels,
+        labels={k: v for k, v in node_labels.items() if labels.kubelet_may_set(k)},
         taints=tuple(claim.taints),
         startup_taints=tuple(claim.startup_taints),
         user_data=ctx.nodeclass.spec.user_data,
+        **_kubelet_fields(kubelet),
+        raid0=ctx.nodeclass.spec.instance_store_policy == "RAID0",
     )
+
+
+def _kubelet_fields(kubelet: Any) -> dict[str, Any]:
+    """The `spec.kubelet` fields sizing does not decide, as the user data takes them."""
+    if kubelet is None:
+        return {}
+    return {
+        "pods_per_core": kubelet.pods_per_core,
+        "eviction_soft": dict(kubelet.eviction_soft or {}),
+        "eviction_soft_grace_period": dict(kubelet.eviction_soft_grace_period or {}),
+        "eviction_max_pod_grace_period": kubelet.eviction_max_pod_grace_period,
+        "image_gc_high_threshold_percent": kubelet.image_gc_high_threshold_percent,
+        "image_gc_low_threshold_percent": kubelet.image_gc_low_threshold_percent,
+        "cpu_cfs_quota": kubelet.cpu_cfs_quota,
+    }
 
 
 @dataclass(frozen=True)

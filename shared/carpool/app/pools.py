@@ -40,6 +40,7 @@ from carpool.sizing import (
     LearnedCapacity,
     NetworkSettings,
     NodeSize,
+    StorageSettings,
     network_settings,
     size_node,
 )
@@ -180,6 +181,7 @@ class _Admitted:
 
     def offered(self, reqs: Requirements, family: str, resolved: Sequence[ResolvedAmi], network: NetworkSettings,
                 kubelet: KubeletSettings, learned: Mapping[tuple[str, str], CapacityRecord],
+                storage: StorageSettings,
                 ) -> tuple[int, dict[str, ResolvedAmi], tuple[_Sized, ...]]:
         """How many types `reqs` admit, which AMI each boots, and those some AMI boots sized (`_size`), in
         catalog order. The sizes are the same for the same requirements, AMIs, network and kubelet
@@ -188,10 +190,10 @@ class _Admitted:
         amis_key = _amis_key(ranked)
         mapping = self.amis(reqs, family, ranked, amis_key)
         admitted = self.types(reqs, family)
-        key = (family, requirements_key(reqs), amis_key, network, _kubelet_key(kubelet), _learned_key(learned))
+        key = (family, requirements_key(reqs), amis_key, network, _kubelet_key(kubelet), _learned_key(learned), storage)
         sized = _lookup(self._sized, key)
         if sized is None:
-            sized = tuple(_size(it, mapping[it.name], family, network, kubelet, learned, self._types)
+            sized = tuple(_size(it, mapping[it.name], family, network, kubelet, learned, self._types, storage)
                           for it in admitted if it.name in mapping)
             _store(self._sized, key, sized, self.MAX_ENTRIES)
         return len(admitted), mapping, sized
@@ -208,13 +210,14 @@ class _Sized:
 
 
 def _size(it: InstanceType, ami: ResolvedAmi, family: str, network: NetworkSettings, kubelet: KubeletSettings,
-          learned: Mapping[tuple[str, str], CapacityRecord], types: Mapping[str, InstanceType]) -> _Sized:
+          learned: Mapping[tuple[str, str], CapacityRecord], types: Mapping[str, InstanceType],
+          storage: StorageSettings) -> _Sized:
     estimate = capacity.estimate_memory(
         it.name, it.labels.get(labels.INSTANCE_FAMILY, ""), it.memory_mib, it.arch, ami.id, family, learned,
         lambda name: types[name].memory_mib if name in types else None,
     )
     lc = LearnedCapacity(memory_bytes=estimate.memory_bytes) if estimate.source != "default" else None
-    return _Sized(it, estimate.source, size_node(it, family, network, kubelet, learned=lc))
+    return _Sized(it, estimate.source, size_node(it, family, network, kubelet, learned=lc, storage=storage))
 
 
 def _kubelet_key(kubelet: KubeletSettings) -> Hashable:
@@ -258,7 +261,7 @@ def _prepare_pool(
     network = network_settings(cni_env, nodeclass.metadata.annotations or {})
     kubelet = KubeletSettings.from_spec(nodeclass.spec.kubelet)
     admitted, mapping, sized = _Admitted.of(catalog).offered(pool.requirements(), family, resolved, network,
-                                                             kubelet, learned)
+                                                             kubelet, learned, StorageSettings.from_spec(nodeclass.spec))
     options: list[si.InstanceOption] = []
     for entry in sized:
         it, size = entry.type, entry.size

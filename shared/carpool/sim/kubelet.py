@@ -5,7 +5,12 @@ Each instance plays a real node's start-up with the scenario's timings:
 1. *Boot* (`truth.bootSeconds`, plus a kubelet fault's `extraJoinSeconds`): the bootstrap reads the
    user data EC2 gave the instance (its launch template's), and the AMI's bootstrap turns it into a
    kubelet configuration (`carpool.sim.nodeboot`: nodeadm, Bottlerocket or bootstrap.sh defaults for
-   whatever the user data leaves out). A kubelet fault may make it never join.
+   whatever the user data leaves out). A kubelet fault may make it never join, and so does a
+   configuration the real boot refuses: a NodeConfig part nodeadm cannot decode, Bottlerocket settings
+   its API refuses, or a kubelet configuration the kubelet exits on at start-up (`startup_refusal`:
+   `--node-labels` outside the labels a kubelet may set, soft thresholds without grace periods...).
+   Ephemeral storage is the filesystem under the kubelet: the RAID0 array of the NVMe instance store when
+   the bootstrap assembled one, else the root (Bottlerocket: data) volume of the launch template.
 2. *Registration*: the kubelet creates the Node with exactly what a kubelet sets itself
    (pkg/kubelet/kubelet_node_status.go `initialNode`: hostname, os, arch and their deprecated beta
    twins), the user data's labels and taints, and, with the external cloud provider EKS uses,
@@ -30,8 +35,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from carpool import label_syntax, quantity
 from carpool import labels as L
-from carpool import quantity
 from carpool.sim import nodeboot, userdata
 from carpool.sim.agents import Agents, NodeFacts
 from carpool.sim.clock import reached
@@ -78,6 +83,8 @@ class InstanceFacts:
     gpu_name: str = ""
     gpu_manufacturer: str = ""
     hypervisor: str = "nitro"
+    #: NVMe instance store, decimal GB (what RAID0 assembles for the kubelet); 0 without one
+    instance_store_gb: int = 0
 
     @classmethod
     def from_ec2(cls, it: Mapping[str, Any]) -> InstanceFacts:
@@ -95,11 +102,19 @@ class InstanceFacts:
             gpu_name=(gpus[0].get("Name", "") if gpus else "").lower(),
             gpu_manufacturer=(gpus[0].get("Manufacturer", "") if gpus else "").lower(),
             hypervisor=it.get("Hypervisor") or "",
+            instance_store_gb=_nvme_store_gb(it.get("InstanceStorageInfo") or {}),
         )
 
     @property
     def eni_limited_pods(self) -> int:
         return nodeboot.eni_max_pods(self.max_enis, self.ipv4_per_eni)
+
+
+def _nvme_store_gb(storage: Mapping[str, Any]) -> int:
+    """nodeadm's and bootstrap.sh's RAID0 takes the NVMe instance store disks only."""
+    if not storage or storage.get("NvmeSupport") == "unsupported":
+        return 0
+    return int(storage.get("TotalSizeInGB") or 0)
 
 
 def _default_card_enis(net: Mapping[str, Any]) -> int:
@@ -123,12 +138,15 @@ def memory_capacity_mib(facts: InstanceFacts, family: str, truth: Truth, short_m
 def node_resources(facts: InstanceFacts, kubelet: NodeKubelet, memory_mib: int,
                    volume_gib: int = DEFAULT_VOLUME_GIB) -> tuple[dict[str, str], dict[str, str]]:
     """(capacity, allocatable) as the kubelet reports them (pkg/kubelet/cm GetNodeAllocatableReservation:
-    capacity - kubeReserved - systemReserved - hard eviction thresholds, never below zero)."""
+    capacity - kubeReserved - systemReserved - hard eviction thresholds, never below zero). The
+    ephemeral-storage capacity is the filesystem under the kubelet's root directory: the RAID0 array of
+    the NVMe instance store when the bootstrap assembled one (and there is one), else the volume."""
     pods = kubelet.max_pods
     if kubelet.pods_per_core:
         pods = min(pods, kubelet.pods_per_core * facts.vcpus)
+    disk = facts.instance_store_gb * 10**9 if kubelet.raid0 and facts.instance_store_gb else volume_gib * _GIB
     capacity = {"cpu": facts.vcpus * 1000, "memory": memory_mib * _MIB, "pods": pods,
-                "ephemeral-storage": int(volume_gib * _GIB * FILESYSTEM_SHARE) // 1024 * 1024}
+                "ephemeral-storage": int(disk * FILESYSTEM_SHARE) // 1024 * 1024}
     reserved = reservation(kubelet, capacity)
     allocatable = {name: max(0, value - reserved.get(name, 0)) for name, value in capacity.items()}
     cap_json, alloc_json = _as_json(capacity), _as_json(allocatable)
@@ -179,6 +197,37 @@ def truth_resources(facts: InstanceFacts, family: str, max_pods: int, truth: Tru
                                kube_reserved=dict(kube_reserved) if kube_reserved else None)
     kubelet = nodeboot.resolve(boot, family, facts.vcpus, facts.max_enis, facts.ipv4_per_eni)
     return node_resources(facts, kubelet, memory_capacity_mib(facts, family, truth))
+
+
+# -- what the kubelet refuses at start-up ------------------------------------------------------------------
+def startup_refusal(kubelet: NodeKubelet) -> str:
+    """Why the kubelet exits at start-up with this configuration ("" when it starts), as the real one does:
+    `--node-labels` outside the labels a kubelet may set or not valid labels (cmd/kubelet/app/options
+    ValidateKubeletFlags), a soft eviction threshold without a grace period, image GC thresholds out of
+    order (pkg/kubelet/apis/config/validation, pkg/kubelet/eviction ParseThresholdConfig)."""
+    unknown = sorted(k for k in kubelet.labels if not L.kubelet_may_set(k))
+    if unknown:
+        return (f"kubelet: unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: {unknown}; "
+                "--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix "
+                f"({', '.join(L.KUBELET_LABEL_NAMESPACES)}) or be in the specifically allowed set")
+    for key, value in sorted(kubelet.labels.items()):
+        problem = label_syntax.key_problem(key) or label_syntax.value_problem(value)
+        if problem:
+            return f"kubelet: invalid node labels: {problem}"
+    soft = kubelet.settings.get("evictionSoft") or {}
+    grace = kubelet.settings.get("evictionSoftGracePeriod") or {}
+    for signal in sorted(soft):
+        if signal not in grace:
+            return f"kubelet: grace period must be specified for the soft eviction threshold {signal}"
+    high = kubelet.settings.get("imageGCHighThresholdPercent")
+    low = kubelet.settings.get("imageGCLowThresholdPercent")
+    for setting, percent in (("imageGCHighThresholdPercent", high), ("imageGCLowThresholdPercent", low)):
+        if percent is not None and not 0 <= int(percent) <= 100:
+            return f"kubelet: invalid configuration: {setting} ({percent}) must be between 0 and 100"
+    if high is not None and low is not None and int(low) >= int(high):
+        return (f"kubelet: invalid configuration: imageGCLowThresholdPercent ({low}) must be less than "
+                f"imageGCHighThresholdPercent ({high})")
+    return ""
 
 
 # -- one instance's life ---------------------------------------------------------------------------------
@@ -329,13 +378,18 @@ class Kubelets:
         fault = self._fault(inst)
         boot.join_at = now + self.truth.boot_seconds + (fault.extra_join_seconds if fault else 0.0)
         family = config.family
-        if family == "custom":
+        if config.refusal:
+            boot.no_join = config.refusal
+        elif family == "custom":
             boot.no_join = "the user data is not a format the image's bootstrap reads (no NodeConfig, " \
                            "Bottlerocket settings or bootstrap.sh call): the kubelet never gets a cluster to join"
             family = self._image_family(inst["ImageId"])
         if fault is not None and fault.fail_to_join:
             boot.no_join = "kubelet fault: fails to join"
         kubelet = nodeboot.resolve(config, family, facts.vcpus, facts.max_enis, facts.ipv4_per_eni)
+        refusal = startup_refusal(kubelet)
+        if refusal and not boot.no_join:
+            boot.no_join = refusal
         memory = memory_capacity_mib(facts, family, self.truth, fault.memory_short_mib if fault else 0)
         boot.kubelet = kubelet
         boot.capacity, boot.allocatable = node_resources(facts, kubelet, memory, _volume_gib(volumes, family))

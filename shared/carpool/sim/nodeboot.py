@@ -31,11 +31,12 @@ given (the unset signals are off).
 from __future__ import annotations
 
 import ast
+import ipaddress
 import operator
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carpool.sim.userdata import BootConfig, read_flags
@@ -66,6 +67,16 @@ class NodeKubelet:
     taints: tuple[Taint, ...] = ()
     #: the bootstrap's own max pods computation, for reference (what it reserves memory for on AL2/AL2023)
     eni_max_pods: int = 0
+    #: other KubeletConfiguration fields, by name, as the kubelet's /configz would show them
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: the kubelet's root directory is on the RAID0 array of the instance store
+    raid0: bool = False
+
+
+def cluster_dns_of(service_cidr: str) -> str:
+    """nodeadm's default cluster DNS: the tenth address of the service CIDR (internal/kubelet/config.go)."""
+    network = ipaddress.ip_network(service_cidr, strict=False)
+    return str(network.network_address + 10)
 
 
 def eni_max_pods(default_card_enis: int, ipv4_per_eni: int) -> int:
@@ -104,6 +115,10 @@ def _nodeadm(boot: BootConfig, vcpus: int, standard: int, enis: int, ips: int) -
         own = evaluate_max_pods_expression(boot.max_pods_expression, enis, ips, standard) or standard
     base_reserved = {"cpu": f"{kube_reserved_cpu_millis(vcpus)}m", "ephemeral-storage": "1Gi",
                      "memory": f"{kube_reserved_memory_mib(own)}Mi"}
+    settings = dict(boot.settings)
+    if "clusterDNS" not in settings and boot.service_cidr:
+        settings["clusterDNS"] = [cluster_dns_of(boot.service_cidr)]
+    boot = replace(boot, settings=settings)
     return NodeKubelet(
         family="al2023",
         max_pods=boot.max_pods if boot.max_pods is not None else own,
@@ -111,7 +126,7 @@ def _nodeadm(boot: BootConfig, vcpus: int, standard: int, enis: int, ips: int) -
         kube_reserved=_layer(base_reserved, boot.kube_reserved, "kube_reserved" in boot.flag_maps),
         system_reserved=_layer({}, boot.system_reserved, "system_reserved" in boot.flag_maps),
         eviction_hard=_layer(EKS_EVICTION, boot.eviction_hard, "eviction_hard" in boot.flag_maps),
-        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=own,
+        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=own, settings=dict(boot.settings), raid0=boot.raid0,
     )
 
 
@@ -125,7 +140,7 @@ def _bottlerocket(boot: BootConfig, vcpus: int, standard: int, _enis: int, _ips:
         family="bottlerocket", max_pods=max_pods, pods_per_core=None, kube_reserved=reserved,
         system_reserved=dict(boot.system_reserved or {}),
         eviction_hard=dict(boot.eviction_hard) if boot.eviction_hard else dict(KUBELET_DEFAULT_EVICTION),
-        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard,
+        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard, settings=dict(boot.settings), raid0=boot.raid0,
     )
 
 
@@ -141,7 +156,7 @@ def _bootstrap_sh(boot: BootConfig, vcpus: int, standard: int, _enis: int, _ips:
         kube_reserved=_layer(base_reserved, boot.kube_reserved, True),
         system_reserved=_layer({}, boot.system_reserved, True),
         eviction_hard=_layer(EKS_EVICTION, boot.eviction_hard, True),
-        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard,
+        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard, settings=dict(boot.settings), raid0=boot.raid0,
     )
 
 
@@ -151,7 +166,7 @@ def _custom(boot: BootConfig, _vcpus: int, standard: int, _enis: int, _ips: int)
         pods_per_core=boot.pods_per_core, kube_reserved=dict(boot.kube_reserved or {}),
         system_reserved=dict(boot.system_reserved or {}),
         eviction_hard=dict(boot.eviction_hard) if boot.eviction_hard else dict(KUBELET_DEFAULT_EVICTION),
-        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard,
+        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard, settings=dict(boot.settings), raid0=boot.raid0,
     )
 
 
@@ -161,7 +176,7 @@ def _windows(boot: BootConfig, _vcpus: int, standard: int, _enis: int, _ips: int
         pods_per_core=boot.pods_per_core, kube_reserved=dict(boot.kube_reserved or {}),
         system_reserved=dict(boot.system_reserved or {}),
         eviction_hard=dict(boot.eviction_hard) if boot.eviction_hard else dict(KUBELET_DEFAULT_EVICTION),
-        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard,
+        labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=standard, settings=dict(boot.settings), raid0=boot.raid0,
     )
 
 
@@ -199,6 +214,8 @@ def parse_windows(text: str) -> BootConfig:
         read_flags(cfg, shlex.split(args.get("KubeletExtraArgs", "")))
     except ValueError:
         return BootConfig()
+    if args.get("DNSClusterIP"):
+        cfg.settings["clusterDNS"] = [args["DNSClusterIP"]]
     return cfg
 
 

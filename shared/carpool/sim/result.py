@@ -56,6 +56,9 @@ class Instance(_Model):
     kube_reserved: dict[str, str] = Field(default_factory=dict)
     system_reserved: dict[str, str] = Field(default_factory=dict)
     eviction_hard: dict[str, str] = Field(default_factory=dict)
+    #: the rest of the kubelet's configuration (KubeletConfiguration names: clusterDNS, evictionSoft...), as
+    #: its /configz would show it
+    kubelet_settings: dict[str, Any] = Field(default_factory=dict)
     #: what the node reports (Node JSON quantities)
     capacity: dict[str, str] = Field(default_factory=dict)
     allocatable: dict[str, str] = Field(default_factory=dict)

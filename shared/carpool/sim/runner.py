@@ -585,6 +585,7 @@ class SimRunner:
             kube_reserved=dict(kubelet.kube_reserved) if kubelet else {},
             system_reserved=dict(kubelet.system_reserved) if kubelet else {},
             eviction_hard=dict(kubelet.eviction_hard) if kubelet else {},
+            kubelet_settings=dict(kubelet.settings) if kubelet else {},
             capacity=dict(boot.capacity), allocatable=dict(boot.allocatable))
 
     def _capacity_cache(self) -> list[CapacityEntry]:

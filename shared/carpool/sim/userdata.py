@@ -5,8 +5,10 @@ the instance, so a wrong label or max-pods value in carpool's user data shows up
 simulation instead of being papered over. Three formats:
 
 - AL2023: a MIME multi-part archive whose `application/node.eks.aws` parts are nodeadm `NodeConfig`s
-  (or one bare NodeConfig). nodeadm merges them in order: maps deep-merged, later values winning, and
-  `kubelet.flags` appended (internal/api/merge.go).
+  (or one bare NodeConfig). nodeadm decodes each part with apimachinery's YAML decoder, which reads the
+  part's *first* YAML document only (internal/configprovider/mime.go, api/bridge/decode.go); a part whose
+  first document is not a NodeConfig fails `nodeadm init`, and the node never joins. It merges the parts in
+  order: maps deep-merged, later values winning, and `kubelet.flags` appended (internal/api/merge.go).
 - Bottlerocket: TOML `[settings.kubernetes]`.
 - AL2: a script calling `/etc/eks/bootstrap.sh` (alone or as a MIME part) with `--kubelet-extra-args`
   and `--use-max-pods`.
@@ -24,6 +26,7 @@ import email
 import re
 import shlex
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +56,16 @@ class BootConfig:
     #: the reserved/eviction maps set by command-line flags, which replace the bootstrap's map outright
     #: (a config-file map is merged over it per key)
     flag_maps: set[str] = field(default_factory=set)
+    #: other kubelet configuration the user data sets, by KubeletConfiguration field name (clusterDNS,
+    #: evictionSoft, evictionSoftGracePeriod, evictionMaxPodGracePeriod, imageGC*ThresholdPercent, cpuCFSQuota)
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: the instance store is assembled as RAID0 for the kubelet (nodeadm localStorage, bootstrap.sh
+    #: --local-disks raid0, Bottlerocket `apiclient ephemeral-storage`)
+    raid0: bool = False
+    #: the service CIDR the NodeConfig gives (nodeadm derives the default cluster DNS from it)
+    service_cidr: str | None = None
+    #: why the bootstrap fails before the kubelet starts ("" when it does not)
+    refusal: str = ""
 
 
 def decode(value: str | bytes | None) -> str:
@@ -99,12 +112,24 @@ def mime_parts(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _node_configs(text: str) -> list[dict[str, Any]]:
-    """NodeConfig documents in archive order: nodeadm reads the `application/node.eks.aws` parts only."""
+def _node_configs(text: str, cfg: BootConfig) -> list[dict[str, Any]]:
+    """NodeConfig documents in archive order: the first YAML document of each `application/node.eks.aws`
+    part (of the whole user data when it is not an archive), as nodeadm decodes them. A part whose first
+    document is no NodeConfig fails nodeadm: `cfg.refusal` says why."""
     docs: list[dict[str, Any]] = []
-    for content_type, body in mime_parts(text):
-        if content_type in ("", NODEADM_CONTENT_TYPE):
-            docs.extend(d for d in yaml.safe_load_all(body) if isinstance(d, dict) and d.get("kind") == "NodeConfig")
+    for i, (content_type, body) in enumerate(mime_parts(text)):
+        if content_type not in ("", NODEADM_CONTENT_TYPE):
+            continue
+        try:
+            first = next(iter(yaml.safe_load_all(body)), None)
+        except yaml.YAMLError as exc:
+            cfg.refusal = f"nodeadm: part {i + 1}: failed to decode node config: {' '.join(str(exc).split())}"
+            return []
+        if not (isinstance(first, dict) and first.get("kind") == "NodeConfig"
+                and str(first.get("apiVersion", "")).startswith("node.eks.aws/")):
+            cfg.refusal = f"nodeadm: part {i + 1}: failed to decode node config (its first YAML document is no NodeConfig)"
+            return []
+        docs.append(first)
     return docs
 
 
@@ -130,8 +155,13 @@ def _deep_merge(dst: dict[str, Any], src: dict[str, Any]) -> None:
 
 def _al2023(text: str) -> BootConfig:
     cfg = BootConfig(family="al2023")
-    kubelet = merge_node_configs(_node_configs(text))["spec"]["kubelet"]
+    merged = merge_node_configs(_node_configs(text, cfg))
+    spec = merged.get("spec") or {}
+    kubelet = spec["kubelet"]
     config = kubelet.get("config") or {}
+    cfg.service_cidr = str((spec.get("cluster") or {}).get("cidr") or "") or None
+    cfg.raid0 = str(((spec.get("instance") or {}).get("localStorage") or {}).get("strategy", "")) == "RAID0"
+    cfg.settings.update({k: config[k] for k in SETTINGS if config.get(k) is not None})
     if config.get("maxPods") is not None:
         cfg.max_pods = int(config["maxPods"])
     if config.get("podsPerCore") is not None:
@@ -152,10 +182,25 @@ def _str_map(value: Any) -> dict[str, str] | None:
 
 
 # -- kubelet flags -------------------------------------------------------------------------------------
+#: KubeletConfiguration fields beyond sizing that the simulated kubelet keeps (its /configz view).
+SETTINGS = ("clusterDNS", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod",
+            "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "cpuCFSQuota")
+#: kubelet flag -> (KubeletConfiguration field, how its value reads)
+_SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--cluster-dns": ("clusterDNS", lambda v: [a.strip() for a in v.split(",") if a.strip()]),
+    "--eviction-soft": ("evictionSoft", lambda v: _pairs(v, "<")),
+    "--eviction-soft-grace-period": ("evictionSoftGracePeriod", lambda v: _pairs(v, "=")),
+    "--eviction-max-pod-grace-period": ("evictionMaxPodGracePeriod", int),
+    "--image-gc-high-threshold": ("imageGCHighThresholdPercent", int),
+    "--image-gc-low-threshold": ("imageGCLowThresholdPercent", int),
+    "--cpu-cfs-quota": ("cpuCFSQuota", lambda v: v.strip().lower() in ("true", "1", "t")),
+}
+
 def read_flags(cfg: BootConfig, flags: list[str]) -> None:
     """Kubelet command-line flags over the config file: a flag replaces the file's value, and a repeated
-    map or list flag (`--node-labels`, `--kube-reserved`...) merges its occurrences, later ones winning
-    (kubelet's pflag map/slice flags start a fresh value at their first occurrence)."""
+    map flag (`--node-labels`, `--kube-reserved`...) merges its occurrences, later ones winning (kubelet's
+    pflag map flags start a fresh value at their first occurrence); a repeated `--register-with-taints`
+    keeps its last value only (RegisterWithTaintsVar.Set replaces the list)."""
     seen: set[str] = set()
     for flag in _split_flags(flags):
         name, _, value = flag.partition("=")
@@ -164,7 +209,8 @@ def read_flags(cfg: BootConfig, flags: list[str]) -> None:
         if name == "--node-labels":
             cfg.labels.update(_pairs(value, "="))
         elif name == "--register-with-taints":
-            cfg.taints = ([] if first else cfg.taints) + [_taint(t) for t in filter(None, value.split(","))]
+            # RegisterWithTaintsVar.Set replaces the list: a repeated flag keeps only its last value
+            cfg.taints = [_taint(t) for t in filter(None, value.split(","))]
         elif name == "--max-pods":
             cfg.max_pods = int(value)
         elif name == "--pods-per-core":
@@ -175,6 +221,12 @@ def read_flags(cfg: BootConfig, flags: list[str]) -> None:
             current = {} if first else dict(getattr(cfg, attr) or {})
             setattr(cfg, attr, {**current, **_pairs(value, sep)})
             cfg.flag_maps.add(attr)
+        elif name in _SETTING_FLAGS:
+            setting, read = _SETTING_FLAGS[name]
+            parsed = read(value)
+            if isinstance(parsed, dict) and not first:  # a map flag merges its occurrences
+                parsed = {**cfg.settings.get(setting, {}), **parsed}
+            cfg.settings[setting] = parsed
 
 
 def _split_flags(flags: list[str]) -> list[str]:
@@ -210,7 +262,8 @@ def _taint(text: str) -> Taint:
 # -- Bottlerocket --------------------------------------------------------------------------------------
 def _bottlerocket(text: str) -> BootConfig:
     cfg = BootConfig(family="bottlerocket")
-    k8s = (tomllib.loads(text).get("settings") or {}).get("kubernetes") or {}
+    settings = tomllib.loads(text).get("settings") or {}
+    k8s = settings.get("kubernetes") or {}
     if k8s.get("max-pods") is not None:
         cfg.max_pods = int(k8s["max-pods"])
     cfg.labels.update({k: str(v) for k, v in (k8s.get("node-labels") or {}).items()})
@@ -221,7 +274,29 @@ def _bottlerocket(text: str) -> BootConfig:
     cfg.kube_reserved = _str_map(k8s.get("kube-reserved"))
     cfg.system_reserved = _str_map(k8s.get("system-reserved"))
     cfg.eviction_hard = _str_map(k8s.get("eviction-hard"))
+    for name in ("kube-reserved", "system-reserved"):
+        bad = sorted(set(k8s.get(name) or {}) - {"cpu", "memory", "ephemeral-storage"})
+        if bad:  # KubernetesReservedResourceKey: the settings API refuses the whole user data
+            cfg.refusal = f"Bottlerocket settings: invalid Reserved sources key {bad[0]!r} in settings.kubernetes.{name}"
+    for key, setting, read in _BOTTLEROCKET_SETTINGS:
+        if k8s.get(key) is not None:
+            cfg.settings[setting] = read(k8s[key])
+    commands = (settings.get("bootstrap-commands") or {}).values()
+    cfg.raid0 = any(["apiclient", "ephemeral-storage", "init"] in (c.get("commands") or []) for c in commands
+                    if isinstance(c, dict))
     return cfg
+
+
+#: Bottlerocket settings.kubernetes key -> KubeletConfiguration field (the kubelet-config template)
+_BOTTLEROCKET_SETTINGS = (
+    ("cluster-dns-ip", "clusterDNS", lambda v: [str(a) for a in v] if isinstance(v, list) else [str(v)]),
+    ("eviction-soft", "evictionSoft", lambda v: {str(k): str(x) for k, x in v.items()}),
+    ("eviction-soft-grace-period", "evictionSoftGracePeriod", lambda v: {str(k): str(x) for k, x in v.items()}),
+    ("eviction-max-pod-grace-period", "evictionMaxPodGracePeriod", int),
+    ("image-gc-high-threshold-percent", "imageGCHighThresholdPercent", int),
+    ("image-gc-low-threshold-percent", "imageGCLowThresholdPercent", int),
+    ("cpu-cfs-quota-enforced", "cpuCFSQuota", bool),
+)
 
 
 # -- AL2 (bootstrap.sh) --------------------------------------------------------------------------------
@@ -238,6 +313,10 @@ def _al2(text: str) -> BootConfig:
         nxt = words[i + 1] if i + 1 < len(words) else ""
         if word == "--use-max-pods":
             cfg.use_max_pods = nxt.lower() != "false"
+        elif word == "--dns-cluster-ip":  # bootstrap.sh: `.clusterDNS=($DNS_CLUSTER_IP|split(","))`
+            cfg.settings["clusterDNS"] = nxt.split(",")
+        elif word == "--local-disks":
+            cfg.raid0 = nxt == "raid0"
         elif word == "--kubelet-extra-args":
             read_flags(cfg, shlex.split(nxt))
     return cfg

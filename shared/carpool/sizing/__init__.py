@@ -29,6 +29,7 @@ from carpool.sizing.settings import (
     ami_profile,
     network_settings,
 )
+from carpool.sizing.storage import StorageSettings, Volume, ephemeral_storage_bytes
 
 __all__ = [
     "VM_MEMORY_OVERHEAD",
@@ -37,8 +38,11 @@ __all__ = [
     "LearnedCapacity",
     "NetworkSettings",
     "NodeSize",
+    "StorageSettings",
+    "Volume",
     "ami_profile",
     "eni_limited_pods",
+    "ephemeral_storage_bytes",
     "kube_reserved",
     "kube_reserved_cpu_millis",
     "kube_reserved_memory_mib",

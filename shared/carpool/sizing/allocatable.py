@@ -16,6 +16,7 @@ from carpool.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
 from carpool.sizing import max_pods as mp
 from carpool.sizing import reserved as rs
 from carpool.sizing.settings import AmiProfile, KubeletSettings, LearnedCapacity, NetworkSettings, ami_profile
+from carpool.sizing.storage import StorageSettings, ephemeral_storage_bytes
 
 #: Windows pods get their IP from the VPC resource controller, which advertises the primary ENI's secondary
 #: IPs as this resource on Windows nodes and adds a request for one to every Windows pod (Karpenter counts
@@ -23,6 +24,7 @@ from carpool.sizing.settings import AmiProfile, KubeletSettings, LearnedCapacity
 PRIVATE_IPV4_ADDRESS = "vpc.amazonaws.com/PrivateIPv4Address"
 _DEFAULT_NETWORK = NetworkSettings()
 _DEFAULT_KUBELET = KubeletSettings()
+_DEFAULT_STORAGE = StorageSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +55,13 @@ def size_node(
     learned: LearnedCapacity | None = None,
     *,
     ephemeral_storage_bytes: int | None = None,
+    storage: StorageSettings = _DEFAULT_STORAGE,
 ) -> NodeSize:
     """Size a node of type `it` launched with `ami_family`, the cluster's network mode and `kubelet` settings.
 
     `learned` (capacity a registered node of this type reported) replaces the estimates it carries.
-    `ephemeral_storage_bytes` is the root/data volume size (default: the AMI family's default volume).
+    `ephemeral_storage_bytes` is the root/data volume size; without it `storage` (the node class's block
+    device mappings and instance store policy, `carpool.sizing.storage`) decides.
     `kube_reserved` is computed from the returned `max_pods` for every AMI family; launch writes both into
     the user data, so the node's allocatable is this `allocatable`.
     Raises ValueError naming the field for unknown AMI families and invalid quantities.
@@ -68,6 +72,8 @@ def size_node(
     pods = mp.resolve(it, profile, network, kubelet)
     notes.extend(pods.notes)
     max_pods = _learned_pods(pods.value, learned, notes)
+    if ephemeral_storage_bytes is None:
+        ephemeral_storage_bytes = _ephemeral(it, ami_family, profile, storage)
     capacity = _capacity(it, profile, memory_bytes, max_pods, learned, ephemeral_storage_bytes)
     kube_reserved = rs.kube_reserved(it.vcpus, max_pods, kubelet.kube_reserved, notes)
     system_reserved = rs.apply_overrides({}, kubelet.system_reserved, "kubelet.systemReserved", notes)
@@ -118,6 +124,11 @@ def _capacity(
     return capacity
 
 
+def _ephemeral(it: InstanceType, family: str | AmiProfile, profile: AmiProfile, storage: StorageSettings) -> int:
+    name = family if isinstance(family, str) else profile.name
+    return ephemeral_storage_bytes(it, name, storage)
+
+
 def _devices(it: InstanceType) -> Resources:
     if it.gpu_count and it.gpu_manufacturer == "nvidia":
         return {R.GPU_NVIDIA: it.gpu_count}
@@ -142,8 +153,10 @@ def _pod_memory_note(max_pods: int, capacity: int, reserved: int, allocatable: i
 def _allocatable(
     capacity: Resources, kube: Resources, system: Resources, eviction: Resources, notes: list[str]
 ) -> Resources:
-    """capacity - kube-reserved - system-reserved - eviction, never below zero (a note says when clamped)."""
-    raw = R.subtract(R.subtract(R.subtract(capacity, kube), system), eviction)
+    """capacity - kube-reserved - system-reserved - eviction, never below zero (a note says when clamped).
+    Only capacity's resources: a `pid` reservation shrinks none of them."""
+    raw = {name: value - kube.get(name, 0) - system.get(name, 0) - eviction.get(name, 0)
+           for name, value in capacity.items()}
     for name, value in raw.items():
         if value < 0:
             notes.append(f"reservations exceed {name} capacity: allocatable {name} is 0")

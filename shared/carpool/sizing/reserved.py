@@ -36,8 +36,11 @@ EVICTION_MEMORY_DEFAULT = 100 * MIB
 EVICTION_NODEFS_PERCENT_DEFAULT = Decimal(10)
 #: Eviction signals that reduce allocatable, and the resource each one protects.
 EVICTION_SIGNALS = {"memory.available": MEMORY, "nodefs.available": EPHEMERAL_STORAGE}
-#: Reservable resources (kubelet also takes `pid`, which is not a schedulable resource).
+#: Reservable resources that reduce a schedulable resource.
 RESERVABLE = (CPU, MEMORY, EPHEMERAL_STORAGE)
+#: kubelet's process-id reservation: no schedulable resource shrinks, but the node must get it (the kubelet
+#: holds that many pids back from pods), so it is kept and written into the user data as given.
+PID = "pid"
 
 
 def memory_capacity_mib(it: InstanceType, vm_memory_overhead: float = VM_MEMORY_OVERHEAD) -> int:
@@ -91,9 +94,12 @@ def apply_overrides(defaults: Resources, overrides: Mapping[str, str], field: st
     """`defaults` with each user-given resource replaced; errors name `field.resource`."""
     out = dict(defaults)
     for name, raw in overrides.items():
-        if name not in RESERVABLE:
-            notes.append(f"{field}.{name} does not reduce a schedulable resource; ignored for allocatable")
+        if name == PID:
+            out[PID] = _parse_pids(f"{field}.{name}", raw)
+            notes.append(f"{field}.pid={raw} reserved (process ids; no schedulable resource shrinks)")
             continue
+        if name not in RESERVABLE:
+            raise ValueError(f"{field}.{name}: the kubelet reserves only cpu, memory, ephemeral-storage and pid")
         value = _parse(f"{field}.{name}", name, raw)
         if name not in defaults:
             notes.append(f"{field}.{name}={raw} reserved")
@@ -147,6 +153,17 @@ def _parse(field: str, resource: str, raw: str | int | float) -> int:
         value = quantity.resource_value(resource, raw)
     except quantity.QuantityError as exc:
         raise ValueError(f"{field}: invalid quantity {raw!r}") from exc
+    if value < 0:
+        raise ValueError(f"{field}: must not be negative, got {raw!r}")
+    return value
+
+
+def _parse_pids(field: str, raw: str | int | float) -> int:
+    """A pid reservation: a plain count (the kubelet reads it as a quantity, `1k` included)."""
+    try:
+        value = quantity.to_int(raw)
+    except (quantity.QuantityError, ValueError) as exc:
+        raise ValueError(f"{field}: invalid pid count {raw!r}") from exc
     if value < 0:
         raise ValueError(f"{field}: must not be negative, got {raw!r}")
     return value

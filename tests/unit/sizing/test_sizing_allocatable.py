@@ -162,13 +162,15 @@ def test_user_reservations_override_per_resource() -> None:
     )
     sized = size_node(CATALOG["m5.large"], "al2023", NetworkSettings(), kubelet)
     assert sized.kube_reserved == {CPU: 200, MEMORY: GIB, EPHEMERAL_STORAGE: GIB}
-    assert sized.system_reserved == {CPU: 100, MEMORY: 200 * MIB}
+    # pid is kept for the user data (the kubelet holds the pids back) and shrinks no schedulable resource
+    assert sized.system_reserved == {CPU: 100, MEMORY: 200 * MIB, "pid": 1000}
+    assert "pid" not in sized.allocatable
     assert sized.eviction[MEMORY] == 500 * MIB
     assert sized.eviction[EPHEMERAL_STORAGE] == 1073741824  # 5% of 20Gi
     assert sized.allocatable[CPU] == 2000 - 200 - 100
     assert mib(sized.allocatable[MEMORY]) == 7577 - 1024 - 200 - 500
     assert any("kubeReserved.memory=1Gi replaces the default 574Mi" in n for n in sized.notes)
-    assert any("systemReserved.pid" in n and "ignored" in n for n in sized.notes)
+    assert any("systemReserved.pid=1000 reserved" in n for n in sized.notes)
 
 
 def test_eviction_percent_of_memory_and_disabling() -> None:

@@ -47,12 +47,14 @@ def bootstrap_script(b: NodeBootstrap) -> str:
     ]
     if b.ipv6:
         args.append("--ip-family ipv6")
-    if b.cluster_dns:
-        args.append(f"--dns-cluster-ip {quote(b.cluster_dns)}")
+    if b.cluster_dns:  # bootstrap.sh splits a comma-separated list into clusterDNS
+        args.append(f"--dns-cluster-ip {quote(','.join([b.cluster_dns, *b.more_cluster_dns]))}")
     if b.max_pods is not None:
         # Otherwise bootstrap.sh writes its own ENI-based max pods, ignoring what carpool planned for.
         args.append("--use-max-pods false")
     args.append(f"--kubelet-extra-args {quote(' '.join(kubelet_extra_args(b)))}")
+    if b.raid0:  # bootstrap.sh assembles the instance store into one array for the kubelet and containerd
+        args.append("--local-disks raid0")
     return "\n".join(
         [
             "#!/bin/bash -xe",
@@ -78,4 +80,25 @@ def kubelet_extra_args(b: NodeBootstrap) -> list[str]:
         args.append("--system-reserved=" + joined(quantities(b.system_reserved)))
     if b.eviction_hard:
         args.append("--eviction-hard=" + joined(dict(b.eviction_hard), "<"))
+    args.extend(extra_kubelet_flags(b))
+    return args
+
+
+def extra_kubelet_flags(b: NodeBootstrap) -> list[str]:
+    """The `spec.kubelet` flags beyond sizing, as Karpenter's `kubeletExtraArgs` writes them (AL2, Windows)."""
+    args = []
+    if b.pods_per_core is not None:
+        args.append(f"--pods-per-core={b.pods_per_core}")
+    if b.eviction_soft:
+        args.append("--eviction-soft=" + joined(dict(b.eviction_soft), "<"))
+    if b.eviction_soft_grace_period:
+        args.append("--eviction-soft-grace-period=" + joined(dict(b.eviction_soft_grace_period)))
+    if b.eviction_max_pod_grace_period is not None:
+        args.append(f"--eviction-max-pod-grace-period={b.eviction_max_pod_grace_period}")
+    if b.image_gc_high_threshold_percent is not None:
+        args.append(f"--image-gc-high-threshold={b.image_gc_high_threshold_percent}")
+    if b.image_gc_low_threshold_percent is not None:
+        args.append(f"--image-gc-low-threshold={b.image_gc_low_threshold_percent}")
+    if b.cpu_cfs_quota is not None:
+        args.append(f"--cpu-cfs-quota={'true' if b.cpu_cfs_quota else 'false'}")
     return args

@@ -35,6 +35,12 @@ class NodeBootstrap:
     the scheduler's. `eviction_hard` keeps the user's
     strings (`memory.available: 100Mi`). `cluster_cidr` is the service CIDR nodeadm needs.
     `user_data` is the node class's own `spec.userData`, merged per family.
+
+    The other `spec.kubelet` fields go where Karpenter puts them for each family
+    (pkg/providers/amifamily/bootstrap): `cluster_dns` is `clusterDNS[0]` (or the cluster's DNS) and
+    `more_cluster_dns` the rest of `clusterDNS` (only a NodeConfig can carry more than one);
+    `eviction_soft`/`eviction_soft_grace_period` keep the user's strings; `raid0` is
+    `instanceStorePolicy: RAID0` (the instance store as one array for the kubelet and containerd).
     """
 
     cluster_name: str
@@ -50,6 +56,15 @@ class NodeBootstrap:
     taints: tuple[Taint, ...] = ()
     startup_taints: tuple[Taint, ...] = ()
     user_data: str | None = None
+    more_cluster_dns: tuple[str, ...] = ()
+    pods_per_core: int | None = None
+    eviction_soft: Mapping[str, str] = field(default_factory=dict)
+    eviction_soft_grace_period: Mapping[str, str] = field(default_factory=dict)
+    eviction_max_pod_grace_period: int | None = None
+    image_gc_high_threshold_percent: int | None = None
+    image_gc_low_threshold_percent: int | None = None
+    cpu_cfs_quota: bool | None = None
+    raid0: bool = False
 
     def register_taints(self) -> list[Taint]:
         """taints, then startup taints, then the unregistered taint; duplicates dropped, order kept."""
@@ -78,6 +93,14 @@ class NodeBootstrap:
             "labels": self.sorted_labels(),
             "taints": [[t.key, t.value, t.effect] for t in self.register_taints()],
             "userData": self.user_data,
+            "moreClusterDNS": list(self.more_cluster_dns),
+            "podsPerCore": self.pods_per_core,
+            "evictionSoft": sorted(self.eviction_soft.items()),
+            "evictionSoftGracePeriod": sorted(self.eviction_soft_grace_period.items()),
+            "evictionMaxPodGracePeriod": self.eviction_max_pod_grace_period,
+            "imageGC": [self.image_gc_high_threshold_percent, self.image_gc_low_threshold_percent],
+            "cpuCFSQuota": self.cpu_cfs_quota,
+            "raid0": self.raid0,
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 

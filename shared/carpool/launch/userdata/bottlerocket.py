@@ -25,6 +25,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from carpool.labels import kubelet_may_set
 from carpool.launch.userdata import checks, toml_writer
 from carpool.launch.userdata.bootstrap import NodeBootstrap, quantities
 from carpool.launch.userdata.mime import UserDataError
@@ -49,22 +50,54 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+#: Karpenter's bootstrap command for `instanceStorePolicy: RAID0`: Bottlerocket's API assembles the
+#: instance store into an array and binds the kubelet's and containerd's directories to it.
+RAID0_COMMAND = "000-mount-instance-storage"
+RAID0_COMMANDS = [["apiclient", "ephemeral-storage", "init"],
+                  ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
+                   "/var/log/pods"]]
+
+
 def merged_settings(b: NodeBootstrap) -> dict[str, Any]:
     checks.check(b)
+    if b.pods_per_core is not None:
+        raise UserDataError("Bottlerocket has no pods-per-core setting (Karpenter ignores it there); use maxPods",
+                            field="spec.kubelet.podsPerCore")
+    for name, reserved in (("kubeReserved", b.kube_reserved), ("systemReserved", b.system_reserved)):
+        if "pid" in reserved:  # its model takes cpu, memory and ephemeral-storage only: the settings are refused
+            raise UserDataError("Bottlerocket reserves only cpu, memory and ephemeral-storage",
+                                field=f"spec.kubelet.{name}.pid")
     doc = _user_toml(b.user_data)
     settings = _subtable(doc, "settings", "settings")
     k8s = _subtable(settings, "kubernetes", "settings.kubernetes")
     k8s["cluster-name"] = b.cluster_name
     k8s["api-server"] = b.endpoint
     k8s["cluster-certificate"] = b.ca_bundle
-    if b.cluster_dns:
-        k8s["cluster-dns-ip"] = b.cluster_dns
+    if b.cluster_dns:  # an address, or a list of them (KubernetesClusterDnsIp takes either)
+        k8s["cluster-dns-ip"] = [b.cluster_dns, *b.more_cluster_dns] if b.more_cluster_dns else b.cluster_dns
     if b.max_pods is not None:
         k8s["max-pods"] = b.max_pods
     _merge_map(k8s, "kube-reserved", quantities(b.kube_reserved))
     _merge_map(k8s, "system-reserved", quantities(b.system_reserved))
     _merge_map(k8s, "eviction-hard", dict(sorted(b.eviction_hard.items())))
+    _merge_map(k8s, "eviction-soft", dict(sorted(b.eviction_soft.items())))
+    _merge_map(k8s, "eviction-soft-grace-period", dict(sorted(b.eviction_soft_grace_period.items())))
+    if b.eviction_max_pod_grace_period is not None:
+        k8s["eviction-max-pod-grace-period"] = b.eviction_max_pod_grace_period
+    if b.image_gc_high_threshold_percent is not None:  # Bottlerocket's model takes these as strings
+        k8s["image-gc-high-threshold-percent"] = str(b.image_gc_high_threshold_percent)
+    if b.image_gc_low_threshold_percent is not None:
+        k8s["image-gc-low-threshold-percent"] = str(b.image_gc_low_threshold_percent)
+    if b.cpu_cfs_quota is not None:
+        k8s["cpu-cfs-quota-enforced"] = b.cpu_cfs_quota
+    if b.raid0:
+        commands = _subtable(settings, "bootstrap-commands", "settings.bootstrap-commands")
+        commands[RAID0_COMMAND] = {"commands": RAID0_COMMANDS, "essential": True, "mode": "always"}
     _merge_map(k8s, "node-labels", dict(b.sorted_labels()))
+    refused = sorted(k for k in k8s.get("node-labels") or {} if not kubelet_may_set(str(k)))
+    if refused:  # Bottlerocket hands node-labels to the kubelet's --node-labels, which refuses to start
+        raise UserDataError(f"settings.kubernetes.node-labels: the kubelet may not set {refused[0]!r} itself (set it "
+                            "on the NodePool: carpool sets it through the API server)", field="spec.userData")
     _merge_taints(k8s, b)
     return doc
 

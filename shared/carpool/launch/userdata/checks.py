@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from carpool import label_syntax
+from carpool.labels import kubelet_may_set
 from carpool.launch.userdata.bootstrap import NodeBootstrap
 from carpool.launch.userdata.mime import UserDataError
 from carpool.taints import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint
@@ -58,6 +59,15 @@ EVICTION_SIGNALS = frozenset(
      "pid.available"}
 )
 _INT32_MAX = 2**31 - 1
+#: an evictionSoftGracePeriod as the node class takes it: whole hours, minutes and seconds (`carpool.api.durations`).
+_GRACE = re.compile(r"^(?:[0-9]+[hms])+$")
+
+
+def one_cluster_dns(b: NodeBootstrap, family: str) -> None:
+    """Refuse a second `clusterDNS` entry where the family's bootstrap takes a single address."""
+    if b.more_cluster_dns:
+        raise UserDataError(f"{family} takes one cluster DNS address; got {1 + len(b.more_cluster_dns)}",
+                            field="spec.kubelet.clusterDNS")
 
 
 def check(b: NodeBootstrap) -> None:
@@ -87,6 +97,9 @@ def _cluster(b: NodeBootstrap) -> None:
         raise UserDataError(f"{b.cluster_cidr!r} is not an IPv4 or IPv6 CIDR", field="cluster_cidr")
     if b.cluster_dns is not None and not _is_address(b.cluster_dns):
         raise UserDataError(f"{b.cluster_dns!r} is not an IPv4 or IPv6 address", field="cluster_dns")
+    for i, address in enumerate(b.more_cluster_dns):
+        if not _is_address(address):
+            raise UserDataError(f"{address!r} is not an IPv4 or IPv6 address", field=f"spec.kubelet.clusterDNS[{i + 1}]")
 
 
 def _is_address(value: Any) -> bool:
@@ -119,13 +132,36 @@ def _kubelet(b: NodeBootstrap) -> None:
                 raise UserDataError(f"kubelet reserves only {sorted(RESERVED)}", field=f"{where}[{name!r}]")
             if not (_is_int(amount) and amount >= 0):
                 raise UserDataError(f"{amount!r} is not a non-negative integer amount", field=f"{where}[{name!r}]")
-    for signal, threshold in _items(b.eviction_hard, "eviction_hard"):
+    for where, thresholds in (("eviction_hard", b.eviction_hard), ("eviction_soft", b.eviction_soft)):
+        for signal, threshold in _items(thresholds, where):
+            if signal not in EVICTION_SIGNALS:
+                raise UserDataError(f"not one of the eviction signals {sorted(EVICTION_SIGNALS)}",
+                                    field=f"{where}[{signal!r}]")
+            if not (isinstance(threshold, str) and _THRESHOLD.match(threshold)):
+                raise UserDataError(f"{threshold!r} is neither a percentage nor a quantity",
+                                    field=f"{where}[{signal!r}]")
+    for signal, period in _items(b.eviction_soft_grace_period, "eviction_soft_grace_period"):
         if signal not in EVICTION_SIGNALS:
             raise UserDataError(f"not one of the eviction signals {sorted(EVICTION_SIGNALS)}",
-                                field=f"eviction_hard[{signal!r}]")
-        if not (isinstance(threshold, str) and _THRESHOLD.match(threshold)):
-            raise UserDataError(f"{threshold!r} is neither a percentage nor a quantity",
-                                field=f"eviction_hard[{signal!r}]")
+                                field=f"eviction_soft_grace_period[{signal!r}]")
+        if not (isinstance(period, str) and _GRACE.match(period)):
+            raise UserDataError(f"{period!r} is not a duration such as '1m30s'",
+                                field=f"eviction_soft_grace_period[{signal!r}]")
+    _more_kubelet(b)
+
+
+def _more_kubelet(b: NodeBootstrap) -> None:
+    """The integer and boolean kubelet fields: each reader takes them as plain numbers and `true`/`false`."""
+    for name, value, low, high in (("pods_per_core", b.pods_per_core, 0, _INT32_MAX),
+                                   ("eviction_max_pod_grace_period", b.eviction_max_pod_grace_period,
+                                    -_INT32_MAX - 1, _INT32_MAX),
+                                   ("image_gc_high_threshold_percent", b.image_gc_high_threshold_percent, 0, 100),
+                                   ("image_gc_low_threshold_percent", b.image_gc_low_threshold_percent, 0, 100)):
+        if value is not None and not (_is_int(value) and low <= value <= high):
+            raise UserDataError(f"{value!r} is not an integer in [{low}, {high}]", field=name)
+    for name, flag in (("cpu_cfs_quota", b.cpu_cfs_quota), ("raid0", b.raid0)):
+        if flag is not None and not isinstance(flag, bool):
+            raise UserDataError(f"{flag!r} is not true or false", field=name)
 
 
 def _is_int(value: Any) -> bool:
@@ -145,6 +181,9 @@ def _label(key: Any, value: Any) -> None:
     problem = label_syntax.key_problem(key) or label_syntax.value_problem(value)
     if problem:
         raise UserDataError(problem, field=field)
+    if not kubelet_may_set(key):  # the kubelet would refuse to start: the registrar sets it instead
+        raise UserDataError("the kubelet may not set this label itself (it would refuse to start); it is set "
+                            "through the API server at registration", field=field)
 
 
 def _taint(field: str, taint: Any) -> None:

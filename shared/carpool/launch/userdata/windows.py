@@ -31,6 +31,10 @@ _SINGLE_QUOTES = "'\u2018\u2019\u201a\u201b"
 
 def render(b: NodeBootstrap) -> str:
     checks.check(b)
+    checks.one_cluster_dns(b, "Windows (Start-EKSBootstrap.ps1 -DNSClusterIP)")
+    if b.raid0:
+        raise UserDataError("RAID0 is not supported on Windows: the EKS Windows bootstrap has no instance store "
+                            "setup (Karpenter ignores it there)", field="spec.instanceStorePolicy")
     lines = ["<powershell>"]
     user = user_script(b.user_data)
     if user:
@@ -87,4 +91,18 @@ def kubelet_extra_args(b: NodeBootstrap) -> list[str]:
         args.append(f'--kube-reserved="{joined(quantities(b.kube_reserved))}"')
     if b.eviction_hard:
         args.append(f'--eviction-hard="{joined(dict(b.eviction_hard), "<")}"')
+    if b.pods_per_core is not None:
+        args.append(f"--pods-per-core={b.pods_per_core}")
+    if b.eviction_soft:
+        args.append(f'--eviction-soft="{joined(dict(b.eviction_soft), "<")}"')
+    if b.eviction_soft_grace_period:
+        args.append(f'--eviction-soft-grace-period="{joined(dict(b.eviction_soft_grace_period))}"')
+    if b.eviction_max_pod_grace_period is not None:
+        args.append(f"--eviction-max-pod-grace-period={b.eviction_max_pod_grace_period}")
+    if b.image_gc_high_threshold_percent is not None:
+        args.append(f"--image-gc-high-threshold={b.image_gc_high_threshold_percent}")
+    if b.image_gc_low_threshold_percent is not None:
+        args.append(f"--image-gc-low-threshold={b.image_gc_low_threshold_percent}")
+    if b.cpu_cfs_quota is not None:
+        args.append(f"--cpu-cfs-quota={'true' if b.cpu_cfs_quota else 'false'}")
     return args
