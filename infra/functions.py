@@ -393,6 +393,14 @@ class Functions(Construct):
             environment["CARPOOL_CLUSTER_ENDPOINT"] = settings.cluster_endpoint
         if settings.cluster_ca:
             environment["CARPOOL_CLUSTER_CA"] = settings.cluster_ca
+        # cluster facts given as context keys; the functions ask DescribeCluster for the others
+        facts = {
+            "CARPOOL_CLUSTER_VERSION": settings.cluster_version,
+            "CARPOOL_CLUSTER_CIDR": settings.service_cidr,
+            "CARPOOL_CLUSTER_DNS": settings.cluster_dns,
+            "CARPOOL_CLUSTER_IP_FAMILY": settings.ip_family,
+        }
+        environment.update({name: value for name, value in facts.items() if value})
         return environment
 
     def _role(self, spec: FunctionSpec) -> iam.Role:

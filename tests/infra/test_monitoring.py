@@ -431,3 +431,12 @@ def test_every_emitted_metric_and_breakdown_is_known_to_the_dashboard() -> None:
     library = emitted()
     assert library  # the scan found the calls
     assert {name: set(dims) for name, dims in BREAKDOWN.items()} == library
+
+
+def test_cluster_facts_unresolved_alarm(default: Synth) -> None:
+    props = alarm(default, "ClusterFactsUnresolved")
+    metric = the_metric(props)
+    assert (metric["name"], metric["stat"], metric["dims"]) == ("ClusterFactsUnresolved", "Sum", cluster_dims("demo"))
+    assert props["Threshold"] == 1 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    # the library emits exactly this name where it refuses a launch
+    assert "ClusterFactsUnresolved" in string_constants()

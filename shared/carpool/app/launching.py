@@ -104,6 +104,7 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
     """The node's join configuration. Labels are the claim's (not the type's), so one launch template
     serves every type with the same AMI and max pods."""
     s = deps.settings
+    facts = s.cluster_facts()  # ClusterFactsUnresolved: no node boots with a guessed version, CIDR or CA
     size = ctx.sizes[type_name]
     kubelet = ctx.nodeclass.spec.kubelet
     node_labels = {
@@ -118,10 +119,10 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
         node_labels.pop(key, None)  # kubelet sets these itself, per instance
     return NodeBootstrap(
         cluster_name=s.cluster_name,
-        endpoint=s.cluster_endpoint or f"https://{s.cluster_name}.eks.local",
-        ca_bundle=s.cluster_ca or "",
-        cluster_cidr=s.cluster_cidr,
-        cluster_dns=s.cluster_dns,
+        endpoint=facts.endpoint,
+        ca_bundle=facts.ca,
+        cluster_cidr=facts.service_cidr,
+        cluster_dns=facts.dns,
         max_pods=size.max_pods,
         kube_reserved=size.kube_reserved,
         system_reserved=size.system_reserved,
