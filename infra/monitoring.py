@@ -552,8 +552,10 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             graph("Disruptions (by reason)", [lines("Disruptions", "Sum")]),
             graph(
-                "Invalid config loads / replacements above ceiling",
-                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("ReplacementAboveCeiling", "Sum")],
+                "Invalid config loads / unresolved cluster facts / replacements above ceiling",
+                [lines("ConfigInvalid", "Sum", prefix="invalid config"),
+                 lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
+                 lines("ReplacementAboveCeiling", "Sum")],
             ),
         )
         names = list(functions)

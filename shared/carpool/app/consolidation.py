@@ -47,6 +47,7 @@ from carpool.app import discovery, drain, images, interrupt, pools, provision
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, keys, planner
+from carpool.disruption import deadline as termination
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
@@ -207,7 +208,8 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
             return
         world.touched.add(node.name)
         world.steps += 1
-        result = drain.drain(deps.cluster, node.name, voluntary=not forceful)
+        deadline = _termination_deadline(claim, deps, now)
+        result = drain.drain(deps.cluster, node.name, voluntary=not forceful, deadline=deadline, now=now)
         left = [] if forceful else drain.pods_on(deps.cluster, node.name)
         if left:
             why = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items())) or "pods terminating"
@@ -215,6 +217,20 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
             return
     world.touched.add(node.name)
     _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
+
+
+def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> datetime | None:
+    """When the node's remaining pods are deleted whatever blocks them: stamped on the claim at its first
+    drain step (now + its NodePool's `terminationGracePeriod`), read back on later runs; None without one."""
+    stamped = claim.labels.get(keys.TERMINATION_DEADLINE)
+    if stamped:
+        return datetime.fromisoformat(stamped)
+    pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
+    deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
+    if deadline is not None:
+        claim.labels[keys.TERMINATION_DEADLINE] = deadline.isoformat()
+        deps.ledger.mark_launched(claim)
+    return deadline
 
 
 def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
