@@ -39,6 +39,7 @@ that may write only to it; the AWSLambdaBasicExecutionRole managed policy would 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
 from pathlib import Path
@@ -251,6 +252,7 @@ class Functions(Construct):
         routing: EventRouting,
         cluster: ClusterAccess,
         config_parameter: ssm.IStringParameter,
+        config_parameter_arns: Sequence[str] = (),
         layer_dir: Path = LAYER_DIR,
         functions_dir: Path = FUNCTIONS_DIR,
     ) -> None:
@@ -260,6 +262,8 @@ class Functions(Construct):
         self._routing = routing
         self._tables = tables
         self._config_parameter = config_parameter
+        #: the index and every part of the config (``infra.config.store_config``)
+        self._config_arns = list(config_parameter_arns) or [config_parameter.parameter_arn]
         self.layer = carpool_layer(self, "Layer", layer_dir)
         self.vpc, self.security_group = self._network(settings)
         self.environment = self._environment(settings, tables, routing, cluster, config_parameter)
@@ -435,8 +439,8 @@ class Functions(Construct):
             ),
             iam.PolicyStatement(
                 sid="ReadConfig",
-                actions=["ssm:GetParameter"],
-                resources=[self._config_parameter.parameter_arn],
+                actions=["ssm:GetParameter", "ssm:GetParameters"] if len(self._config_arns) > 1 else ["ssm:GetParameter"],
+                resources=self._config_arns,
             ),
             iam.PolicyStatement(
                 sid="QueryClaimsByStatus", actions=["dynamodb:Query"], resources=[f"{table}/index/{STATUS_INDEX}"]

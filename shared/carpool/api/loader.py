@@ -33,7 +33,7 @@ from carpool.api.nodepool import NodePool
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.api.workloads import WORKLOAD_KINDS, as_pending
 
-__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load"]
+__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load", "strict_yaml_documents"]
 
 Source = str | Path | Mapping[str, Any]
 _EXTENSIONS = (".yaml", ".yml", ".json")
@@ -274,7 +274,7 @@ class _Loader:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         number = 0
         try:
-            for number, (duplicates, doc) in enumerate(_yaml_documents(text, loader), 1):
+            for number, (duplicates, doc) in enumerate(strict_yaml_documents(text, loader), 1):
                 for path, key, line in duplicates:
                     self.error(f"{name}#{number}", path, f'duplicate field "{key}" (again at line {line})')
                 if doc is not None and not duplicates:
@@ -417,9 +417,14 @@ class _Loader:
             getattr(self.out, attribute).append(item)
 
 
-def _yaml_documents(text: str, loader_class: Any) -> Iterator[tuple[list[tuple[str, str, int]], Any]]:
+def strict_yaml_documents(text: str, loader_class: Any = None) -> Iterator[tuple[list[tuple[str, str, int]], Any]]:
     """(duplicate keys, object) of each YAML document: duplicates are found in the node tree, before the
-    constructor silently keeps the last value (and flattens merge keys into the mapping)."""
+    constructor silently keeps the last value (and flattens merge keys into the mapping). Each duplicate
+    is (path of its mapping, the key, the line it is repeated at). Raises `yaml.YAMLError`."""
+    if loader_class is None:
+        import yaml
+
+        loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     loader = loader_class(text)
     try:
         while loader.check_node():

@@ -1,7 +1,10 @@
-"""The NodePool/EC2NodeClass YAML, read from the SSM parameter the stack writes.
+"""The NodePool/EC2NodeClass YAML, read from the SSM parameters the stack writes.
 
-The parameter name comes from `CARPOOL_CONFIG_PARAMETER` (`/carpool/<cluster>/config`). The value is
-cached for `max_age` seconds, so a busy Lambda container reads SSM about once a minute, and a config
+The parameter name comes from `CARPOOL_CONFIG_PARAMETER` (`/carpool/<cluster>/config`). It holds the
+YAML itself, or, for a config past one parameter's 8 KB, a pointer to its compressed parts
+(`carpool.config_parts`, which says why): the parts are read with GetParameters only when the pointer
+changes, and a mix of old and new parts met during a deploy keeps the last good text until the next
+read. The value is cached for `max_age` seconds, so a busy Lambda container reads SSM about once a minute, and a config
 change reaches every function within a minute without a redeploy. The cache is ours, not Powertools'
 (whose expiry reads the wall clock): it keeps time by the dependencies' clock (`follow_clock`), so in a
 simulation a minute is a simulated minute. Parsing is the caller's job
@@ -14,12 +17,18 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SSMProvider
 
-from carpool import environment
+import logging
+
+from carpool import config_parts, environment
 from carpool.adapters.aws import session
 from carpool.clocks import Clock, TtlCache, seconds_of, utc_now
 
+log = logging.getLogger(__name__)
+
 CONFIG_PARAMETER_ENV = "CARPOOL_CONFIG_PARAMETER"
 DEFAULT_MAX_AGE_SECONDS = 60
+#: SSM's limit on names per GetParameters call
+GET_PARAMETERS_MAX = 10
 
 
 class ConfigNotConfigured(RuntimeError):
@@ -43,6 +52,10 @@ class SsmConfigText:
             )
         self.max_age = max_age
         self._provider = provider
+        #: the text of the parts last read, by its pointer (parts are read again only when it changes)
+        self._assembled: tuple[config_parts.Pointer, str] | None = None
+        #: the last text read whole: what a read during a deploy's half-written parts answers
+        self._last_good: str | None = None
         #: None: every read goes to SSM (`max_age` 0)
         self._cache = TtlCache(max_age, seconds_of(clock)) if max_age > 0 else None
 
@@ -59,14 +72,41 @@ class SsmConfigText:
         return self._provider
 
     def read(self) -> str:
-        if self._cache is None:
-            return self._fetch()
-        return self._cache.get_or_load(self.parameter_name, self._fetch)
+        try:
+            if self._cache is None:
+                return self._fetch()
+            return self._cache.get_or_load(self.parameter_name, self._fetch)
+        except config_parts.ConfigPartsError as exc:
+            if self._last_good is None:
+                raise
+            log.warning("config %s: %s; using the config read before", self.parameter_name, exc)
+            return self._last_good  # not cached: the next read tries again
 
     def _fetch(self) -> str:
         # max_age=0: Powertools keeps nothing, its cache would expire by the wall clock (see above)
         value: Any = self.provider.get(self.parameter_name, max_age=0)
-        return value.decode() if isinstance(value, bytes) else str(value)
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        pointer = config_parts.pointer_of(text)
+        if pointer is not None:
+            text = self._assemble(pointer)
+        self._last_good = text
+        return text
+
+    def _assemble(self, pointer: config_parts.Pointer) -> str:
+        if self._assembled is not None and self._assembled[0] == pointer:
+            return self._assembled[1]
+        names = [config_parts.part_name(self.parameter_name, i) for i in range(pointer.parts)]
+        found: dict[str, str] = {}
+        client = self.provider.client
+        for start in range(0, len(names), GET_PARAMETERS_MAX):
+            answer = client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
+            found.update({str(p["Name"]): str(p["Value"]) for p in answer.get("Parameters", [])})
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise config_parts.ConfigPartsError(f"config parts missing (a deploy in progress?): {missing[:3]}")
+        text = config_parts.decode(pointer, [found[n] for n in names])
+        self._assembled = (pointer, text)
+        return text
 
     __call__ = read
 
@@ -81,3 +121,32 @@ def read_config_text(parameter_name: str | None = None, max_age: int = DEFAULT_M
     if reader is None:
         reader = _readers[name] = SsmConfigText(name or None, max_age)
     return reader.read()
+
+
+def write_config_text(client: Any, parameter_name: str, text: str) -> None:
+    """Store `text` as the stack does (`carpool.config_parts`): the parts first, then the index, then the
+    parts a previous, larger config left behind. For the simulation and tests; the stack writes the same
+    parameters through CloudFormation."""
+    index, parts = config_parts.encode(text)
+    before = _stored_parts(client, parameter_name)
+    for number, part in enumerate(parts):
+        client.put_parameter(Name=config_parts.part_name(parameter_name, number), Value=part, Type="String",
+                             Overwrite=True, Tier="Standard")
+    tier = "Advanced" if len(index.encode()) > config_parts.PART_MAX_CHARS else "Standard"
+    client.put_parameter(Name=parameter_name, Value=index, Type="String", Overwrite=True, Tier=tier)
+    stale = [config_parts.part_name(parameter_name, n) for n in range(len(parts), before)]
+    for start in range(0, len(stale), GET_PARAMETERS_MAX):
+        client.delete_parameters(Names=stale[start : start + GET_PARAMETERS_MAX])
+
+
+def _stored_parts(client: Any, parameter_name: str) -> int:
+    """How many parts the config stored now has (0: none, or no config yet)."""
+    try:
+        value = str(client.get_parameter(Name=parameter_name)["Parameter"]["Value"])
+    except client.exceptions.ParameterNotFound:
+        return 0
+    try:
+        pointer = config_parts.pointer_of(value)
+    except config_parts.ConfigPartsError:
+        return config_parts.MAX_PARTS  # unreadable: clear every part name there could be
+    return pointer.parts if pointer is not None else 0
