@@ -27,6 +27,10 @@ AL2023_X86 = {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2
               "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"}
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+#: what the stack passes as context keys (the simulated cluster has no DescribeCluster to ask)
+CLUSTER_FACTS = {"cluster_endpoint": f"https://{CLUSTER}.sim.eks.local", "cluster_ca": "Q0E=",
+                 "cluster_version": "1.32", "cluster_cidr": "10.100.0.0/16", "cluster_dns": "10.100.0.10",
+                 "cluster_ip_family": "ipv4"}
 
 
 # -- NodePool / EC2NodeClass YAML ------------------------------------------------------------------------
@@ -89,7 +93,8 @@ def build_deps(aws: LocalAws, clock: Clock, config: str) -> wiring.Dependencies:
     """Production wiring on local AWS; the shipped catalog keeps tests fast (the EC2-built catalog is
     exercised by the simulation)."""
     aws.put_config(config)
-    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile",
+                                   **CLUSTER_FACTS)
     deps = aws_wiring.build_from_env(settings, cluster=SimulatedCluster(clock))
     return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
 
