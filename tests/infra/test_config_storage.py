@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from aws_cdk.assertions import Annotations, Match
 from cdk_support import Synth, actions_of, flatten, statements
+from infra.functions import SPECS
 
 from carpool import config_parts
-from infra.functions import SPECS
 
 PACKS = (Match.string_like_regexp("AwsSolutions-.*"), Match.string_like_regexp("Serverless-.*"))
 

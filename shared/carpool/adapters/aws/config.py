@@ -13,11 +13,10 @@ simulation a minute is a simulated minute. Parsing is the caller's job
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SSMProvider
-
-import logging
 
 from carpool import config_parts, environment
 from carpool.adapters.aws import session
