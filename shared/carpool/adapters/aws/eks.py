@@ -4,7 +4,8 @@ CA, Kubernetes version (for AMI aliases), IP family, service CIDR (nodeadm's `ci
 Values the stack passed (context keys -> environment) win; DescribeCluster fills the others. Nothing is
 guessed: when DescribeCluster fails or does not answer a fact, the settings say why
 (`cluster_facts_error`, logged here as an error and counted as `ClusterFactsUnresolved`) and
-`Settings.cluster_facts()` refuses every launch until a later cold start resolves them.
+`Settings.cluster_facts()` refuses every launch; the next invocation builds its dependencies, and so
+asks DescribeCluster, again (`carpool.app.wiring.get`).
 
 IPv6 clusters: EKS gives the service range as `serviceIpv6Cidr` (`serviceIpv4Cidr` is then absent) and
 kube-dns sits at the range's address + 0xa, as EKS's bootstrap (`${SERVICE_IPV6_CIDR%/*}a`) and
