@@ -8,8 +8,9 @@ guessed: when DescribeCluster fails or does not answer a fact, the settings say 
 asks DescribeCluster, again (`carpool.app.wiring.get`).
 
 IPv6 clusters: EKS gives the service range as `serviceIpv6Cidr` (`serviceIpv4Cidr` is then absent) and
-kube-dns sits at the range's address + 0xa, as EKS's bootstrap (`${SERVICE_IPV6_CIDR%/*}a`) and
-Karpenter (`kubeDNSIP`) compute it; IPv4 clusters keep it at the tenth address.
+kube-dns sits at the range's address + 0xa, where EKS places it and its node bootstrap computes it
+(`${SERVICE_IPV6_CIDR%/*}a`; Karpenter reads the same address off the kube-dns Service); IPv4 clusters
+keep it at the tenth address.
 """
 
 from __future__ import annotations
