@@ -36,10 +36,10 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from carpool import labels, observability
+from carpool import delivery, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
@@ -209,7 +209,8 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
         world.touched.add(node.name)
         world.steps += 1
         deadline = _termination_deadline(claim, deps, now)
-        result = drain.drain(deps.cluster, node.name, voluntary=not forceful, deadline=deadline, now=now)
+        result = drain.drain(deps.cluster, node.name, voluntary=not forceful, deadline=deadline, now=now,
+                             lead=NEXT_DRAIN_STEP)
         left = [] if forceful else drain.pods_on(deps.cluster, node.name)
         if left:
             why = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items())) or "pods terminating"
@@ -217,6 +218,10 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
             return
     world.touched.add(node.name)
     _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
+
+
+#: when this node's next drain step comes: the disruption function's next scheduled run
+NEXT_DRAIN_STEP = timedelta(seconds=delivery.SCHEDULE_SECONDS["disruption"])
 
 
 def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> datetime | None:

@@ -24,7 +24,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from carpool import labels
 from carpool.api.k8s import Pod
@@ -82,13 +82,14 @@ def cordon(cluster: Cluster, node_name: str) -> bool:
 
 
 def drain(cluster: Cluster, node_name: str, voluntary: bool, deadline: datetime | None = None,
-          now: datetime | None = None) -> DrainResult:
+          now: datetime | None = None, lead: timedelta = timedelta(0)) -> DrainResult:
     """Evict every movable pod. `voluntary` drains skip do-not-disrupt pods; a node that is already
     stopping (`voluntary=False`) takes them with it anyway, so they are evicted too. With a `deadline`
-    (and the caller's `now`), pods that could no longer end by it are deleted instead."""
+    (and the caller's `now`), pods that could no longer end by it if deleted at the next step (`lead`
+    from now) are deleted instead."""
     result = DrainResult()
     for pod in pods_on(cluster, node_name):
-        if deadline is not None and now is not None and termination.must_delete(pod, deadline, now):
+        if deadline is not None and now is not None and termination.must_delete(pod, deadline, now, lead):
             grace = termination.delete_grace_seconds(deadline, now)
             log.info("deleting pod %s of node %s with %d s grace: the node's terminationGracePeriod ends at %s",
                      pod.key, node_name, grace, deadline.isoformat())

@@ -10,7 +10,10 @@ again with the shorter grace. (`pkg/controllers/node/termination/terminator/evic
 `needsForceDelete`, `forceDelete`; `pkg/utils/pod/scheduling.go`: `IsPodEligibleForForcedEviction`.)
 
 carpool records the same time on the claim when its drain starts (`keys.TERMINATION_DEADLINE`), so every
-run of the stateless disruption function agrees on it.
+run of the stateless disruption function agrees on it. Karpenter reconciles continuously; carpool's drain
+steps come a minute apart, so a pod is deleted at the last step before its own grace would stop fitting
+(`lead`: the time to the next step), with all the time that remains: its grace ends by the deadline, as
+in Karpenter, instead of being cut to a second by a step that came too late.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ def termination_deadline(drain_started: datetime, grace_period_seconds: int | No
     return drain_started + timedelta(seconds=grace_period_seconds)
 
 
-def must_delete(pod: Pod, deadline: datetime | None, now: datetime) -> bool:
-    """Whether `pod` is deleted now rather than evicted: its own grace period would end past the deadline."""
+def must_delete(pod: Pod, deadline: datetime | None, now: datetime, lead: timedelta = timedelta(0)) -> bool:
+    """Whether `pod` is deleted now rather than evicted: its own grace period would end past the deadline
+    if deleted at the next drain step, `lead` from now."""
     if deadline is None:
         return False
     deleted_at = pod.metadata.deletion_timestamp
@@ -39,7 +43,7 @@ def must_delete(pod: Pod, deadline: datetime | None, now: datetime) -> bool:
         return deleted_at > deadline
     grace = pod.spec.termination_grace_period_seconds
     own = DEFAULT_POD_GRACE_SECONDS if grace is None else grace
-    return now > deadline - timedelta(seconds=own)
+    return now + lead > deadline - timedelta(seconds=own)
 
 
 def delete_grace_seconds(deadline: datetime, now: datetime) -> int:

@@ -39,6 +39,17 @@ def test_a_pod_is_deleted_once_its_own_grace_would_end_past_the_deadline() -> No
     assert must_delete(pod(), deadline, deadline - timedelta(seconds=29))
 
 
+def test_with_steps_a_minute_apart_the_pod_is_deleted_at_the_last_step_its_grace_still_fits() -> None:
+    deadline = START + timedelta(minutes=10)
+    minute = timedelta(minutes=1)
+    slow = pod(grace=120)
+    assert not must_delete(slow, deadline, deadline - timedelta(seconds=180), lead=minute)
+    # the next step (60 s on) would leave it 119 s of its 120: this one deletes it, with 179 s to go
+    at = deadline - timedelta(seconds=179)
+    assert must_delete(slow, deadline, at, lead=minute)
+    assert delete_grace_seconds(deadline, at) == 179 >= 120
+
+
 def test_a_terminating_pod_is_deleted_again_only_if_it_would_outlive_the_deadline() -> None:
     deadline = START + timedelta(minutes=10)
     assert not must_delete(pod(deleted_at=deadline - timedelta(seconds=1)), deadline, deadline)
