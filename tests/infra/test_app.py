@@ -193,3 +193,25 @@ def test_outputs_name_what_operators_look_for(default: Synth) -> None:
     for name in ("EventBusName", "StateTableName", "ConfigParameterName", "NodeRoleArn", "InstanceProfileName",
                  "DashboardName", "WatcherFunctionName", "ProvisionerRoleArn", "AlarmTopicArn"):  # fmt: skip
         assert name in outputs, name
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not a text file (binary content)"),
+        (b"# nothing here yet\n", "holds no document"),
+        (b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n", "kind 'Deployment' (name 'web')"),
+    ],
+    ids=["binary", "empty", "deployment"],
+)
+def test_a_bad_config_file_ends_with_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], content: bytes, expected: str
+) -> None:
+    config = tmp_path / "pools.yaml"
+    config.write_bytes(content)
+    monkeypatch.delenv("CDK_CONTEXT_JSON", raising=False)
+    monkeypatch.delenv("CDK_OUTDIR", raising=False)
+    monkeypatch.setattr(app_module, "REPO_ROOT", tmp_path)  # write cdk.out there, read no cdk.json
+    assert app_module.main(["-c", "clusterName=demo", "-c", f"configFile={config}"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"carpool: configFile {config}") and expected in line
