@@ -66,3 +66,24 @@ def test_ipv6_cluster_reads_the_ipv6_service_range_and_its_dns(local_aws: LocalA
         {"serviceIpv6Cidr": "fd30:1c53:5f8a::/108"})
     facts = complete(Settings(cluster_name="six")).cluster_facts()
     assert (facts.ip_family, facts.service_cidr, facts.dns) == ("ipv6", "fd30:1c53:5f8a::/108", "fd30:1c53:5f8a::a")
+
+
+def test_provisioning_with_unresolved_facts_launches_nothing(make_deps: Any, aws: LocalAws) -> None:
+    """Pending pods, a valid config, and a cluster DescribeCluster cannot find: no CreateFleet at all, the
+    pods fail with the named reason (and are retried), the metric counts it."""
+    from carpool_env import manifests, nodeclass, nodepool, pending_pods, running_instances
+
+    from carpool.app import provision
+
+    deps = make_deps(manifests(nodepool(requirements={"karpenter.sh/capacity-type": ["on-demand"]}), nodeclass()))
+    unresolved = complete(Settings(cluster_name="gone", cluster_endpoint="https://gone.example", cluster_ca="Q0E="))
+    deps = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, cluster_version="", cluster_cidr="",
+                                                                  cluster_dns="", cluster_ip_family="",
+                                                                  cluster_facts_error=unresolved.cluster_facts_error))
+    before = observability.total("ClusterFactsUnresolved")
+    pods = pending_pods(2, deps=deps)
+    outcome = provision.provision_pods(pods, deps, reason="test")
+    assert not outcome.launched and running_instances(aws) == []
+    assert sorted(outcome.failed) == sorted(p.key for p in pods)
+    assert all("DescribeCluster gone failed" in why for why in outcome.failed.values()), outcome.failed
+    assert observability.total("ClusterFactsUnresolved") > before
