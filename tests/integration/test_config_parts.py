@@ -95,3 +95,24 @@ def test_a_reader_that_never_read_a_whole_config_says_why(local_aws: LocalAws) -
     ssm.delete_parameter(Name=config_parts.part_name(name, 0))
     with pytest.raises(config_parts.ConfigPartsError, match="config parts missing"):
         SsmConfigText(name).read()
+
+
+def test_a_part_not_yet_allowed_keeps_the_last_good_config(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deploy that adds a part updates the index before every function's policy names the new part."""
+    from botocore.exceptions import ClientError
+
+    clock = Clock()
+    name = local_aws.put_config(big_config(marker="a"))
+    reader = SsmConfigText(name, clock=clock)
+    before = reader.read()
+    local_aws.put_config(big_config(pools=400, marker="b"))
+    client = reader.provider.client
+
+    def denied(**_: Any) -> Any:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "GetParameters")
+
+    monkeypatch.setattr(client, "get_parameters", denied)
+    clock.advance(DEFAULT_MAX_AGE_SECONDS)
+    assert reader.read() == before
+    monkeypatch.undo()  # the policy now names it
+    assert "team-b-399" in reader.read()

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SSMProvider
+from botocore.exceptions import ClientError
 
 from carpool import config_parts, environment
 from carpool.adapters.aws import session
@@ -98,7 +99,13 @@ class SsmConfigText:
         found: dict[str, str] = {}
         client = self.provider.client
         for start in range(0, len(names), GET_PARAMETERS_MAX):
-            answer = client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
+            try:
+                answer = client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
+            except ClientError as exc:
+                # a deploy adding a part updates the index and the functions' policies independently: the
+                # new part may be named before a policy allows it
+                code = exc.response.get("Error", {}).get("Code", "")
+                raise config_parts.ConfigPartsError(f"config parts unreadable ({code}): {exc}") from exc
             found.update({str(p["Name"]): str(p["Value"]) for p in answer.get("Parameters", [])})
         missing = [n for n in names if n not in found]
         if missing:
