@@ -138,8 +138,8 @@ def write_config_text(client: Any, parameter_name: str, text: str) -> None:
     for number, part in enumerate(parts):
         client.put_parameter(Name=config_parts.part_name(parameter_name, number), Value=part, Type="String",
                              Overwrite=True, Tier="Standard")
-    tier = "Advanced" if len(index.encode()) > config_parts.PART_MAX_CHARS else "Standard"
-    client.put_parameter(Name=parameter_name, Value=index, Type="String", Overwrite=True, Tier=tier)
+    # ADVANCED as the stack's index: SSM never moves a parameter back to STANDARD, so one tier for good
+    client.put_parameter(Name=parameter_name, Value=index, Type="String", Overwrite=True, Tier="Advanced")
     stale = [config_parts.part_name(parameter_name, n) for n in range(len(parts), before)]
     for start in range(0, len(stale), GET_PARAMETERS_MAX):
         client.delete_parameters(Names=stale[start : start + GET_PARAMETERS_MAX])
