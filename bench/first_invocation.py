@@ -138,11 +138,9 @@ def _importable_library(name: str) -> bool:
 def _prepare(world: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """The simulated cluster holding the world's nodes and pods (the kube-scheduler's binding done), the
     event, and how to build the production dependencies around that cluster."""
-    import dataclasses
     from datetime import UTC, datetime
 
-    from bench.provisioner_stages import CLUSTER
-    from carpool.app.settings import Settings
+    from bench.provisioner_stages import deployed_settings
     from carpool.sim.cluster import SimulatedCluster
 
     cluster = SimulatedCluster(lambda: datetime.now(UTC))
@@ -151,7 +149,7 @@ def _prepare(world: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     for pod in world["pods"]:
         cluster.add_pod(pod)
     cluster.bind()
-    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+    settings = deployed_settings()
 
     def build() -> Any:
         from carpool.adapters.aws.wiring import build_from_env
@@ -197,7 +195,7 @@ def measure(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> dict[str,
     import tempfile
 
     from bench.lambda_package import compile_shipped_code
-    from bench.provisioner_stages import AL2023_X86, CLUSTER, CONFIG
+    from bench.provisioner_stages import AL2023_X86, CLUSTER, CONFIG, DEPLOYED_ENV
     from carpool.sim import motofast
     from carpool.sim.localaws import LocalAws
 
@@ -215,7 +213,7 @@ def measure(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> dict[str,
 
         def sample(function: str, world: dict[str, Any]) -> None:
             world_file.write_text(json.dumps(world, default=str))
-            env = {**cold_environment(function), **local, WORLD: str(world_file), "CARPOOL_CLUSTER_NAME": CLUSTER}
+            env = {**cold_environment(function), **local, WORLD: str(world_file), **DEPLOYED_ENV}
             done = subprocess.run([sys.executable, "-m", "bench.first_invocation", function], capture_output=True,
                                   text=True, env=env, cwd=ROOT)
             if done.returncode:
@@ -353,11 +351,11 @@ class _Worlds:
         return [dict(rec.raw) for rec in self.cluster.store("Pod").values()]
 
     def _settings(self) -> Any:
-        import dataclasses
 
-        from carpool.app.settings import Settings
 
-        return dataclasses.replace(Settings.from_env(), cluster_name=self._name(), instance_profile="node-profile")
+        from bench.provisioner_stages import deployed_settings
+
+        return deployed_settings()
 
     @staticmethod
     def _name() -> str:
@@ -384,16 +382,12 @@ def floor_ms(libraries: list[str], env: dict[str, str] | None = None, samples: i
 
 def refresh_catalog() -> None:
     """Store the live catalog the way the deployed disruption function does (not timed)."""
-    import dataclasses
-
-    from bench.provisioner_stages import CLUSTER
+    from bench.provisioner_stages import deployed_settings
     from carpool.adapters.aws.wiring import build_from_env
     from carpool.app import catalog_refresh
-    from carpool.app.settings import Settings
     from carpool.sim.cluster import SimulatedCluster
 
-    settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER)
-    deps = build_from_env(settings, cluster=SimulatedCluster(_utc_now))
+    deps = build_from_env(deployed_settings(), cluster=SimulatedCluster(_utc_now))
     if not catalog_refresh.run(deps):
         raise RuntimeError("the catalog refresh stored nothing (see the log)")
 

@@ -13,7 +13,6 @@ the function that does it, for this measurement only; the handler itself runs un
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import time
@@ -28,6 +27,22 @@ from bench.stages import pod_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = "bench"
+#: What the stack's environment tells every function (`carpool.app.settings`): the cluster's facts, which
+#: no node launches without, and the node role with its instance profile, which the config's `role` names.
+DEPLOYED_ENV: dict[str, str] = {
+    "CARPOOL_CLUSTER_NAME": CLUSTER, "CARPOOL_CLUSTER_VERSION": "1.32",
+    "CARPOOL_CLUSTER_ENDPOINT": f"https://{CLUSTER}.sim.eks.local", "CARPOOL_CLUSTER_CA": "Q0E=",
+    "CARPOOL_CLUSTER_CIDR": "10.100.0.0/16", "CARPOOL_CLUSTER_DNS": "10.100.0.10", "CARPOOL_CLUSTER_IP_FAMILY": "ipv4",
+    "CARPOOL_NODE_ROLE_ARN": "arn:aws:iam::123456789012:role/node-role", "CARPOOL_INSTANCE_PROFILE": "node-profile",
+}
+
+
+def deployed_settings() -> Any:
+    """The functions' settings in the bench's local AWS: its environment as the stack sets it."""
+    from carpool import environment
+    from carpool.app.settings import Settings
+
+    return Settings.from_env({**environment.current(), **DEPLOYED_ENV})
 TARGET_SECONDS = 5.0
 STAGES = ("parse", "confirm", "schedule", "reserve", "launch")
 AL2023_X86 = {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2026-01-01T00:00:00Z",
@@ -120,7 +135,6 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
     provisioner's own work without the catalog's first read."""
     from carpool import delivery
     from carpool.app import confirm, launching, parsing, provision, wiring
-    from carpool.app.settings import Settings
     from carpool.sim import motofast
     from carpool.sim.cluster import SimulatedCluster
     from carpool.sim.lambdas import load_handler
@@ -139,7 +153,7 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
             cluster.add_pod(pod_manifest(spec))
         cluster.bind()
         pods = cluster.pending_pods()
-        settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile")
+        settings = deployed_settings()
         from carpool.adapters.aws.wiring import build_from_env
 
         deps = build_from_env(settings, cluster=cluster)

@@ -315,7 +315,9 @@ def _deps(url: str, ledger: Any, compute: Any) -> Any:
             return 0
 
     return Dependencies(
-        settings=Settings(cluster_name=CLUSTER, event_bus="bus", cluster_version="1.32", instance_profile="carpool-node"),
+        settings=Settings(cluster_name=CLUSTER, event_bus="bus", cluster_version="1.32", instance_profile="carpool-node",
+                          cluster_endpoint=f"https://{CLUSTER}.eks.local", cluster_ca="Q0E=", cluster_cidr="10.100.0.0/16",
+                          cluster_dns="10.100.0.10", cluster_ip_family="ipv4"),
         cluster=_adapter(url), compute=compute, ledger=ledger, offerings=MemoryOfferings(),
         capacity=MemoryCapacityCache(), publisher=Publisher(), ami_source=_ami_source(),
         config=TextConfigSource(lambda: CONFIG), catalog=StaticCatalogSource("us-east-1"), clock=lambda: NOW)

@@ -39,6 +39,10 @@ from infra.settings import Settings, SettingsError  # noqa: E402
 from infra.stack import CarpoolStack  # noqa: E402
 
 USER_ERRORS = (SettingsError, ConfigError, VpcLookupError, LayerError)
+#: A bad input (a context key, the config file) ends with exit 2, as a usage error; a VPC or a layer that
+#: cannot be looked up or built, with 1.
+BAD_INPUTS = (SettingsError, ConfigError)
+EXIT_BAD_INPUT = 2
 #: Environment variable read when ``-c clusterName`` is not given.
 CLUSTER_NAME_ENV = "CLUSTER_NAME"
 #: Cluster of the undeployable stack synthesized when no cluster name is given at all.
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         assembly = app.synth()
     except USER_ERRORS as exc:
         print(f"carpool: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT if isinstance(exc, BAD_INPUTS) else 1
     except RuntimeError as exc:  # how jsii reports an exception in the layer's bundler or failed checks
         if str(exc).startswith("ValidationFailed"):  # cdk-nag findings (cdk.json reports them this way)
             print(f"carpool: synth stopped by unsuppressed findings:\n{exc}", file=sys.stderr)

@@ -50,6 +50,7 @@ that may write only to it; the AWSLambdaBasicExecutionRole managed policy would 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
 from pathlib import Path
@@ -268,6 +269,7 @@ class Functions(Construct):
         routing: EventRouting,
         cluster: ClusterAccess,
         config_parameter: ssm.IStringParameter,
+        config_parameter_arns: Sequence[str] = (),
         layer_dir: Path = LAYER_DIR,
         functions_dir: Path = FUNCTIONS_DIR,
         needs: NodeClassNeeds | None = None,
@@ -281,6 +283,8 @@ class Functions(Construct):
         self._routing = routing
         self._tables = tables
         self._config_parameter = config_parameter
+        #: the index and every part of the config (``infra.config.store_config``)
+        self._config_arns = list(config_parameter_arns) or [config_parameter.parameter_arn]
         self.layer = carpool_layer(self, "Layer", layer_dir)
         self.vpc, self.security_group = self._network(settings)
         self.environment = self._environment(settings, tables, routing, cluster, config_parameter)
@@ -414,6 +418,14 @@ class Functions(Construct):
             environment["CARPOOL_CLUSTER_ENDPOINT"] = settings.cluster_endpoint
         if settings.cluster_ca:
             environment["CARPOOL_CLUSTER_CA"] = settings.cluster_ca
+        # cluster facts given as context keys; the functions ask DescribeCluster for the others
+        facts = {
+            "CARPOOL_CLUSTER_VERSION": settings.cluster_version,
+            "CARPOOL_CLUSTER_CIDR": settings.service_cidr,
+            "CARPOOL_CLUSTER_DNS": settings.cluster_dns,
+            "CARPOOL_CLUSTER_IP_FAMILY": settings.ip_family,
+        }
+        environment.update({name: value for name, value in facts.items() if value})
         return environment
 
     def _role(self, spec: FunctionSpec) -> iam.Role:
@@ -448,8 +460,8 @@ class Functions(Construct):
             ),
             iam.PolicyStatement(
                 sid="ReadConfig",
-                actions=["ssm:GetParameter"],
-                resources=[self._config_parameter.parameter_arn],
+                actions=["ssm:GetParameter", "ssm:GetParameters"] if len(self._config_arns) > 1 else ["ssm:GetParameter"],
+                resources=self._config_arns,
             ),
             iam.PolicyStatement(
                 sid="QueryClaimsByStatus", actions=["dynamodb:Query"], resources=[f"{table}/index/{STATUS_INDEX}"]

@@ -23,6 +23,7 @@ Disruptions                reason                karpenter_nodeclaims_disrupted_
 PodsServedBy               server                (carpool: who took a pending pod)
 PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
 ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
+ClusterFactsUnresolved     -                     (carpool: version/CIDR/DNS/IP family unknown, no launch)
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
@@ -97,6 +98,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "PodsServedBy": ("server",),
     "PodEventsDropped": (),
     "ConfigInvalid": ("function",),
+    "ClusterFactsUnresolved": (),
     "ReplacementAboveCeiling": (),
     "CatalogRefreshFailures": (),
     "CatalogFallbacks": (),
@@ -307,6 +309,16 @@ class Monitoring(Construct):
             description=(
                 "The deployed NodePool/EC2NodeClass config does not validate: nothing is launched until it is "
                 "fixed. The provisioner's error log names the field; fix the manifests (`carpool validate`) and deploy them again (`cdk deploy -c configFile=...`)."
+            ),
+        )
+        self._alarm(
+            "ClusterFactsUnresolved",
+            m.series("ClusterFactsUnresolved", "Sum", period=five).with_(label="unresolved cluster facts"),
+            description=(
+                "The cluster's Kubernetes version, service CIDR, DNS or IP family is unknown (DescribeCluster "
+                "failed or was not allowed): no node is launched until it is known, rather than booting one with a "
+                "guess. The functions' error log has DescribeCluster's error; allow eks:DescribeCluster or deploy "
+                "with -c clusterVersion=... -c serviceCidr=... (and -c ipFamily=ipv6 for IPv6 clusters)."
             ),
         )
         self._alarm(
@@ -540,8 +552,10 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             graph("Disruptions (by reason)", [lines("Disruptions", "Sum")]),
             graph(
-                "Invalid config loads / replacements above ceiling",
-                [lines("ConfigInvalid", "Sum", prefix="invalid config"), lines("ReplacementAboveCeiling", "Sum")],
+                "Invalid config loads / unresolved cluster facts / replacements above ceiling",
+                [lines("ConfigInvalid", "Sum", prefix="invalid config"),
+                 lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
+                 lines("ReplacementAboveCeiling", "Sum")],
             ),
         )
         names = list(functions)

@@ -8,6 +8,7 @@ types; both are accepted.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ _TAG = re.compile(r"^([^=]+)=(.*)$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _OUR_KEY = re.compile(r"^[a-z][A-Za-z0-9]*$")
 _K8S_GROUP = re.compile(r"^(?!system:)[a-z0-9]([-a-z0-9:.]*[a-z0-9])?$")
+_K8S_VERSION = re.compile(r"^1\.\d{1,3}$")
+IP_FAMILIES = ("ipv4", "ipv6")
 
 #: CloudWatch Logs accepts only these retention values.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
@@ -36,7 +39,7 @@ KNOWN_KEYS = frozenset(
         "clusterName", "configFile", "nodeRoleArn", "subnetTag", "securityGroupTag", "vpcId",
         "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
         "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
-        "retainState", "validateConfig",
+        "retainState", "validateConfig", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily",
     }
 ) | frozenset({"ebsKmsKeyArns", "instanceProfileRoleArns"})  # fmt: skip
 
@@ -80,6 +83,11 @@ class Settings:
     #: ``-c instanceProfileRoleArns=arn1,arn2``: the roles held by the instance profiles node classes name
     #: in ``spec.instanceProfile`` (carpool passes only roles the deployment names)
     instance_profile_role_arns: tuple[str, ...] = ()
+    #: cluster facts the functions otherwise read from DescribeCluster (``carpool.adapters.aws.eks``)
+    cluster_version: str | None = None
+    service_cidr: str | None = None
+    cluster_dns: str | None = None
+    ip_family: str | None = None
 
     @property
     def discovery_subnet_tag(self) -> Tag:
@@ -145,14 +153,58 @@ class Settings:
                                    "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
             instance_profile_role_arns=_arns(context, "instanceProfileRoleArns", _ROLE_ARN,
                                              "arn:aws:iam::123456789012:role/NAME"),
+            cluster_version=_matching(context, "clusterVersion", _K8S_VERSION, "1.32"),
+            service_cidr=_network(context, "serviceCidr"),
+            cluster_dns=_address(context, "clusterDns"),
+            ip_family=_ip_family(context),
         )._checked()
 
+    def _check_network_facts(self) -> None:
+        """The service CIDR, cluster DNS and IP family given together must describe one network."""
+        if self.service_cidr is None:
+            if self.cluster_dns is not None:
+                raise SettingsError("context clusterDns needs serviceCidr (the range kube-dns's address is in)")
+            return
+        network = ipaddress.ip_network(self.service_cidr)
+        if self.ip_family is not None and self.ip_family != f"ipv{network.version}":
+            raise SettingsError(f"context serviceCidr={self.service_cidr} is not an {self.ip_family} range (ipFamily)")
+        if self.cluster_dns is not None and ipaddress.ip_address(self.cluster_dns) not in network:
+            raise SettingsError(f"context clusterDns={self.cluster_dns} is outside serviceCidr={self.service_cidr}")
+
     def _checked(self) -> Settings:
+        self._check_network_facts()
         if self.cluster_security_group_id and not self.vpc_id:
             raise SettingsError("context clusterSecurityGroupId needs vpcId (the functions must run in the VPC)")
         if self.kubernetes_group and not self.access_entries:
             raise SettingsError("context kubernetesGroup is used by access entries; drop accessEntries=false")
         return self
+
+
+def _ip_family(context: Mapping[str, Any]) -> str | None:
+    value = _text(context, "ipFamily")
+    if value is not None and value.lower() not in IP_FAMILIES:
+        raise SettingsError(f"context ipFamily={value!r} must be one of {IP_FAMILIES}")
+    return value.lower() if value is not None else None
+
+
+def _network(context: Mapping[str, Any], key: str) -> str | None:
+    value = _text(context, key)
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError as exc:
+        raise SettingsError(f"context {key}={value!r} is not a CIDR ({exc}); e.g. 172.20.0.0/16") from None
+
+
+def _address(context: Mapping[str, Any], key: str) -> str | None:
+    value = _text(context, key)
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise SettingsError(f"context {key}={value!r} is not an IP address; e.g. 172.20.0.10") from None
 
 
 def _text(context: Mapping[str, Any], key: str) -> str | None:

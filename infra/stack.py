@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack, Tags
-from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.cluster import ClusterAccess
-from infra.config import load_config
+from infra.config import load_config, store_config
 from infra.events import EventRouting
 from infra.functions import FUNCTIONS_DIR, QUEUE_CONSUMERS, SPECS, Functions
 from infra.layer import LAYER_DIR
@@ -56,14 +55,8 @@ class CarpoolStack(Stack):
         # what the node classes ask of IAM; what the deployment does not grant is refused here, by field
         self.nodeclass_needs = needs_of(self.cluster_config.text)
         check(self.nodeclass_needs, settings, self.cluster_config.source)
-        self.config_parameter = ssm.StringParameter(
-            self,
-            "Config",
-            parameter_name=settings.config_parameter_name,
-            description=f"carpool NodePools and EC2NodeClasses ({self.cluster_config.source})",
-            string_value=self.cluster_config.text,
-            tier=ssm.ParameterTier.ADVANCED,
-        )
+        self.config_parameters = store_config(self, settings, self.cluster_config)
+        self.config_parameter = self.config_parameters.index
         self.routing = EventRouting(
             self, "Events", settings=settings, timeouts={name: SPECS[name].timeout for name in QUEUE_CONSUMERS}
         )
@@ -75,6 +68,7 @@ class CarpoolStack(Stack):
             routing=self.routing,
             cluster=self.cluster,
             config_parameter=self.config_parameter,
+            config_parameter_arns=self.config_parameters.parameter_arns,
             layer_dir=layer_dir,
             functions_dir=functions_dir,
             needs=self.nodeclass_needs,

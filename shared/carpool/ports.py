@@ -205,6 +205,11 @@ class Cluster(Protocol):
         """Evict through the Eviction API. Raises EvictionBlocked when a PDB forbids it."""
         ...
 
+    def delete_pod(self, pod_key: str, grace_period_seconds: int) -> None:
+        """DELETE the pod with this grace period (no PodDisruptionBudget is consulted: the drain
+        deadline's last resort). A pod already gone is deleted."""
+        ...
+
     def delete_node(self, node_name: str) -> None: ...
 
     def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float,

@@ -118,7 +118,7 @@ def test_an_invalid_cluster_name_from_the_environment_is_rejected(
 def test_main_prints_one_line_instead_of_a_trace(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CDK_CONTEXT_JSON", raising=False)
     monkeypatch.delenv("CDK_OUTDIR", raising=False)
-    assert app_module.main(["-c", "clusterName=demo", "-c", "nodeRoleArn=not-an-arn"]) == 1
+    assert app_module.main(["-c", "clusterName=demo", "-c", "nodeRoleArn=not-an-arn"]) == 2
     assert capsys.readouterr().err.strip() == (
         "carpool: context nodeRoleArn='not-an-arn' is malformed; expected something like "
         "arn:aws:iam::123456789012:role/NAME"

@@ -47,9 +47,12 @@ def test_default_config_declares_limits(tmp_path: Path) -> None:
     assert config.pool_limits == (PoolLimit("default", "cpu"), PoolLimit("default", "memory"))
 
 
-def test_config_larger_than_an_advanced_parameter_is_refused(tmp_path: Path) -> None:
-    text = POOLS_YAML + "#" + "x" * MAX_PARAMETER_BYTES + "\n"
-    with pytest.raises(ConfigError, match="ADVANCED tier"):
+def test_config_larger_than_every_part_is_refused(tmp_path: Path) -> None:
+    import random
+
+    noise = random.Random(3)  # comments that do not compress
+    text = POOLS_YAML + "".join(f"# {noise.getrandbits(400):x}\n" for _ in range(8000))
+    with pytest.raises(ConfigError, match="too large to store: .* more than 100 parameters"):
         load_config(settings_for(tmp_path, text), "role")
 
 
@@ -74,3 +77,60 @@ def test_library_validation_names_the_bad_field(tmp_path: Path) -> None:
         load_config(settings_for(tmp_path, bad), "role")
     # The same file passes when validation is switched off (escape hatch for a library bug).
     load_config(settings_for(tmp_path, bad, validateConfig="false"), "role")
+
+
+# -- one-line errors for bad config files (exit 2 from infra/app.py) ---------------------------------------
+def _config_error(tmp_path: Path, content: str | bytes, **context: str) -> str:
+    path = tmp_path / "pools.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    settings = Settings.from_context({"clusterName": "demo", "configFile": str(path), **context})
+    with pytest.raises(ConfigError) as info:
+        load_config(settings, "role")
+    message = str(info.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_a_binary_config_file_is_one_line(tmp_path: Path) -> None:
+    message = _config_error(tmp_path, b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03+I-.\x01\x00")
+    assert message.endswith("pools.yaml: not a text file (binary content); expected NodePool/EC2NodeClass YAML")
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "# all pools moved elsewhere\n---\n"])
+def test_an_empty_config_file_is_refused(tmp_path: Path, content: str) -> None:
+    assert "holds no document" in _config_error(tmp_path, content)
+
+
+def test_a_repeated_key_is_refused_as_the_api_server_refuses_it(tmp_path: Path) -> None:
+    repeated = POOLS_YAML.replace("  name: general\n", "  name: general\n  name: general-2\n", 1)
+    assert repeated != POOLS_YAML
+    message = _config_error(tmp_path, repeated, validateConfig="false")
+    assert 'pools.yaml#1: metadata: duplicate field "name" (again at line' in message
+
+
+def test_a_document_of_another_kind_is_refused_not_stored(tmp_path: Path) -> None:
+    deployment = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n"
+    message = _config_error(tmp_path, POOLS_YAML + deployment, validateConfig="false")
+    assert "kind 'Deployment' (name 'web'): configFile holds only NodePool and EC2NodeClass documents" in message
+
+
+def test_200_nodepools_are_accepted_and_stored_in_parts(tmp_path: Path) -> None:
+    from carpool import config_parts
+
+    pool, node_class = list(yaml.safe_load_all(default_config(settings_for(tmp_path), "role")))
+    pools = []
+    for i in range(200):
+        doc = yaml.safe_load(yaml.safe_dump(pool))
+        doc["metadata"]["name"] = f"team-{i:03d}"
+        doc["spec"]["limits"] = {"cpu": str(100 + i), "memory": f"{400 + i}Gi"}
+        pools.append(doc)
+    text = yaml.safe_dump_all([*pools, node_class], sort_keys=False)
+    assert len(text.encode()) > 10 * MAX_PARAMETER_BYTES
+    config = load_config(settings_for(tmp_path, text), "role")
+    assert len(config.nodepools) == 200 and len(config.pool_limits) == 400
+    pointer = config_parts.pointer_of(config.index_value)
+    assert pointer is not None and pointer.parts == len(config.parts) >= 1  # ~100 KB of YAML compresses well
+    assert config_parts.decode(pointer, list(config.parts)) == text

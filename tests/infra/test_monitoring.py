@@ -234,15 +234,15 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
         assert set(counted) == set(synth.stack.monitoring.alarms)
         for name, props in ((n, alarm(synth, n)) for n in counted):
             assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
-    # 8 carpool alarms reading 10 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
-    assert sum(default.stack.monitoring.alarm_metrics.values()) == 10 + 4 + 10 + 2
+    # 9 carpool alarms reading 11 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 11 + 4 + 10 + 2
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
-    # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, replacement
+    # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, cluster facts, replacement
     # above ceiling, stale interruptions, 4 DLQs, errors + throttles of 5 functions, then one per pool limit
-    default.template.resource_count_is("AWS::CloudWatch::Alarm", 8 + 4 + 10 + 2)
-    full.template.resource_count_is("AWS::CloudWatch::Alarm", 8 + 4 + 10 + 3)
+    default.template.resource_count_is("AWS::CloudWatch::Alarm", 9 + 4 + 10 + 2)
+    full.template.resource_count_is("AWS::CloudWatch::Alarm", 9 + 4 + 10 + 3)
 
 
 # --- two clusters, one account ---------------------------------------------------------------------
@@ -431,3 +431,12 @@ def test_every_emitted_metric_and_breakdown_is_known_to_the_dashboard() -> None:
     library = emitted()
     assert library  # the scan found the calls
     assert {name: set(dims) for name, dims in BREAKDOWN.items()} == library
+
+
+def test_cluster_facts_unresolved_alarm(default: Synth) -> None:
+    props = alarm(default, "ClusterFactsUnresolved")
+    metric = the_metric(props)
+    assert (metric["name"], metric["stat"], metric["dims"]) == ("ClusterFactsUnresolved", "Sum", cluster_dims("demo"))
+    assert props["Threshold"] == 1 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    # the library emits exactly this name where it refuses a launch
+    assert "ClusterFactsUnresolved" in string_constants()

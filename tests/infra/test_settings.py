@@ -109,3 +109,25 @@ def test_inconsistent_combinations_are_refused() -> None:
         Settings.from_context({"clusterName": "demo", "clusterSecurityGroupId": "sg-0123456789abcdef0"})
     with pytest.raises(SettingsError, match="kubernetesGroup"):
         Settings.from_context({"clusterName": "demo", "kubernetesGroup": "carpool", "accessEntries": "false"})
+
+
+def test_cluster_facts_as_context_keys() -> None:
+    got = Settings.from_context({"clusterName": "c", "clusterVersion": "1.31", "serviceCidr": "fd30:1c53:5f8a::/108",
+                                 "ipFamily": "IPv6"})
+    assert (got.cluster_version, got.service_cidr, got.ip_family) == ("1.31", "fd30:1c53:5f8a::/108", "ipv6")
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"clusterVersion": "v1.31"}, "clusterVersion='v1.31' is malformed"),
+        ({"serviceCidr": "10.100.0.1/16"}, "serviceCidr='10.100.0.1/16' is not a CIDR"),
+        ({"serviceCidr": "10.100.0.0/16", "ipFamily": "ipv6"}, "is not an ipv6 range"),
+        ({"serviceCidr": "10.100.0.0/16", "clusterDns": "10.200.0.10"}, "outside serviceCidr"),
+        ({"clusterDns": "10.100.0.10"}, "clusterDns needs serviceCidr"),
+        ({"ipFamily": "dual"}, "ipFamily='dual' must be one of"),
+    ],
+)
+def test_inconsistent_cluster_facts_are_refused(context: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        Settings.from_context({"clusterName": "c", **context})

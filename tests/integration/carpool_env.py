@@ -27,6 +27,10 @@ AL2023_X86 = {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2
               "parameter": "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"}
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+#: what the stack passes as context keys (the simulated cluster has no DescribeCluster to ask)
+CLUSTER_FACTS = {"cluster_endpoint": f"https://{CLUSTER}.sim.eks.local", "cluster_ca": "Q0E=",
+                 "cluster_version": "1.32", "cluster_cidr": "10.100.0.0/16", "cluster_dns": "10.100.0.10",
+                 "cluster_ip_family": "ipv4"}
 
 
 # -- NodePool / EC2NodeClass YAML ------------------------------------------------------------------------
@@ -91,7 +95,7 @@ def build_deps(aws: LocalAws, clock: Clock, config: str) -> wiring.Dependencies:
     aws.put_config(config)
     # the stack's node role and its profile, as the stack's environment names them
     settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile",
-                                   node_role="arn:aws:iam::123456789012:role/node-role")
+                                   node_role="arn:aws:iam::123456789012:role/node-role", **CLUSTER_FACTS)
     deps = aws_wiring.build_from_env(settings, cluster=SimulatedCluster(clock))
     return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
 

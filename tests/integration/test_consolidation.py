@@ -142,6 +142,8 @@ class FakeCluster:
     on_evict: Callable[[Pod], None] | None = None
     evicted_from: list[str] = field(default_factory=list)
     low_water: dict[str, int] = field(default_factory=dict)
+    #: (pod key, grace period) of every pod DELETE (the drain deadline's)
+    deleted: list[tuple[str, int]] = field(default_factory=list)
     _seq: int = 0
 
     # -- the Cluster port -----------------------------------------------------------------------------
@@ -186,6 +188,14 @@ class FakeCluster:
         if self.on_evict:
             self.on_evict(pod)
         self.evicted_from.append(pod.spec.node_name or "")
+        self._recreate(pod)
+
+    def delete_pod(self, pod_key: str, grace_period_seconds: int) -> None:
+        """A pod DELETE: no budget is asked; its controller makes a new (pending) pod."""
+        pod = self.pods.get(pod_key)
+        if pod is None:
+            return
+        self.deleted.append((pod_key, grace_period_seconds))
         self._recreate(pod)
 
     def delete_node(self, node_name: str) -> None:
@@ -279,7 +289,9 @@ class Harness:
         cluster, compute, ledger = FakeCluster(), FakeCompute(clock), MemoryLedger()
         deps = Dependencies(
             settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=600,
-                              instance_profile="carpool-node", node_role="arn:aws:iam::123456789012:role/carpool-node"),
+                              instance_profile="carpool-node", node_role="arn:aws:iam::123456789012:role/carpool-node",
+                              cluster_endpoint="https://test.eks", cluster_ca="Q0E=",
+                              cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"),
             cluster=cluster, compute=compute, ledger=ledger, offerings=MemoryOfferings(),
             capacity=MemoryCapacityCache(), publisher=None, ami_source=ami_source(),  # type: ignore[arg-type]
             config=TextConfigSource(lambda: holder["text"]), catalog=StaticCatalogSource("us-east-1"), clock=clock,
@@ -630,3 +642,39 @@ def test_a_run_late_after_advancing_disruptions_in_flight_plans_nothing_new(monk
 
     monkeypatch.setattr(executor, "START_SECONDS", 35.0)
     assert "plan" in h.minute().stages
+
+
+def test_a_budget_blocked_pod_is_deleted_at_the_pools_termination_grace_period():
+    """Drift replaces a node whose only pod a PodDisruptionBudget never lets go: with the NodePool's
+    `terminationGracePeriod: 10m`, the pod's evictions are refused until the last run at which its own 30 s
+    grace still ends by the deadline (drain start + 10 minutes); then it is deleted; the node goes then, not
+    never."""
+    def with_grace(alias: str) -> str:
+        import yaml
+
+        docs = list(yaml.safe_load_all(config(alias=alias, consolidate_after="Never", sizes=("xlarge",))))
+        docs[0]["spec"]["template"]["spec"]["terminationGracePeriod"] = "10m"
+        return yaml.safe_dump_all(docs, sort_keys=False)
+
+    h = Harness.build(with_grace("al2023@v20250101"))
+    h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))
+    h.cluster.pdbs.append(pdb("db", "db", min_available=1))
+    h.settle()
+    [old] = [n.name for n in h.owned_nodes()]
+    h.text["text"] = with_grace("al2023@v20250201")
+    drain_started = deadline = None
+    for _ in range(30):
+        h.minute()
+        claim = next((c for c in h.ledger.active() if c.node_name == old), None)
+        if drain_started is None and claim is not None and keys.TERMINATION_DEADLINE in claim.labels:
+            drain_started = h.clock.now
+            deadline = datetime.fromisoformat(claim.labels[keys.TERMINATION_DEADLINE])
+        if old not in h.cluster.nodes:
+            break
+    assert drain_started is not None and deadline == drain_started + timedelta(minutes=10)
+    assert old not in h.cluster.nodes, "the node went at its deadline"
+    assert h.cluster.evicted_from == []  # the budget refused every eviction
+    [(key, grace)] = h.cluster.deleted
+    # deleted at the last minutely run before its 30 s grace stopped fitting, with what remained: it ends
+    # by the deadline, having had at least its own grace
+    assert key == "default/db-0" and 30 <= grace < 30 + 60

@@ -5,12 +5,16 @@ Users hand carpool the same files they `kubectl apply`. The loader dispatches ea
 `ManifestError` that names the document (`examples/x.yaml#2 (NodePool default)`) and the YAML field path
 (`spec.template.spec.requirements[0].operator`), so a user can fix all problems in one pass. Errors of
 all documents are collected and raised together as `ManifestErrors`.
+
+YAML is read as strictly as the API server decodes it: a key repeated in one mapping is refused
+(`duplicate field "x"`, as the API server's strict field validation says) instead of the last one
+silently winning, and a file holding no document is refused instead of validating "ok".
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -29,7 +33,7 @@ from carpool.api.nodepool import NodePool
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.api.workloads import WORKLOAD_KINDS, as_pending
 
-__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load"]
+__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load", "strict_yaml_documents"]
 
 Source = str | Path | Mapping[str, Any]
 _EXTENSIONS = (".yaml", ".yml", ".json")
@@ -196,6 +200,8 @@ class _Loader:
         self.errors: list[ManifestError] = []
         #: consecutive Pod documents, validated together by `flush` (pod lists run to 100,000 items)
         self.pending: list[_PendingPod] = []
+        #: objects accepted so far (an empty file is one that adds none and no error)
+        self.counted = 0
 
     def error(self, document: str, path: str, message: str) -> None:
         self.errors.append(ManifestError(document, path, message))
@@ -222,23 +228,41 @@ class _Loader:
         except FileNotFoundError:
             self.error(name, "", "file not found")
             return
-        except (OSError, UnicodeDecodeError) as exc:
-            self.error(name, "", f"cannot read file: {exc}")
+        except UnicodeDecodeError:
+            self.error(name, "", "not a text file (it is not UTF-8: binary?)")
             return
+        except OSError as exc:
+            self.error(name, "", f"cannot read file: {exc.strerror or exc}")
+            return
+        before = len(self.errors), self.counted
         if path.suffix == ".json":
             self.json_text(text, name)
         else:
             self.text(text, name)
+        self.flush()
+        if (len(self.errors), self.counted) == before:
+            self.error(name, "", "the file holds no document (empty, or only comments)")
 
     def json_text(self, text: str, name: str) -> None:
         """A `.json` file is one JSON document (an object or a List): parsed by the C JSON parser, which is
         two orders of magnitude faster than reading it as YAML."""
         import json
 
+        repeated: list[str] = []
+
+        def strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            keys = [key for key, _ in pairs]
+            repeated.extend(key for i, key in enumerate(keys) if key in keys[:i])
+            return dict(pairs)
+
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=strict_object)
         except json.JSONDecodeError as exc:
             self.error(f"{name}#1", "", f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")
+            return
+        if repeated:
+            for key in repeated:
+                self.error(f"{name}#1", "", f'duplicate field "{key}"')
             return
         self.document(doc, f"{name}#1")
 
@@ -250,8 +274,10 @@ class _Loader:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         number = 0
         try:
-            for number, doc in enumerate(yaml.load_all(text, Loader=loader), 1):
-                if doc is not None:
+            for number, (duplicates, doc) in enumerate(strict_yaml_documents(text, loader), 1):
+                for path, key, line in duplicates:
+                    self.error(f"{name}#{number}", path, f'duplicate field "{key}" (again at line {line})')
+                if doc is not None and not duplicates:
                     self.document(doc, f"{name}#{number}")
         except yaml.YAMLError as exc:
             where = ""
@@ -369,9 +395,11 @@ class _Loader:
             self.error(pending.label, "metadata.name", f"duplicate Pod {key[1]!r} (first defined in {first})")
             return
         documents[key] = pending.label
+        self.counted += 1
         self.out.pods.append(pod)
 
     def add(self, obj: BaseModel, doc: Mapping[str, Any], kind: str, attribute: str, label: str) -> None:
+        self.counted += 1
         if isinstance(obj, Pod) and "status" not in doc and not obj.spec.node_name:
             as_pending(obj)  # a hand-written pod: just created, and no node fits it yet
         produced: list[tuple[str, BaseModel]] = [(kind, obj)]
@@ -387,6 +415,53 @@ class _Loader:
                 continue
             self.out.documents[key] = label
             getattr(self.out, attribute).append(item)
+
+
+def strict_yaml_documents(text: str, loader_class: Any = None) -> Iterator[tuple[list[tuple[str, str, int]], Any]]:
+    """(duplicate keys, object) of each YAML document: duplicates are found in the node tree, before the
+    constructor silently keeps the last value (and flattens merge keys into the mapping). Each duplicate
+    is (path of its mapping, the key, the line it is repeated at). Raises `yaml.YAMLError`."""
+    if loader_class is None:
+        import yaml
+
+        loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            duplicates = _duplicate_keys(node)
+            yield duplicates, (loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()
+
+
+def _duplicate_keys(root: Any) -> list[tuple[str, str, int]]:
+    """(path of the mapping, repeated key, 1-based line of the repeat) for each key a mapping repeats.
+
+    `<<` merge keys are left to YAML (they merge, they do not repeat); aliases are walked once."""
+    import yaml
+
+    found: list[tuple[str, str, int]] = []
+    seen_nodes: set[int] = set()
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if node is None or id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: set[str] = set()
+            for key_node, value_node in node.value:
+                key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else repr(key_node.value)
+                if key == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                if key in keys:
+                    found.append((path, key, key_node.start_mark.line + 1))
+                keys.add(key)
+                stack.append((value_node, f"{path}.{key}" if path else key))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return sorted(found, key=lambda f: f[2])
 
 
 def _key(obj: BaseModel) -> str:

@@ -6,10 +6,11 @@ values (`c7*`, `*`) in `In`/`NotIn` requirements are accepted (a documented carp
 Defaults: `weight` unset (treated as 0), `disruption` {WhenEmptyOrUnderutilized, consolidateAfter 0s,
 budgets [{nodes: 10%}]}, `template.spec.expireAfter` 720h.
 
-Refused: capacity type `reserved` (a `karpenter.sh/capacity-type` requirement `In` it, or the label set
-to it). Karpenter launches `reserved` only into the capacity reservations an EC2NodeClass selects, and
-carpool refuses those (`carpool.api.nodeclass`); accepting the value would let a pool meant for reserved
-capacity quietly launch nothing, or on-demand beside it.
+Capacity type `reserved`: Karpenter launches it only into the capacity reservations an EC2NodeClass
+selects, and carpool refuses those (`carpool.api.nodeclass`), so carpool has no reserved offering, as
+Karpenter has none without them. Listed beside `spot` or `on-demand` it is honoured as Karpenter honours it
+then: the pool launches the other types. A pool that allows `reserved` alone (a requirement `In` only it,
+or the label set to it) is refused: it is meant for reservations and would quietly launch nothing.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def restricted_label_problem(key: str) -> str | None:
     return None
 
 
-#: why capacity type `reserved` is refused (see the module docstring)
+#: why a pool that allows only capacity type `reserved` is refused (see the module docstring)
 RESERVED_REFUSED: Final = (
     f'capacity type "{wk.CAPACITY_RESERVED}" is not supported by carpool (it launches into capacity '
     "reservations, which carpool refuses); use spot and/or on-demand"
@@ -115,7 +116,7 @@ class NodePoolRequirement(NodeSelectorRequirement):
 
     @model_validator(mode="after")
     def _no_reserved_capacity(self) -> NodePoolRequirement:
-        if self.key == wk.CAPACITY_TYPE and self.operator == "In" and wk.CAPACITY_RESERVED in self.values:
+        if self.key == wk.CAPACITY_TYPE and self.operator == "In" and set(self.values) == {wk.CAPACITY_RESERVED}:
             raise ValueError(RESERVED_REFUSED)
         return self
 

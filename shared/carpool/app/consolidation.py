@@ -36,10 +36,10 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from carpool import labels, observability
+from carpool import delivery, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
@@ -47,6 +47,7 @@ from carpool.app import discovery, drain, images, interrupt, pools, provision
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, keys, planner
+from carpool.disruption import deadline as termination
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
@@ -207,7 +208,9 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
             return
         world.touched.add(node.name)
         world.steps += 1
-        result = drain.drain(deps.cluster, node.name, voluntary=not forceful)
+        deadline = _termination_deadline(claim, deps, now)
+        result = drain.drain(deps.cluster, node.name, voluntary=not forceful, deadline=deadline, now=now,
+                             lead=NEXT_DRAIN_STEP)
         left = [] if forceful else drain.pods_on(deps.cluster, node.name)
         if left:
             why = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items())) or "pods terminating"
@@ -215,6 +218,24 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
             return
     world.touched.add(node.name)
     _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
+
+
+#: when this node's next drain step comes: the disruption function's next scheduled run
+NEXT_DRAIN_STEP = timedelta(seconds=delivery.SCHEDULE_SECONDS["disruption"])
+
+
+def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> datetime | None:
+    """When the node's remaining pods are deleted whatever blocks them: stamped on the claim at its first
+    drain step (now + its NodePool's `terminationGracePeriod`), read back on later runs; None without one."""
+    stamped = claim.labels.get(keys.TERMINATION_DEADLINE)
+    if stamped:
+        return datetime.fromisoformat(stamped)
+    pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
+    deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
+    if deadline is not None:
+        claim.labels[keys.TERMINATION_DEADLINE] = deadline.isoformat()
+        deps.ledger.mark_launched(claim)
+    return deadline
 
 
 def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:

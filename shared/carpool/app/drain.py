@@ -8,6 +8,10 @@ A node that is already gone (deleted by its kubelet, the cloud controller or ano
 carpool was at it) has nothing left to cordon or drain: `cordon` says so instead of raising, and `drain`
 of it evicts nothing, so callers go on to what follows (releasing the claim, deleting the instance).
 
+With a deadline (the NodePool's `terminationGracePeriod`, `carpool.disruption.deadline`), a pod whose
+own grace period would end past it is deleted instead of evicted, PodDisruptionBudgets and
+do-not-disrupt notwithstanding, with the grace that remains: the node is empty by the deadline.
+
 One pod never fails the drain: a pod whose eviction the API server refuses (a PodDisruptionBudget
 without a disruption left answers 429; a pod selected by more than one budget answers 500, "This pod has
 more than one PodDisruptionBudget, which the eviction subresource does not support.") is reported in
@@ -20,9 +24,11 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from carpool import labels
 from carpool.api.k8s import Pod
+from carpool.disruption import deadline as termination
 from carpool.disruption.protection import pod_protection
 from carpool.ports import Cluster, EvictionBlocked, NodeGone
 from carpool.taints import NO_SCHEDULE, Taint
@@ -37,6 +43,8 @@ MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 @dataclass
 class DrainResult:
     evicted: list[str] = field(default_factory=list)
+    #: pods deleted at the node's termination deadline (budgets and do-not-disrupt bypassed)
+    deleted: list[str] = field(default_factory=list)
     #: pod key -> why it is still on the node (protected, or its eviction refused, with the API's reason)
     blocked: dict[str, str] = field(default_factory=dict)
 
@@ -73,11 +81,21 @@ def cordon(cluster: Cluster, node_name: str) -> bool:
     return True
 
 
-def drain(cluster: Cluster, node_name: str, voluntary: bool) -> DrainResult:
+def drain(cluster: Cluster, node_name: str, voluntary: bool, deadline: datetime | None = None,
+          now: datetime | None = None, lead: timedelta = timedelta(0)) -> DrainResult:
     """Evict every movable pod. `voluntary` drains skip do-not-disrupt pods; a node that is already
-    stopping (`voluntary=False`) takes them with it anyway, so they are evicted too."""
+    stopping (`voluntary=False`) takes them with it anyway, so they are evicted too. With a `deadline`
+    (and the caller's `now`), pods that could no longer end by it if deleted at the next step (`lead`
+    from now) are deleted instead."""
     result = DrainResult()
     for pod in pods_on(cluster, node_name):
+        if deadline is not None and now is not None and termination.must_delete(pod, deadline, now, lead):
+            grace = termination.delete_grace_seconds(deadline, now)
+            log.info("deleting pod %s of node %s with %d s grace: the node's terminationGracePeriod ends at %s",
+                     pod.key, node_name, grace, deadline.isoformat())
+            cluster.delete_pod(pod.key, grace)
+            result.deleted.append(pod.key)
+            continue
         reason = protected(pod) if voluntary else None
         if reason:
             result.blocked[pod.key] = reason

@@ -13,8 +13,9 @@ from carpool.requirements import Requirements
 
 
 def resolve(nodeclass: EC2NodeClass, deps: Dependencies) -> list[ResolvedAmi]:
-    """Every AMI the node class selects (the AmiSource is TTL-cached by the wiring)."""
-    return amis.resolve(nodeclass, deps.settings.cluster_version, deps.ami_source, now=deps.clock())
+    """Every AMI the node class selects (the AmiSource is TTL-cached by the wiring); an unknown cluster
+    version is `ClusterFactsUnresolved`, not an AMI for a guessed one."""
+    return amis.resolve(nodeclass, deps.settings.cluster_facts().version, deps.ami_source, now=deps.clock())
 
 
 def expected_for_node(

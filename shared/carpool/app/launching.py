@@ -107,6 +107,7 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
     kubelet refuses to start. The registrar sets the others through the API server, in the write that
     lifts `karpenter.sh/unregistered` (`carpool.lifecycle.registration_patch`), as Karpenter does."""
     s = deps.settings
+    facts = s.cluster_facts()  # ClusterFactsUnresolved: no node boots with a guessed version, CIDR or CA
     size = ctx.sizes[type_name]
     kubelet = ctx.nodeclass.spec.kubelet
     node_labels = {
@@ -119,12 +120,12 @@ def bootstrap(claim: PlannedClaim, ctx: PoolContext, type_name: str, capacity_ty
     }
     for key in (labels.ZONE, labels.INSTANCE_TYPE, labels.REGION, labels.HOSTNAME):
         node_labels.pop(key, None)  # kubelet sets these itself, per instance
-    dns = list(kubelet.cluster_dns) if kubelet and kubelet.cluster_dns else ([s.cluster_dns] if s.cluster_dns else [])
+    dns = list(kubelet.cluster_dns) if kubelet and kubelet.cluster_dns else [facts.dns]
     return NodeBootstrap(
         cluster_name=s.cluster_name,
-        endpoint=s.cluster_endpoint or f"https://{s.cluster_name}.eks.local",
-        ca_bundle=s.cluster_ca or "",
-        cluster_cidr=s.cluster_cidr,
+        endpoint=facts.endpoint,
+        ca_bundle=facts.ca,
+        cluster_cidr=facts.service_cidr,
         cluster_dns=dns[0] if dns else None,
         more_cluster_dns=tuple(dns[1:]),
         max_pods=size.max_pods,

@@ -212,6 +212,8 @@ def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dep
     if nodeclass is None:
         return f"EC2NodeClass {nodeclass_name!r} no longer exists"
     catalog = deps.catalog.get(deps.clock())
+    if deps.settings.missing_cluster_facts():
+        return "the cluster's facts are unresolved (its Kubernetes version picks the AMI)"
     expected = images.expected_for_node(node.labels, catalog.types.get(instance_type), images.resolve(nodeclass, deps))
     if expected is None:
         return f"no AMI of EC2NodeClass {nodeclass_name} maps to {instance_type}"

@@ -1,22 +1,55 @@
-"""Runtime settings, read once from the environment the CDK stack (or the simulation) sets."""
+"""Runtime settings, read once from the environment the CDK stack (or the simulation) sets.
+
+The cluster facts a node needs to join (API endpoint, CA, Kubernetes version, service CIDR, cluster DNS,
+IP family) have no defaults: a node booted with a guessed version or service CIDR joins with the wrong
+AMI or resolves no Service name. They come from the stack's context keys or DescribeCluster
+(`carpool.adapters.aws.eks.complete`); what stays unknown is recorded in `cluster_facts_error`, and
+`cluster_facts()` refuses every launch with `ClusterFactsUnresolved` (logged, and counted as the
+`ClusterFactsUnresolved` metric its alarm watches) until they are known.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from carpool import environment
+from carpool import environment, observability
+
+log = logging.getLogger(__name__)
+
+#: The IP families EKS clusters have (`kubernetesNetworkConfig.ipFamily`).
+IP_FAMILIES = ("ipv4", "ipv6")
+
+
+class ClusterFactsUnresolved(RuntimeError):
+    """A cluster fact a node needs (endpoint, CA, version, service CIDR, DNS, IP family) is unknown."""
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What every node of the cluster is booted with; all known, none guessed."""
+
+    endpoint: str
+    ca: str
+    version: str
+    service_cidr: str
+    dns: str
+    ip_family: str
 
 
 @dataclass(frozen=True)
 class Settings:
     cluster_name: str
     region: str = "us-east-1"
-    cluster_version: str = "1.32"
+    cluster_version: str = ""
     cluster_endpoint: str = ""
     cluster_ca: str = ""
-    cluster_cidr: str = "10.100.0.0/16"
-    cluster_dns: str = "10.100.0.10"
+    cluster_cidr: str = ""
+    cluster_dns: str = ""
+    cluster_ip_family: str = ""
+    #: why the facts could not be resolved (DescribeCluster's error); "" when nothing failed
+    cluster_facts_error: str = ""
     table: str = ""
     idempotency_table: str = ""
     event_bus: str = ""
@@ -39,6 +72,31 @@ class Settings:
     max_fleet_types: int = 60
     extra: dict[str, str] = field(default_factory=dict)
 
+    def missing_cluster_facts(self) -> list[str]:
+        """The names of the facts still unknown."""
+        known = {
+            "endpoint": self.cluster_endpoint, "certificate authority": self.cluster_ca,
+            "Kubernetes version": self.cluster_version, "service CIDR": self.cluster_cidr,
+            "cluster DNS": self.cluster_dns, "IP family": self.cluster_ip_family,
+        }
+        return [name for name, value in known.items() if not value]
+
+    def cluster_facts(self) -> ClusterFacts:
+        """The facts a node boots with; `ClusterFactsUnresolved` (logged and counted) when one is unknown."""
+        missing = self.missing_cluster_facts()
+        if missing or self.cluster_ip_family not in IP_FAMILIES:
+            what = ", ".join(missing) or f"IP family {self.cluster_ip_family!r}"
+            cause = f" ({self.cluster_facts_error})" if self.cluster_facts_error else ""
+            reason = (
+                f"cluster {self.cluster_name}: {what} unknown{cause}; no node is launched with a guess. "
+                "Allow eks:DescribeCluster or deploy with -c clusterVersion/serviceCidr/ipFamily"
+            )
+            log.error("%s", reason)
+            observability.emit("ClusterFactsUnresolved")
+            raise ClusterFactsUnresolved(reason)
+        return ClusterFacts(self.cluster_endpoint, self.cluster_ca, self.cluster_version, self.cluster_cidr,
+                            self.cluster_dns, self.cluster_ip_family)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """From `env`, else the running function's environment (`carpool.environment`)."""
@@ -46,11 +104,12 @@ class Settings:
         return cls(
             cluster_name=e.get("CARPOOL_CLUSTER_NAME", "demo"),
             region=e.get("AWS_REGION", e.get("AWS_DEFAULT_REGION", "us-east-1")),
-            cluster_version=e.get("CARPOOL_CLUSTER_VERSION", "1.32"),
+            cluster_version=e.get("CARPOOL_CLUSTER_VERSION", ""),
             cluster_endpoint=e.get("CARPOOL_CLUSTER_ENDPOINT", ""),
             cluster_ca=e.get("CARPOOL_CLUSTER_CA", ""),
-            cluster_cidr=e.get("CARPOOL_CLUSTER_CIDR", "10.100.0.0/16"),
-            cluster_dns=e.get("CARPOOL_CLUSTER_DNS", "10.100.0.10"),
+            cluster_cidr=e.get("CARPOOL_CLUSTER_CIDR", ""),
+            cluster_dns=e.get("CARPOOL_CLUSTER_DNS", ""),
+            cluster_ip_family=e.get("CARPOOL_CLUSTER_IP_FAMILY", ""),
             table=e.get("CARPOOL_TABLE", ""),
             idempotency_table=e.get("CARPOOL_IDEMPOTENCY_TABLE", ""),
             event_bus=e.get("CARPOOL_EVENT_BUS", ""),

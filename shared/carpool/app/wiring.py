@@ -89,5 +89,6 @@ def get() -> Dependencies:
         if _factory is None:
             raise NotWired("no dependencies installed (wiring.use) and no builder provided (wiring.provide)")
         deps = _factory()
-        _current.set(deps)
+        if not deps.settings.cluster_facts_error:  # unresolved cluster facts: asked again next invocation
+            _current.set(deps)
     return deps

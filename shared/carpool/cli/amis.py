@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from carpool.amis import (
     AmiRejection,
@@ -33,6 +32,7 @@ from carpool.amis import (
     source_from_entries,
 )
 from carpool.amis.mapping import InstanceTypeLike
+from carpool.cli import files
 
 
 @dataclass
@@ -131,8 +131,7 @@ def render_text(reports: Sequence[NodeClassReport], cluster_version: str) -> str
 
 # -- glue -------------------------------------------------------------------------------------------
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code=2)
+    return files.fail(message)
 
 
 def _load_nodeclasses(paths: Sequence[Path]) -> list[Any]:
@@ -169,10 +168,16 @@ def _load_instance_types(names: Sequence[str] | None) -> list[Any]:
 
 
 def _load_ami_file(path: Path, nodeclasses: Sequence[Any], cluster_version: str) -> AmiSource:
-    raw = yaml.safe_load(path.read_text())
+    try:
+        raw = files.read_yaml(path, "--ami-file")
+    except files.InputFileError as exc:
+        raise _fail(str(exc)) from None
     records = raw.get("images", []) if isinstance(raw, dict) else raw
     if not isinstance(records, list):
-        raise _fail(f"{path}: expected a list of images")
+        raise _fail(f"--ami-file {path}: expected a list of images (or images: [...])")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise _fail(f"--ami-file {path}: record #{index}: expected a mapping (id, name, arch, ...)")
     aliases = []
     for nc in nodeclasses:
         try:
@@ -184,6 +189,8 @@ def _load_ami_file(path: Path, nodeclasses: Sequence[Any], cluster_version: str)
         return source_from_entries(parse_entries(records), aliases, cluster_version)
     except AmiSelectionError as exc:
         raise _fail(f"{path}: {exc}") from exc
+    except (TypeError, ValueError) as exc:  # a field of the wrong shape (tags not a mapping, ...)
+        raise _fail(f"--ami-file {path}: malformed record: {exc}") from None
 
 
 def amis_command(

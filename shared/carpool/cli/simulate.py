@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from carpool.cli import files
 from carpool.sim.scenario import ScenarioError, load_scenario
 
 
@@ -38,10 +39,16 @@ def simulate(
 
     err = Console(stderr=True)
     try:
+        files.read_text(scenario, "scenario")  # missing, a directory, binary: said in one line
+        if report is not None:
+            files.writable_file(report, "--report")  # before the run, not after it
+    except files.InputFileError as exc:
+        raise files.fail(str(exc)) from None
+    try:
         sc = load_scenario(scenario)
     except ScenarioError as exc:
         err.print(f"[red]invalid scenario[/]\n{exc}", markup=True, highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(files.EXIT_INVALID) from None
     show_progress = not quiet and sys.stderr.isatty()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"
                   "{task.total:.0f}s simulated"), TimeElapsedColumn(), console=err, disable=not show_progress,

@@ -65,6 +65,8 @@ class Candidate:
     protected: str | None
     #: PDB key -> how many of its pods the PDB selects
     pdbs: Mapping[str, int] = field(default_factory=dict)
+    #: the node object's own protection (its do-not-disrupt annotation), which no grace period overrides
+    node_protected: str | None = None
     #: a disruption of this node is already in progress
     disrupting: bool = False
     #: why it must stay for now (it is the replacement of a disrupting node, or pods are nominated to it)
@@ -180,7 +182,8 @@ def _candidate(node: Node, claim: Claim, on_node: list[PodView], allocatable: Re
                selecting: protection.PdbIndex, now: datetime, reserved: str | None) -> Candidate:
     movable = sorted((p for p in on_node if p.reschedulable), key=lambda p: p.key)
     counts, multi = protection.membership(movable, selecting)
-    protected = protection.node_protection(node) or next((p.protection for p in movable if p.protection), None) or multi
+    node_protected = protection.node_protection(node)
+    protected = node_protected or next((p.protection for p in movable if p.protection), None) or multi
     lab = node.labels
     return Candidate(
         node=node.name,
@@ -205,6 +208,7 @@ def _candidate(node: Node, claim: Claim, on_node: list[PodView], allocatable: Re
         eviction_cost=sum(p.eviction_cost for p in movable),
         protected=protected,
         pdbs=counts,
+        node_protected=node_protected,
         disrupting=keys.DISRUPTION in claim.labels,
         reserved=reserved,
     )

@@ -2,8 +2,10 @@
 
 Age counts from the launch, as Karpenter counts from the NodeClaim's creation. Unlike Karpenter v1, whose
 expiry is forceful (it ignores budgets and do-not-disrupt), carpool replaces expired nodes like drifted
-ones: replacement first, budgets without `reasons` apply, protected pods and PDBs are honoured. A node kept
-alive by a do-not-disrupt pod is reported on every run, so it is visible rather than silently old.
+ones: replacement first, budgets without `reasons` apply, protected pods and PDBs are honoured unless the
+NodePool sets `terminationGracePeriod` (then, as Karpenter's eventual disruption, they only delay the drain
+until that deadline: `disruption.deadline`). A node kept alive by a do-not-disrupt pod is reported on every
+run, so it is visible rather than silently old.
 """
 
 from __future__ import annotations

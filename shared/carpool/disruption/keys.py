@@ -28,7 +28,10 @@ PODS_CHANGED_AT: Final = _C + "pods-changed-at"
 #: Written at launch by the provisioner (`carpool.disruption.drift.spec_hash`); claims without it are
 #: only checked for AMI and requirement drift.
 SPEC_HASH: Final = _C + "spec-hash"
+#: ISO-8601 time the node's remaining pods are deleted regardless of budgets: its drain's start plus the
+#: NodePool's terminationGracePeriod (Karpenter's `karpenter.sh/nodeclaim-termination-timestamp`)
+TERMINATION_DEADLINE: Final = _C + "termination-deadline"
 
 #: every key above: the scheduler must not read them as node labels of in-flight claims
 ALL: Final = frozenset({DISRUPTION, DISRUPTION_ACTION, REPLACED_BY, DISRUPTED_AT, REPLACE_ATTEMPTS,
-                        PODS_DIGEST, PODS_CHANGED_AT, SPEC_HASH})
+                        PODS_DIGEST, PODS_CHANGED_AT, SPEC_HASH, TERMINATION_DEADLINE})

@@ -133,6 +133,14 @@ class _Planner:
     def _blocked(self, c: Candidate) -> str | None:
         return c.protected or self.pdbs.blocker(c.pdbs)
 
+    def _bounded_by_grace(self, c: Candidate) -> bool:
+        """Karpenter's eventual disruption (drift, expiry): with the pool's `terminationGracePeriod` set,
+        pods that block eviction (budgets, do-not-disrupt) do not keep the node; the drain deletes them at
+        the deadline (`disruption.deadline`). A node annotated do-not-disrupt itself still waits."""
+        pool = self.inp.nodepools.get(c.pool)
+        return (pool is not None and pool.termination_grace_period_seconds() is not None
+                and c.node_protected is None)
+
     def _wait(self, c: Candidate, why: str, blocked: str) -> None:
         """Record why a node waits; the first (highest-priority) rule's reason is kept."""
         self.out.waiting.setdefault(c.node, f"{why}; waiting: {blocked}")
@@ -192,7 +200,7 @@ class _Planner:
             why = self._why(c, reason)
             if not why:
                 continue
-            blocked = self._blocked(c)
+            blocked = None if self._bounded_by_grace(c) else self._blocked(c)
             if blocked:
                 self._wait(c, why, blocked)
                 continue

@@ -13,6 +13,7 @@ API server's answers for what carpool calls:
   `expire_next_continue` is the hook that makes a compaction land between two pages;
 - node GET / PATCH (JSON merge patch, `metadata.resourceVersion` as a precondition: 409) / DELETE, and
   404 `nodes "<name>" not found` for a node that is gone;
+- pod DELETE with `gracePeriodSeconds` (200 with the pod, 404 when gone; no budget is consulted);
 - the Eviction subresource (`SimulatedCluster.eviction`: 201, 404, 429, and 500 for a pod covered by
   more than one PodDisruptionBudget, as `pkg/registry/core/pod/storage/eviction.go` answers);
 - watches (`?watch=true`) as the watch cache serves them: changes after `resourceVersion`, bookmarks in
@@ -539,6 +540,8 @@ class SimApiServer:
                                    label_selector=query.get("labelSelector", ""))
         if path.startswith("api/v1/nodes/") and len(seg) == 4:
             return self._node(method, seg[3], content_type, body)
+        if method == "DELETE" and len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
+            return self.cluster.pod_deletion(f"{seg[3]}/{seg[5]}", query.get("gracePeriodSeconds"))
         if method == "POST" and len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[6] == "eviction":
             return self.cluster.eviction(f"{seg[3]}/{seg[5]}")
         if method == "GET" and len(seg) == 7 and seg[4] == "daemonsets":

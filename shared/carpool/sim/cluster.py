@@ -581,8 +581,27 @@ class SimulatedCluster:
         self._record_change(etype, "Pod", rec)
         return key
 
-    def delete_pod(self, key: str) -> None:
-        self._remove_pod(key, recreate=False)
+    def delete_pod(self, key: str, grace_period_seconds: int | None = None) -> None:
+        """A pod's DELETE. Without a grace period: its workload removing it (a scale-down, a finished
+        job). With one: a DELETE through the API (carpool's drain at its deadline), which no
+        PodDisruptionBudget guards; the pod's controller replaces it as after any deletion of its pod.
+        The pod goes at once, as an evicted one does here."""
+        if grace_period_seconds is not None and key in self.pods:
+            self.actions.append((self._elapsed(), "delete", f"{key} grace={grace_period_seconds}s"))
+        self._remove_pod(key, recreate=grace_period_seconds is not None)
+
+    def pod_deletion(self, key: str, grace_period_seconds: str | None) -> ApiAnswer:
+        """What `DELETE .../pods/<name>?gracePeriodSeconds=N` answers: 404 for a pod that is gone, 400 for a
+        grace that is not a non-negative integer, else 200 with the pod (no budget is consulted)."""
+        rec = self.pods.get(key)
+        if rec is None:
+            return not_found("pods", key.split("/", 1)[-1])
+        grace = 30 if grace_period_seconds is None else grace_period_seconds
+        if not str(grace).isdigit():
+            return api_status(400, f"invalid gracePeriodSeconds {grace!r}", "BadRequest")
+        raw = copy.deepcopy(rec.raw)
+        self.delete_pod(key, int(grace))
+        return ApiAnswer(200, raw)
 
     def add_daemonset(self, raw: Mapping[str, Any]) -> None:
         ds = copy.deepcopy(dict(raw))

@@ -587,6 +587,9 @@ def production_only_calls(cluster: str, region: str, catalog_builders: set[str],
     with LocalAws(cluster=cluster, region=region, account=account, export=False) as aws:
         env = ChainMap({"AWS_ENDPOINT_URL_PRICING": aws.endpoint}, aws.env)
         with environment.using(env):
+            # the account has the cluster, as a deployed one does: DescribeCluster answers (not recorded)
+            aws.client("eks").create_cluster(name=cluster, roleArn=f"arn:aws:iam::{aws.account_id}:role/eks",
+                                             resourcesVpcConfig={"subnetIds": []})
             try:
                 recorder.install(aws.account)
                 settings = dataclasses.replace(Settings.from_env(), cluster_name=cluster, cluster_endpoint="",

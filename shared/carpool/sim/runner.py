@@ -205,6 +205,9 @@ class SimRunner:
             "CARPOOL_CLUSTER_NAME": sc.cluster.name, "CARPOOL_CLUSTER_VERSION": sc.cluster.version,
             "CARPOOL_CLUSTER_ENDPOINT": f"https://{sc.cluster.name}.sim.eks.local",
             "CARPOOL_CLUSTER_CA": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==",
+            # the facts the stack passes as context keys (the simulation has no DescribeCluster to ask)
+            "CARPOOL_CLUSTER_CIDR": "10.100.0.0/16", "CARPOOL_CLUSTER_DNS": "10.100.0.10",
+            "CARPOOL_CLUSTER_IP_FAMILY": "ipv4",
             "CARPOOL_NODE_ROLE_ARN": f"arn:aws:iam::{self.account}:role/carpool-node",
             "CARPOOL_INSTANCE_PROFILE": "carpool-node",
             "POWERTOOLS_SERVICE_NAME": "carpool", "POWERTOOLS_METRICS_NAMESPACE": "carpool",

@@ -313,3 +313,29 @@ def test_a_pod_list_loads_every_item(tmp_path: Path) -> None:
     assert [p.key for p in loaded.pods] == [f"shop/p{i}" for i in range(300)]
     assert loaded.documents[("Pod", "shop/p299")] == f"{path}#1 (List)"
     assert loaded.pods[5].requests()["cpu"] == 100
+
+
+# -- strict decoding, as the API server's ------------------------------------------------------------
+def test_a_key_repeated_inside_a_list_item_is_named_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(pool().replace("          operator: In\n", "          operator: In\n          operator: NotIn\n"))
+    with pytest.raises(ManifestErrors) as exc:
+        load(path)
+    [error] = exc.value.errors
+    assert error.path == "spec.template.spec.requirements[0]"
+    assert error.message.startswith('duplicate field "operator"')
+
+
+def test_a_key_repeated_in_a_json_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pod.json"
+    path.write_text('{"apiVersion": "v1", "kind": "Pod", "kind": "Pod", "metadata": {"name": "p"}}')
+    with pytest.raises(ManifestErrors) as exc:
+        load(path)
+    assert [e.message for e in exc.value.errors] == ['duplicate field "kind"']
+
+
+def test_a_yaml_merge_key_is_not_a_duplicate() -> None:
+    text = "base: &b {cpu: '1'}\n" + pool().replace("metadata:\n", "x: {<<: *b, cpu: '2'}\nmetadata:\n", 1)
+    with pytest.raises(ManifestErrors) as exc:  # the merge is fine; `x`/`base` are unknown fields
+        load(text)
+    assert not any("duplicate" in e.message for e in exc.value.errors)

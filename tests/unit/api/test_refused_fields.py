@@ -41,8 +41,9 @@ def test_capacity_reservation_selector_terms_are_refused_by_name() -> None:
     assert "capacity reservations are not supported" in message and "\n" not in message
 
 
-@pytest.mark.parametrize("values", [["reserved"], ["on-demand", "reserved"]])
+@pytest.mark.parametrize("values", [["reserved"], ["reserved", "reserved"]])
 def test_capacity_type_reserved_is_refused_by_name(values: list[str]) -> None:
+    """A pool that allows only reserved capacity is meant for reservations, which carpool refuses."""
     req = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": values}
     ((path, message),) = errors_of(nodeclass(), nodepool([req]))
     assert path.startswith("spec.template.spec.requirements[0]")
@@ -53,6 +54,13 @@ def test_capacity_type_reserved_label_is_refused_by_name() -> None:
     ((path, message),) = errors_of(nodeclass(), nodepool(labels={"karpenter.sh/capacity-type": "reserved"}))
     assert path.startswith("spec.template.metadata.labels")
     assert 'capacity type "reserved" is not supported' in message
+
+
+def test_reserved_beside_spot_or_on_demand_is_honoured_as_karpenter_without_reservations() -> None:
+    """No reservation is selected, so no offering is reserved: the pool launches the other types."""
+    req = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "reserved"]}
+    (pool,) = load([nodeclass(), nodepool([req])]).nodepools
+    assert pool.requirements().get("karpenter.sh/capacity-type").values == {"on-demand", "reserved"}
 
 
 def test_excluding_reserved_is_accepted() -> None:

@@ -113,7 +113,7 @@ def deps_for(config: str = CONFIG) -> Dependencies:
         "ImageId": AMI, "Name": "amazon-eks-node-al2023-x86_64-standard-1.32-v20250101", "Architecture": "x86_64",
         "CreationDate": "2025-01-01T00:00:00.000Z", "State": "available", "OwnerId": "111122223333", "Tags": []}])
     return Dependencies(
-        settings=Settings(cluster_name=CLUSTER, event_bus="bus"), cluster=SimulatedCluster(lambda: NOW),
+        settings=Settings(cluster_name=CLUSTER, event_bus="bus", cluster_endpoint="https://demo.eks", cluster_ca="Q0E=", cluster_version="1.32", cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"), cluster=SimulatedCluster(lambda: NOW),
         compute=Ec2(), ledger=CountingLedger(), offerings=MemoryOfferings(), capacity=CountingCapacity(),  # type: ignore[arg-type]
         publisher=None, ami_source=amis, config=TextConfigSource(lambda: config),  # type: ignore[arg-type]
         catalog=StaticCatalogSource("us-east-1"), clock=lambda: NOW,

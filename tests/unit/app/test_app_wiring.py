@@ -4,12 +4,14 @@ the adapters (the app layer never imports it)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from carpool.adapters.aws import wiring as aws_wiring
 from carpool.app import wiring
+from carpool.app.settings import Settings
 from carpool.sim import lambdas
 
 
@@ -31,7 +33,7 @@ def test_the_provided_builder_runs_once_per_process_until_replaced() -> None:
     built: list[Any] = []
 
     def factory() -> Any:
-        built.append(object())
+        built.append(SimpleNamespace(settings=Settings("demo")))
         return built[-1]
 
     wiring.provide(factory)
@@ -42,6 +44,21 @@ def test_the_provided_builder_runs_once_per_process_until_replaced() -> None:
     assert wiring.get() is installed
     wiring.use(None)
     assert wiring.get() is not first and len(built) == 2
+
+
+def test_dependencies_with_unresolved_cluster_facts_are_built_again_next_time() -> None:
+    """A cold start whose DescribeCluster failed must not keep a container unable to launch for its life."""
+    answers = iter(["DescribeCluster demo failed: throttled", ""])
+    built: list[Any] = []
+
+    def factory() -> Any:
+        built.append(SimpleNamespace(settings=Settings("demo", cluster_facts_error=next(answers))))
+        return built[-1]
+
+    wiring.provide(factory)
+    assert wiring.get().settings.cluster_facts_error
+    resolved = wiring.get()
+    assert resolved.settings.cluster_facts_error == "" and wiring.get() is resolved and len(built) == 2
 
 
 @pytest.mark.parametrize("name", lambdas.HANDLERS)

@@ -108,7 +108,8 @@ def deps_for(cluster: SimulatedCluster, clock: Any = lambda: NOW) -> Dependencie
         "CreationDate": "2025-01-01T00:00:00.000Z", "State": "available", "OwnerId": "111122223333", "Tags": []}])
     return Dependencies(
         settings=Settings(cluster_name=CLUSTER, event_bus="bus", instance_profile="carpool-node",
-                          node_role="arn:aws:iam::111122223333:role/r"), cluster=cluster,
+                          node_role="arn:aws:iam::111122223333:role/r",
+                          cluster_endpoint="https://demo.eks", cluster_ca="Q0E=", cluster_version="1.32", cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"), cluster=cluster,
         compute=Ec2(),  # type: ignore[arg-type]
         ledger=MemoryLedger(), offerings=MemoryOfferings(), capacity=MemoryCapacityCache(), publisher=None,  # type: ignore[arg-type]
         ami_source=amis, config=TextConfigSource(lambda: CONFIG), catalog=StaticCatalogSource("us-east-1"), clock=clock,

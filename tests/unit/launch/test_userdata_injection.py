@@ -556,7 +556,7 @@ def test_launch_path_never_bootstraps_a_node_with_it(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(launching, "bootstrap", recording)
     ctx = prepared.contexts["open"]
-    deps = SimpleNamespace(settings=Settings("demo", cluster_endpoint="https://demo.eks", cluster_ca="Q0E="))
+    deps = SimpleNamespace(settings=Settings("demo", cluster_endpoint="https://demo.eks", cluster_ca="Q0E=", cluster_version="1.32", cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"))
     for claim in result.claims:  # what the provisioner launches: every claim the scheduler planned
         boot = launching.bootstrap(claim, ctx, claim.instance_types[0].name, "on-demand", deps)  # type: ignore[arg-type]
         for family in FAMILIES:

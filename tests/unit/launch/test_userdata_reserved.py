@@ -74,7 +74,7 @@ def user_data_for(family: str, type_name: str, prefix: bool = True, kubelet: str
     result = schedule([convert.pod_spec(p) for p in manifests.pods], prepared.specs)
     [claim] = result.claims
     [choice] = claim.instance_types
-    deps = SimpleNamespace(settings=Settings("demo", cluster_endpoint="https://demo.eks", cluster_ca="Q0E="))
+    deps = SimpleNamespace(settings=Settings("demo", cluster_endpoint="https://demo.eks", cluster_ca="Q0E=", cluster_version="1.32", cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"))
     boot = launching.bootstrap(claim, ctx, choice.name, "on-demand", deps)  # type: ignore[arg-type]
     [option] = [o for o in prepared.specs[0].instance_types if o.name == choice.name]
     return render(family, boot), ctx.sizes[choice.name], option

@@ -42,7 +42,7 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 #: The services carpool's session builds clients of, whose entries the endpoint data keeps (see `endpoints`).
-ENDPOINT_SERVICES: tuple[str, ...] = ("dynamodb", "ec2", "eks", "events", "pricing", "sqs", "ssm")
+ENDPOINT_SERVICES: tuple[str, ...] = ("dynamodb", "ec2", "eks", "events", "iam", "pricing", "sqs", "ssm")
 
 _DOCS = frozenset({"documentation", "documentationUrl"})
 

@@ -496,6 +496,16 @@ class LightkubeCluster:
                 raise EvictionBlocked(f"{pod_key}: {convert.status_text(e.status)}") from e
             raise
 
+    def delete_pod(self, pod_key: str, grace_period_seconds: int) -> None:
+        """DELETE the pod with `grace_period_seconds` (the drain deadline's last resort: no budget is asked).
+        A pod already gone (404) is deleted."""
+        namespace, name = convert.split_pod_key(pod_key)
+        try:
+            self._client().delete(PodResource, name, namespace=namespace, grace_period=grace_period_seconds)
+        except ApiError as e:
+            if status_code(e) != 404:
+                raise
+
     def delete_node(self, node_name: str) -> None:
         try:
             self._client().delete(NodeResource, node_name)
