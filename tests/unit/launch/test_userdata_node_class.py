@@ -77,7 +77,8 @@ def launched(family: str) -> tuple[str, Any]:
     [claim] = result.claims  # the 30Gi pod fits a node of the 100Gi root volume
     [choice] = claim.instance_types
     deps = SimpleNamespace(settings=Settings("demo", cluster_endpoint="https://demo.eks", cluster_ca="Q0E=",
-                                             cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10"))
+                                             cluster_version="1.32", cluster_cidr="10.100.0.0/16",
+                                             cluster_dns="10.100.0.10", cluster_ip_family="ipv4"))
     ctx = prepared.contexts["p"]
     boot = launching.bootstrap(claim, ctx, choice.name, "on-demand", deps)  # type: ignore[arg-type]
     return render(family, boot), ctx.sizes[choice.name]
