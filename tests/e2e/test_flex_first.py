@@ -76,3 +76,15 @@ def test_carpool_own_aws_cost_is_reported_for_every_service(scenario_result):
     # the deployed watcher resyncs, then follows its watch stream for its whole run (billed by the second)
     assert 60_000 <= cost.per_invocation["watcher"]["billedMs"] <= 90_000
     assert cost.per_invocation["provisioner"]["writeUnits"] > 0
+
+
+def test_status_at_the_end_lists_each_running_node_as_a_claim_and_each_pools_usage(scenario_result):
+    """`carpool status` on the simulation's local AWS: a claim per instance still running, with its node,
+    and the pools' usage counting exactly those nodes."""
+    status = scenario_result.status
+    running = {i.instance_id: i for i in scenario_result.instances if i.running}
+    assert {c.instance_id for c in status.claims} == set(running)
+    assert all(c.node and c.state == "registered" for c in status.claims)
+    assert {c.instance_id: c.nodepool for c in status.claims} == {k: i.node_pool for k, i in running.items()}
+    assert {p.name: p.usage.get("nodes", 0) for p in status.pools} == scenario_result.nodes_by_pool()
+    assert status.learned and status.pending == []

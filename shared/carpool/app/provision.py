@@ -36,7 +36,7 @@ from carpool import coexistence, labels, observability, together
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import confirm, discovery, images, launching, planning, pools, startup
+from carpool.app import confirm, discovery, images, launching, planning, pools, reasons, startup
 from carpool.app.deadline import Deadline, allows_a_claim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
@@ -80,6 +80,11 @@ class ProvisionOutcome:
     def hourly_cost(self) -> float:
         return sum(c.price or 0.0 for c in self.launched)
 
+    def served(self) -> list[str]:
+        """The pods a node is coming for: launched for, or nominated to one already coming."""
+        return [*(p for c in self.launched for p in c.pods), *self.already_nominated,
+                *(p for pods in self.nominated_in_flight.values() for p in pods)]
+
 
 def run(
     batch: dict[str, PodUnschedulableEvent], deps: Dependencies, deadline: Deadline | None = None
@@ -114,6 +119,7 @@ def run(
         return outcome, {mid: problem or "" for mids in records.values() for mid in mids}
     _note_dropped(confirmed.dropped, outcome)
     found = provision_pods(confirmed.pods.values(), deps, reason="provisioning", deadline=deadline)
+    reasons.note(found.unschedulable, found.served(), deps)
     found.ignored.update(outcome.ignored)
     found.dropped.update(outcome.dropped)
     retry = {mid: reason for key, reason in found.failed.items() for mid in records.get(key, [])}
@@ -413,8 +419,7 @@ def _plan_round(
         _fail(outcome, [key], why)
         specs.pop(key, None)
     for key, why in rejected.items():
-        result.unschedulable[key] = {"*": why}
-        log.info("pod %s is not launched for: %s", key, why)
+        result.unschedulable[key] = {"*": why}  # logged once, when it changes (`carpool.app.reasons`)
     observability.seconds("SchedulingDurationSeconds", time.perf_counter() - started)
     return prepared, result, specs
 
@@ -752,10 +757,12 @@ def _launched(claim: Claim, reason: str, outcome: ProvisionOutcome) -> None:
     outcome.launched.append(claim)
     observability.emit("NodeClaimsCreated", nodepool=claim.nodepool, reason=reason)
     observability.emit("EstimatedHourlyCost", claim.price or 0.0, nodepool=claim.nodepool)
-    outcome.decisions.append(
-        f"launched {claim.instance_type} ({claim.capacity_type}, {claim.zone}) for {len(claim.pods)} pods from "
-        f"NodePool {claim.nodepool} as {claim.name}"
-    )
+    decision = (f"launched {claim.instance_type} ({claim.capacity_type}, {claim.zone}) for {len(claim.pods)} pods "
+                f"from NodePool {claim.nodepool} as {claim.name}")
+    outcome.decisions.append(decision)
+    log.info(decision, extra={"claim": claim.name, "nodepool": claim.nodepool, "instanceType": claim.instance_type,
+                              "zone": claim.zone, "capacityType": claim.capacity_type,
+                              "instanceId": claim.instance_id, "reason": reason, "pods": len(claim.pods)})
 
 
 def _mark_unavailable(errors: list[tuple[str, str, str]], deps: Dependencies, now: datetime,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: sources pulls in the YAML loader and the 
     from carpool.app.sources import CatalogSource, ConfigSource
     from carpool.ports import Cluster, Compute, EventPublisher, InstanceProfiles
     from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
+    from carpool.state.reasons import PodReasonStore
 
 
 @dataclass
@@ -48,6 +49,8 @@ class Dependencies:
     #: IAM instance profiles for node classes naming a `role` other than the stack's (None: none can be
     #: made, and such a node class fails its launches with a line naming `spec.role`)
     instance_profiles: InstanceProfiles | None = None
+    #: why each pod carpool could not serve is pending (None: not kept, not logged)
+    reasons: PodReasonStore | None = None
 
     def __post_init__(self) -> None:
         """Every part that caches by time keeps it by `clock` (`carpool.clocks.FollowsClock`). Here, not in

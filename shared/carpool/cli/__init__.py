@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "amis": "carpool.cli.amis",
     "capacity": "carpool.cli.capacity",
     "simulate": "carpool.cli.simulate",
+    "status": "carpool.cli.status",
 }
 
 

@@ -31,6 +31,8 @@ def simulate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
     report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+    status: Annotated[bool, typer.Option(
+        "--status", help="After the summary, what `carpool status` shows on the simulation's state.")] = False,
 ) -> None:
     """Simulate a scenario: pods, NodePools and capacity errors played against carpool's Lambdas."""
     from carpool.sim import report as report_page
@@ -63,5 +65,9 @@ def simulate(
         sys.stdout.write(json.dumps(result.to_json_dict(), indent=2) + "\n")
     elif not quiet:
         summary.show(result, Console())
+    if status and not as_json and result.status is not None:
+        from carpool.cli.status import console, render
+
+        console().print(render(result.status))
     if result.expectations and not all(result.expectations.values()):
         raise typer.Exit(1)

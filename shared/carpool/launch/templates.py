@@ -248,6 +248,7 @@ _EBS_FIELDS = (
     ("kms_key_id", "KmsKeyId"),
     ("delete_on_termination", "DeleteOnTermination"),
     ("snapshot_id", "SnapshotId"),
+    ("volume_initialization_rate", "VolumeInitializationRate"),
 )
 
 

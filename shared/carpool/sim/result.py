@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from carpool.app.status import Status
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
@@ -189,6 +191,8 @@ class SimResult(_Model):
     own_cost: OwnCost = Field(default_factory=OwnCost)
     #: how long pending pods waited for capacity, step by step
     time_to_capacity: TimeToCapacity = Field(default_factory=TimeToCapacity)
+    #: what carpool's state held when the run ended (`carpool status` on the simulation's local AWS)
+    status: Status | None = None
 
     def nodes_by_pool(self) -> dict[str, int]:
         return dict(Counter(i.node_pool or "-" for i in self.instances if i.running))

@@ -46,6 +46,8 @@ import yaml
 from carpool import delivery, environment
 from carpool import labels as L
 from carpool.adapters.aws import events as events_adapter
+from carpool.app import status
+from carpool.app.status import Status
 from carpool.sim import collector, durations, lambdas, motofast, spot_prices, time_to_capacity
 from carpool.sim.agents import Agents
 from carpool.sim.clock import RESOLUTION, SimClock, reached
@@ -549,9 +551,20 @@ class SimRunner:
         if self.log.dropped:
             result.decisions.append(self.log.decisions[-1].model_copy(
                 update={"message": f"... {self.log.dropped} more decision log lines not kept", "data": {}}))
+        result.status = self._status()
         result.expectations = _expectations(sc, result)
         result.own_cost = own_cost_of(self.usage.usage(max(sc.duration, sc.tick_seconds)), self.usage.metric_series)
         return result
+
+    def _status(self) -> Status | None:
+        """`carpool status` on the local AWS as the run left it (None, logged, if it cannot be read)."""
+        d = self.deps
+        try:
+            limits = {p.name: p.limits() for p in d.config.load().nodepools}
+            return status.read(d.ledger, d.offerings, d.capacity, d.reasons, limits, d.clock())
+        except Exception as exc:  # noqa: BLE001 - the run's result stands without it
+            self.log.add("simulator", f"could not read carpool's status: {type(exc).__name__}: {exc}", "WARNING")
+            return None
 
     def _workloads(self) -> dict[str, PodCounts]:
         out: dict[str, PodCounts] = {}

@@ -159,7 +159,10 @@ class MemoryOfferings:
             self._items[o.key] = o
 
     def unavailable(self, now: datetime) -> set[tuple[str, str, str]]:
-        return {k for k, o in self._items.items() if o.until > now}
+        return {o.key for o in self.marked(now)}
+
+    def marked(self, now: datetime) -> list[UnavailableOffering]:
+        return [o for o in self._items.values() if o.until > now]
 
 
 class MemoryCapacityCache:

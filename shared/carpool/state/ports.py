@@ -96,6 +96,10 @@ class OfferingAvailability(Protocol):
         """(instance type, zone, capacity type) still unavailable at `now` (expiry checked in code)."""
         ...
 
+    def marked(self, now: datetime) -> list[UnavailableOffering]:
+        """The offerings still marked at `now`, with until when and why."""
+        ...
+
 
 class CapacityCache(Protocol):
     def all(self, now: datetime) -> dict[tuple[str, str], CapacityRecord]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 import typing
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pydantic import BaseModel
@@ -24,7 +26,7 @@ DOC = ROOT / "docs" / "karpenter-fields.md"
 MODELS: dict[str, type[BaseModel]] = {"NodePool": NodePool, "EC2NodeClass": EC2NodeClass}
 STATUSES = ("honoured", "refused", "ignored", "gap")
 #: fields carpool accepts and drops today, against issue 29 (each row says `gap`); fix, then remove from here
-KNOWN_GAPS = frozenset({"spec.blockDeviceMappings.ebs.volumeInitializationRate"})
+KNOWN_GAPS: frozenset[str] = frozenset()
 #: metadata the user writes and carpool reads; every other `metadata.*` field is the API server's bookkeeping
 USER_METADATA = ("metadata.name", "metadata.labels", "metadata.annotations")
 _TEST_ID = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
@@ -152,9 +154,6 @@ class _Compute:
 
 
 def test_subnet_and_security_group_terms_select_by_id_name_or_tags_each_term_ored() -> None:
-    from datetime import UTC, datetime
-    from types import SimpleNamespace
-
     nc = _nodeclass(
         subnetSelectorTerms=[{"id": "subnet-0a"}, {"tags": {"tier": "private", "zone-ok": "*"}}],
         securityGroupSelectorTerms=[{"id": "sg-0a"}, {"name": "nodes"}, {"tags": {"team": "a"}}],
@@ -177,11 +176,33 @@ def test_every_ebs_field_of_a_mapping_reaches_the_launch_template() -> None:
         {"deviceName": "/dev/xvda", "rootVolume": True,
          "ebs": {"volumeSize": "100Gi", "volumeType": "io2", "iops": 4000, "encrypted": True,
                  "kmsKeyID": "arn:aws:kms:us-east-1:111122223333:key/k", "deleteOnTermination": False}},
-        {"deviceName": "/dev/xvdb", "ebs": {"snapshotID": "snap-0abc", "volumeType": "gp3", "throughput": 250}},
+        {"deviceName": "/dev/xvdb", "ebs": {"snapshotID": "snap-0abc", "volumeType": "gp3", "throughput": 250,
+                                            "volumeInitializationRate": 300}},
     ])
     assert block_device_mappings(nc.spec.block_device_mappings, "al2023") == (
         {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 100, "VolumeType": "io2", "Iops": 4000, "Encrypted": True,
                                             "KmsKeyId": "arn:aws:kms:us-east-1:111122223333:key/k",
                                             "DeleteOnTermination": False}},
-        {"DeviceName": "/dev/xvdb", "Ebs": {"VolumeType": "gp3", "Throughput": 250, "SnapshotId": "snap-0abc"}},
+        {"DeviceName": "/dev/xvdb", "Ebs": {"VolumeType": "gp3", "Throughput": 250, "SnapshotId": "snap-0abc",
+                                            "VolumeInitializationRate": 300}},
     )
+
+
+def test_object_labels_and_a_taints_time_load_and_nodes_get_the_template_only() -> None:
+    """`metadata.labels` label the NodePool / EC2NodeClass objects, as in Karpenter, not their nodes; a
+    template taint's `timeAdded` loads, and nodes get the taint by key, value and effect."""
+    (pool,) = load([{
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "web", "labels": {"team": "shop"}},
+        "spec": {"template": {
+            "metadata": {"labels": {"tier": "web"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "nc"},
+                     "requirements": [],
+                     "taints": [{"key": "dedicated", "value": "web", "effect": "NoExecute",
+                                 "timeAdded": "2026-01-01T00:00:00Z"}]}}},
+    }]).nodepools
+    nc = _nodeclass()
+    assert pool.metadata.labels == {"team": "shop"} and nc.metadata.labels == {}
+    assert pool.requirements().labels() == {"karpenter.sh/nodepool": "web", "tier": "web"}
+    assert [(t.key, t.value, t.effect) for t in pool.taints()] == [("dedicated", "web", "NoExecute")]
+    assert pool.spec.template.spec.taints[0].time_added == datetime(2026, 1, 1, tzinfo=UTC)

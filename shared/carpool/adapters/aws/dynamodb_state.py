@@ -1041,12 +1041,18 @@ class DynamoOfferings:
         }
 
     def unavailable(self, now: datetime) -> set[tuple[str, str, str]]:
+        return {o.key for o in self.marked(now)}
+
+    def marked(self, now: datetime) -> list[UnavailableOffering]:
+        """The offerings still marked at `now`, with until when and why (what `carpool status` lists)."""
         limit = epoch(now)
-        out = set()
+        out = []
         for item in self._table.query_partition(ICE):
             plain = deserialize(item)
             if plain["until"] > limit:
-                out.add((str(plain["instanceType"]), str(plain["zone"]), str(plain["capacityType"])))
+                out.append(UnavailableOffering(instance_type=str(plain["instanceType"]), zone=str(plain["zone"]),
+                                               capacity_type=str(plain["capacityType"]),
+                                               until=from_epoch(plain["until"]), reason=str(plain.get("reason", ""))))
         return out
 
 

@@ -43,6 +43,7 @@ def build(
 ) -> Dependencies:
     from carpool.adapters.aws.catalog_store import DynamoCatalogStore
     from carpool.adapters.aws.config import SsmConfigText
+    from carpool.adapters.aws.dynamodb_reasons import DynamoPodReasons
     from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache, DynamoLedger, DynamoOfferings
     from carpool.adapters.aws.ec2 import Ec2Compute
     from carpool.adapters.aws.events import EventBridgePublisher
@@ -69,6 +70,7 @@ def build(
         catalog=StoredCatalogSource(DynamoCatalogStore(settings.table), region, lambda now: _live_catalog(now, region)),
         clock=clock,
         instance_profiles=_OnFirstUseProfiles(),
+        reasons=DynamoPodReasons(settings.table),
     )
 
 

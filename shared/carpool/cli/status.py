@@ -1,0 +1,124 @@
+"""`carpool status`: what the deployed carpool holds, as `kubectl get nodeclaims` and `kubectl describe
+nodepool` show it for Karpenter.
+
+Reads the state table (`--table`, or `CARPOOL_TABLE`) and, for the pools' limits, the deployed config
+(`--config-parameter`, or `CARPOOL_CONFIG_PARAMETER`; without it usage is shown without limits): claims,
+each pool's usage against its limits, the learned capacity, offerings marked unavailable and until when,
+and the pods carpool could not serve with their last reasons (`carpool.app.status`). `--json` prints the
+same as camelCase JSON and nothing else on stdout. `carpool simulate --status` prints it for the
+simulation's local AWS before it stops.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+
+from carpool.app.status import Status
+
+EXIT_USAGE = 2
+
+
+def _age(seconds: int) -> str:
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+    for column in columns:
+        t.add_column(column)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def _amount(resource: str, value: int) -> str:
+    if resource == "cpu":
+        return f"{value / 1000:g}"
+    if resource == "memory":
+        return f"{value / 2**30:.1f}Gi"
+    return str(value)
+
+
+def render(status: Status) -> Group:
+    """The rich tables of a `Status` (what `carpool status` prints)."""
+    parts: list[Table] = [_table(
+        "claims (NodeClaims)", ["name", "nodepool", "type", "zone", "capacity", "instance", "node", "age", "state"],
+        [[c.name, c.nodepool, c.instance_type or "-", c.zone or "-", c.capacity_type or "-", c.instance_id or "-",
+          c.node or "-", _age(c.age_seconds), c.state] for c in status.claims])]
+    parts.append(_table("nodepools: usage / limit", ["nodepool", "resource", "usage", "limit"], [
+        [p.name, r, _amount(r, p.usage.get(r, 0)), _amount(r, p.limits[r]) if p.limits and r in p.limits else "-"]
+        for p in status.pools for r in sorted({*p.usage, *(p.limits or {})})]))
+    if status.pending:
+        parts.append(_table("pods carpool cannot serve (last reasons)", ["pod", "since", "reasons"], [
+            [p.pod, p.since.strftime("%H:%M:%S"), "; ".join(f"{k}: {v}" for k, v in sorted(p.reasons.items()))]
+            for p in status.pending]))
+    if status.unavailable:
+        parts.append(_table("offerings marked unavailable", ["type", "zone", "capacity", "until", "reason"], [
+            [o.instance_type, o.zone, o.capacity_type, o.until.strftime("%H:%M:%S"), o.reason]
+            for o in status.unavailable]))
+    parts.append(_table("learned capacity", ["type", "image", "samples", "allocatable"], [
+        [r.instance_type, r.image_id, str(r.samples), ", ".join(f"{k}={v}" for k, v in sorted(r.allocatable.items()))]
+        for r in status.learned]))
+    return Group(*parts)
+
+
+def console() -> Console:
+    """Standard output, as wide as the terminal; piped or captured, wide enough not to cut the tables."""
+    out = Console(soft_wrap=True)
+    return out if out.is_terminal else Console(soft_wrap=True, width=200)
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(EXIT_USAGE)
+
+
+def read_deployed(table: str, config_parameter: str | None, now: datetime) -> Status:
+    """The status of the carpool whose state table is `table` (boto3 only when this runs)."""
+    from carpool.adapters.aws.config import SsmConfigText
+    from carpool.adapters.aws.dynamodb_reasons import DynamoPodReasons
+    from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache, DynamoLedger, DynamoOfferings
+    from carpool.api.loader import load
+    from carpool.app import status
+
+    limits = {}
+    if config_parameter:
+        limits = {p.name: p.limits() for p in load([SsmConfigText(config_parameter).read()]).nodepools}
+    return status.read(DynamoLedger(table), DynamoOfferings(table), DynamoCapacityCache(table),
+                       DynamoPodReasons(table), limits, now)
+
+
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables")] = False,
+    table_name: Annotated[str | None, typer.Option("--table", help="State table (default: $CARPOOL_TABLE)")] = None,
+    config_parameter: Annotated[str | None, typer.Option(
+        "--config-parameter", help="SSM parameter of the deployed config (default: $CARPOOL_CONFIG_PARAMETER)")] = None,
+) -> None:
+    """Show carpool's claims, pool usage against limits, pending pods' reasons, unavailable offerings and
+    learned capacity, from its deployed state."""
+    table = table_name or os.environ.get("CARPOOL_TABLE", "")
+    if not table:
+        raise _fail("no state table: pass --table or set CARPOOL_TABLE")
+    parameter = config_parameter or os.environ.get("CARPOOL_CONFIG_PARAMETER") or None
+    try:
+        found = read_deployed(table, parameter, datetime.now(UTC))
+    except Exception as e:  # noqa: BLE001 - any AWS or config failure is one line, not a traceback
+        raise _fail(f"cannot read carpool's state ({table}): {type(e).__name__}: {e}") from e
+    if as_json:
+        typer.echo(found.model_dump_json(by_alias=True, indent=2))
+        return
+    console().print(render(found))
+
+
+def register(app: typer.Typer) -> None:
+    """Attach this command to the CLI app."""
+    app.command("status")(status_command)

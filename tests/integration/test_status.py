@@ -1,0 +1,83 @@
+"""Why a pod is pending and what carpool holds, read where users look: the provisioner logs a pod's
+reasons once when they change (not on every retry), and `carpool status` lists the claims, each pool's
+usage against its limits and the pods carpool cannot serve with their reasons, from local AWS as the real
+handler left it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from carpool_env import LambdaContext, MakeDeps, manifests, nodeclass, nodepool, pending_pods, sqs_batch
+from typer.testing import CliRunner
+
+from carpool.api import events
+from carpool.api.k8s import Pod
+from carpool.app import wiring
+from carpool.cli import app
+from carpool.sim.lambdas import load_handler
+from carpool.sim.localaws import LocalAws
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("event_path")
+CONFIG = manifests(
+    nodepool(requirements={"karpenter.k8s.aws/instance-family": ["c5", "m5"],
+                           "karpenter.sh/capacity-type": ["on-demand"]}, limits={"cpu": "100"}),
+    nodeclass(),
+)
+
+
+def _provision(pods: list[Pod]) -> dict[str, Any]:
+    handler = load_handler("provisioner", ROOT / "functions")
+    entries = [events.pod_unschedulable_entry("itest", p, datetime.now(UTC), "bus") for p in pods]
+    return handler(sqs_batch(entries), LambdaContext())  # type: ignore[no-any-return]
+
+
+def _reason_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "carpool.app.reasons" and "is not launched for" in r.getMessage()]
+
+
+def test_a_pods_reasons_are_logged_once_and_status_lists_them_with_the_claims(
+        make_deps: MakeDeps, aws: LocalAws, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    deps = make_deps(CONFIG, start=datetime.now(UTC))  # `carpool status` reads at the wall clock's now
+    wiring.use(deps)
+    served = pending_pods(2, cpu="1", prefix="web", deps=deps)
+    (huge,) = pending_pods(1, cpu="500", prefix="huge", deps=deps)
+    deps.cluster.bind()  # type: ignore[attr-defined]  # the kube-scheduler marks them Unschedulable
+    caplog.set_level(logging.INFO, logger="carpool.app.reasons")
+    caplog.set_level(logging.INFO, logger="carpool.app.provision")
+
+    _provision([*served, huge])
+    _provision([huge])  # the watcher's next period publishes it again: same reasons, no new line
+
+    (line,) = _reason_lines(caplog)
+    assert line.pod == "default/huge0" and line.reasons  # type: ignore[attr-defined]  # structured fields
+
+    monkeypatch.setenv("CARPOOL_TABLE", deps.settings.table)
+    monkeypatch.setenv("CARPOOL_CONFIG_PARAMETER", deps.settings.config_parameter)
+    answer = CliRunner().invoke(app, ["status", "--json"])
+    assert answer.exit_code == 0, answer.output
+    status = json.loads(answer.stdout)
+    (claim,) = status["claims"]
+    assert claim["nodepool"] == "default" and claim["instanceId"].startswith("i-") and claim["state"] == "launched"
+    (pool,) = status["pools"]
+    assert pool["limits"] == {"cpu": 100_000} and pool["usage"]["cpu"] > 0 and pool["usage"]["nodes"] == 1
+    (pending,) = status["pending"]
+    assert pending["pod"] == "default/huge0" and pending["reasons"] == line.reasons  # type: ignore[attr-defined]
+
+    # "what did carpool launch, and why": one structured line per claim launched
+    (launch,) = [r for r in caplog.records if r.name == "carpool.app.provision" and r.getMessage().startswith("launched ")]
+    assert (launch.claim, launch.reason, launch.pods) == (claim["name"], "provisioning", 2)  # type: ignore[attr-defined]
+
+    table = CliRunner().invoke(app, ["status"])
+    assert table.exit_code == 0 and "default/huge0" in table.stdout and claim["name"] in table.stdout
+
+
+def test_status_without_a_table_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CARPOOL_TABLE", raising=False)
+    answer = CliRunner().invoke(app, ["status"])
+    assert answer.exit_code == 2 and "no state table" in answer.output
