@@ -7,16 +7,18 @@ launches need a profile, not a role, and a node class naming this role launches 
 need no IAM write for the common case. Other roles named in ``spec.role`` get profiles made at runtime,
 as Karpenter makes them (``carpool.app.profiles``; the grants are in ``infra/functions.py``).
 
-Kubernetes access for the functions: one EKS access entry per function role. AWS offers no access policy
-between "view" and "cluster admin" that includes nodes, so:
+Kubernetes access for the functions: one EKS access entry per function role. By default (least
+privilege) each maps its role to the Kubernetes group ``carpool-controller`` (``-c kubernetesGroup`` names
+another) with no AWS access policy; ``infra/rbac.yaml`` is the ClusterRole that group needs, and the output
+``KubernetesAccessSetup`` is the one command that applies and binds it. ``-c kubernetesAccess=clusterAdmin``
+uses AWS managed access policies instead, for clusters without RBAC of their own; AWS offers none between
+"view" and "cluster admin" that includes nodes, so:
 
 * watcher and provisioner only read (pods, nodes, daemonsets): ``AmazonEKSAdminViewPolicy``
   (``AmazonEKSViewPolicy`` cannot see nodes, which are cluster-scoped);
 * registrar, interruption and disruption cordon, evict, untaint and delete nodes:
   ``AmazonEKSClusterAdminPolicy`` (``AmazonEKSEditPolicy``/``AmazonEKSAdminPolicy`` cannot touch nodes).
 
-For least privilege, ``-c kubernetesGroup=carpool-controller`` maps the roles to that Kubernetes group
-with no access policy, and a ClusterRole/ClusterRoleBinding (README) grants exactly what carpool uses.
 ``-c accessEntries=false`` creates no access entries at all (clusters in CONFIG_MAP authentication
 mode); the README lists the ``aws eks create-access-entry`` / aws-auth equivalents.
 """

@@ -24,6 +24,9 @@ _SG_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
 _TAG = re.compile(r"^([^=]+)=(.*)$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _OUR_KEY = re.compile(r"^[a-z][A-Za-z0-9]*$")
+#: the group the functions' roles are mapped to by default; `infra/rbac.yaml` is bound to it
+DEFAULT_KUBERNETES_GROUP = "carpool-controller"
+KUBERNETES_ACCESS = ("group", "clusterAdmin")
 _K8S_GROUP = re.compile(r"^(?!system:)[a-z0-9]([-a-z0-9:.]*[a-z0-9])?$")
 _K8S_VERSION = re.compile(r"^1\.\d{1,3}$")
 IP_FAMILIES = ("ipv4", "ipv6")
@@ -38,6 +41,7 @@ KNOWN_KEYS = frozenset(
     {
         "clusterName", "configFile", "nodeRoleArn", "subnetTag", "securityGroupTag", "vpcId",
         "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
+        "kubernetesAccess",
         "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
         "retainState", "validateConfig", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily",
     }
@@ -70,7 +74,9 @@ class Settings:
     cluster_endpoint: str | None = None
     cluster_ca: str | None = None
     access_entries: bool = True
-    kubernetes_group: str | None = None
+    #: ``-c kubernetesGroup``: the Kubernetes group the functions' roles are mapped to (least privilege,
+    #: the default); None when ``-c kubernetesAccess=clusterAdmin`` asks for AWS managed access policies
+    kubernetes_group: str | None = DEFAULT_KUBERNETES_GROUP
     alarm_email: str | None = None
     log_retention_days: int = 30
     log_level: str = "INFO"
@@ -142,7 +148,7 @@ class Settings:
             cluster_endpoint=_endpoint(context),
             cluster_ca=_text(context, "clusterCa"),
             access_entries=_flag(context, "accessEntries", default=True),
-            kubernetes_group=_matching(context, "kubernetesGroup", _K8S_GROUP, "carpool-controller"),
+            kubernetes_group=_kubernetes_group(context),
             alarm_email=_matching(context, "alarmEmail", _EMAIL, "ops@example.com"),
             log_retention_days=_retention(context),
             log_level=_choice(context, "logLevel", LOG_LEVELS, default="INFO"),
@@ -175,8 +181,6 @@ class Settings:
         self._check_network_facts()
         if self.cluster_security_group_id and not self.vpc_id:
             raise SettingsError("context clusterSecurityGroupId needs vpcId (the functions must run in the VPC)")
-        if self.kubernetes_group and not self.access_entries:
-            raise SettingsError("context kubernetesGroup is used by access entries; drop accessEntries=false")
         return self
 
 
@@ -222,6 +226,26 @@ def _matching(context: Mapping[str, Any], key: str, pattern: re.Pattern[str], ex
     if value is not None and not pattern.match(value):
         raise SettingsError(f"context {key}={value!r} is malformed; expected something like {example}")
     return value
+
+
+def _kubernetes_group(context: Mapping[str, Any]) -> str | None:
+    """The functions' Kubernetes group: least privilege through `infra/rbac.yaml` unless
+    ``-c kubernetesAccess=clusterAdmin`` asks for AWS managed access policies instead; none at all without
+    access entries (the operator grants access, README "Without access entries")."""
+    given = _text(context, "kubernetesAccess") or "group"
+    access = next((a for a in KUBERNETES_ACCESS if a.lower() == given.lower()), None)
+    if access is None:
+        raise SettingsError(f"context kubernetesAccess={given!r} must be one of {KUBERNETES_ACCESS}")
+    group = _matching(context, "kubernetesGroup", _K8S_GROUP, DEFAULT_KUBERNETES_GROUP)
+    if access == "clusterAdmin":
+        if group is not None:
+            raise SettingsError("context kubernetesGroup maps the functions to a group; drop kubernetesAccess=clusterAdmin")
+        return None
+    if not _flag(context, "accessEntries", default=True):
+        if group is not None:
+            raise SettingsError("context kubernetesGroup is used by access entries; drop accessEntries=false")
+        return None
+    return group or DEFAULT_KUBERNETES_GROUP
 
 
 def _flag(context: Mapping[str, Any], key: str, *, default: bool) -> bool:

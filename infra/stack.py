@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.cluster import ClusterAccess
@@ -24,6 +24,12 @@ from infra.nag import add_suppressions
 from infra.nodeclasses import check, needs_of
 from infra.settings import Settings
 from infra.state import StateTables
+
+
+def kubernetes_access_setup(group: str) -> str:
+    """The command that grants the functions' Kubernetes group what carpool uses (`infra/rbac.yaml`)."""
+    return (f"kubectl apply -f infra/rbac.yaml && kubectl create clusterrolebinding carpool-controller "
+            f"--clusterrole=carpool-controller --group={group}")
 
 
 class CarpoolStack(Stack):
@@ -84,7 +90,19 @@ class CarpoolStack(Stack):
             log_groups=self.functions.log_groups,
         )
         self._outputs()
+        self._warn_unheard_alarms()
         add_suppressions(self)
+
+    def _warn_unheard_alarms(self) -> None:
+        """Alarms notify the topic; without ``-c alarmEmail`` nobody is subscribed unless the operator adds a
+        subscriber, which a synth should say rather than leave to the first outage."""
+        if self.settings.alarm_email:
+            return
+        Annotations.of(self).add_warning_v2(
+            "carpool:AlarmsWithoutSubscriber",
+            "no alarm subscriber: carpool's alarms notify the AlarmTopicArn topic, which nobody is subscribed "
+            "to; deploy with -c alarmEmail=you@example.com or subscribe your own endpoint to the topic",
+        )
 
     def _outputs(self) -> None:
         """What an operator needs after ``cdk deploy`` (the watcher is the first thing to check)."""
@@ -101,5 +119,8 @@ class CarpoolStack(Stack):
             outputs[f"{name.title()}RoleArn"] = (self.functions.roles[name].role_arn, f"the {name} role")
         if self.monitoring.topic is not None:
             outputs["AlarmTopicArn"] = (self.monitoring.topic.topic_arn, "subscribe here for alarms")
+        if self.settings.access_entries and self.settings.kubernetes_group:
+            outputs["KubernetesAccessSetup"] = (kubernetes_access_setup(self.settings.kubernetes_group),
+                                                "run once, from the carpool checkout: the functions' RBAC")
         for name, (value, description) in outputs.items():
             CfnOutput(self, name, value=value, description=description)

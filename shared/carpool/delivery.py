@@ -45,8 +45,9 @@ TIMEOUT_SECONDS: dict[str, int] = {
     "provisioner": 120,
     "registrar": 60,
     "interruption": 60,
-    # shorter than the one-minute schedule, so runs never overlap
-    "disruption": 50,
+    # shorter than the one-minute schedule, so runs never overlap; its pass at 5,000 nodes needs 45 s at
+    # its memory (see MEMORY_MIB), which leaves 13 s
+    "disruption": 58,
 }
 
 #: Each function's memory in MiB (Lambda gives CPU in proportion). The stack sets these, and the
@@ -62,7 +63,10 @@ MEMORY_MIB: dict[str, int] = {
     "registrar": 1024,
     # a spot warning gives two minutes, and a cold start at 512 MB takes five seconds of them
     "interruption": 1024,
-    "disruption": 1024,
+    # one whole vCPU, the most a single Python thread uses: its pass at 5,000 nodes / 151,000 pods is 37.7 s
+    # on a bench core (`bench/scale.py`), 45 s on the deployed core (`sim.durations.CORE_SLOWDOWN`), within
+    # its 58 s timeout; at 1,024 MB (0.58 vCPU) it would take 78 s and never finish
+    "disruption": 1769,
 }
 
 #: How long each watcher run follows the API's watch stream, counted from the run's start. The schedule

@@ -15,7 +15,10 @@ from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from carpool.taints import Taint
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from carpool.disruption.podview import PodView
+    from carpool.k8s_events import KubeEvent
     from carpool.launch.profiles import ExistingProfile, ProfileRequest
 
 
@@ -179,6 +182,11 @@ class Cluster(Protocol):
         ...
 
     def list_daemonsets(self) -> list[DaemonSet]: ...
+
+    def record_event(self, event: KubeEvent, now: datetime) -> None:
+        """Create `event` (`carpool.k8s_events`), or when it already exists (409: written before, with the
+        same name) add one to its `count` and move its `lastTimestamp`, as Kubernetes aggregates repeats."""
+        ...
 
     def list_pdbs(self) -> list[PodDisruptionBudget]: ...
 

@@ -121,6 +121,7 @@ def full(synth: Callable[..., Synth], pools_file: Path) -> Synth:
     return synth(
         {
             "clusterName": "prod",
+            "kubernetesAccess": "clusterAdmin",
             "configFile": str(pools_file),
             "nodeRoleArn": NODE_ROLE_ARN,
             "vpcId": VPC_ID,

@@ -195,6 +195,14 @@ def test_outputs_name_what_operators_look_for(default: Synth) -> None:
         assert name in outputs, name
 
 
+def test_a_synth_without_an_alarm_subscriber_warns_and_one_with_an_email_does_not(default: Synth, full: Synth) -> None:
+    """Alarms nobody hears are no alarms: the synth says so (full sets -c alarmEmail)."""
+    def unheard(synth: Synth) -> list[Any]:
+        return Annotations.from_stack(synth.stack).find_warning("*", Match.string_like_regexp("no alarm subscriber"))
+
+    assert len(unheard(default)) == 1 and unheard(full) == []
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

@@ -4,6 +4,7 @@ per-function capabilities, the node role and the EKS access entries."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,14 +261,40 @@ def access_entries(synth: Synth) -> list[dict[str, Any]]:
     return [flatten(r["Properties"]) for r in synth.resources("AWS::EKS::AccessEntry").values()]
 
 
-def test_access_entries_with_managed_access_policies(default: Synth) -> None:
+def test_access_entries_map_the_functions_to_the_least_privilege_group_by_default(default: Synth) -> None:
     entries = access_entries(default)
     node = [e for e in entries if e["Type"] == "EC2_LINUX"]
     assert len(node) == 1 and node[0]["ClusterName"] == "demo"
+    standard = [e for e in entries if e["Type"] == "STANDARD"]
+    assert len(standard) == 5
+    assert all(e["KubernetesGroups"] == ["carpool-controller"] and "AccessPolicies" not in e for e in standard)
+    setup = default.template.to_json()["Outputs"]["KubernetesAccessSetup"]["Value"]
+    assert setup.startswith("kubectl apply -f infra/rbac.yaml") and "--group=carpool-controller" in setup
+
+
+def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
+    """`infra/rbac.yaml`, which the default deploy binds to the functions' group: nodes patched and deleted,
+    pods evicted and deleted (a NodePool's terminationGracePeriod), events written, the rest read."""
+    import yaml
+
+    role = yaml.safe_load((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
+    assert (role["kind"], role["metadata"]["name"]) == ("ClusterRole", "carpool-controller")
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    for wanted in [("", "nodes", "patch"), ("", "nodes", "delete"), ("", "pods/eviction", "create"),
+                   ("", "pods", "delete"), ("", "events", "create"), ("", "pods", "watch"), ("", "nodes", "watch"),
+                   ("apps", "daemonsets", "get"), ("policy", "poddisruptionbudgets", "list")]:
+        assert wanted in granted, wanted
+    assert not any(v in {"*", "escalate", "bind", "impersonate"} for _g, _r, v in granted)
+
+
+def test_access_entries_with_managed_access_policies_when_asked(full: Synth) -> None:
+    entries = access_entries(full)
     functions = {e["PrincipalArn"]: e for e in entries if e["Type"] == "STANDARD"}
     assert len(functions) == 5
-    for name, role in default.stack.functions.roles.items():
-        entry = functions["${" + default.logical_id(role) + ".Arn}"]
+    assert "KubernetesAccessSetup" not in full.template.to_json()["Outputs"]
+    for name, role in full.stack.functions.roles.items():
+        entry = functions["${" + full.logical_id(role) + ".Arn}"]
         (policy,) = entry["AccessPolicies"]
         expected = "AmazonEKSAdminViewPolicy" if name in {"watcher", "provisioner"} else "AmazonEKSClusterAdminPolicy"
         assert policy["PolicyArn"] == f"arn:${{AWS::Partition}}:eks::aws:cluster-access-policy/{expected}"

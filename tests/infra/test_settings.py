@@ -109,6 +109,18 @@ def test_inconsistent_combinations_are_refused() -> None:
         Settings.from_context({"clusterName": "demo", "clusterSecurityGroupId": "sg-0123456789abcdef0"})
     with pytest.raises(SettingsError, match="kubernetesGroup"):
         Settings.from_context({"clusterName": "demo", "kubernetesGroup": "carpool", "accessEntries": "false"})
+    with pytest.raises(SettingsError, match="kubernetesGroup"):
+        Settings.from_context({"clusterName": "demo", "kubernetesGroup": "carpool", "kubernetesAccess": "clusterAdmin"})
+    with pytest.raises(SettingsError, match="kubernetesAccess='root'"):
+        Settings.from_context({"clusterName": "demo", "kubernetesAccess": "root"})
+
+
+def test_kubernetes_access_is_least_privilege_unless_cluster_admin_is_asked_for() -> None:
+    def group(**context: str) -> str | None:
+        return Settings.from_context({"clusterName": "demo", **context}).kubernetes_group
+
+    assert group() == "carpool-controller" and group(kubernetesGroup="platform") == "platform"
+    assert group(kubernetesAccess="clusterAdmin") is None and group(accessEntries="false") is None
 
 
 def test_cluster_facts_as_context_keys() -> None:

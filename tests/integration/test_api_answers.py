@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -201,3 +201,21 @@ def test_the_watchers_resync_reads_node_names_and_only_the_launched_nodes_not_in
     assert world.cluster.node_names() == {"booting", "starting", "up", "node-group"}
     pages = list(world.cluster.uninitialized_node_pages())
     assert sorted(n.name for page in pages for n in page) == ["booting", "starting"]
+
+
+# -- events: created once, then aggregated ------------------------------------------------------------------
+def test_an_event_is_created_then_its_repeats_patch_count_and_last_timestamp(world: World) -> None:
+    """As Kubernetes' event correlator aggregates repeats: one Event object whose count grows. Over HTTP the
+    second write is a POST answered 409 AlreadyExists, a GET and a merge PATCH."""
+    from carpool import k8s_events
+
+    event = k8s_events.failed_scheduling("shop/web-1", "u-1", {"default": "no instance type fits cpu=500"})
+    world.cluster.record_event(event, NOW)
+    world.cluster.record_event(event, NOW + timedelta(minutes=3))
+    (stored,) = world.sim.events_of("Pod", "web-1")
+    assert (stored["reason"], stored["type"], stored["count"]) == ("FailedScheduling", "Warning", 2)
+    assert stored["involvedObject"]["uid"] == "u-1" and stored["metadata"]["namespace"] == "shop"
+    assert stored["lastTimestamp"] != stored["firstTimestamp"]
+    if world.server is not None:
+        writes = [(m, p.rsplit("/", 2)[-2]) for m, p in world.server.requests if "/events" in p]
+        assert [m for m, _ in writes] == ["POST", "POST", "GET", "PATCH"]

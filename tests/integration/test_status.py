@@ -54,6 +54,16 @@ def test_a_pods_reasons_are_logged_once_and_status_lists_them_with_the_claims(
     _provision([*served, huge])
     _provision([huge])  # the watcher's next period publishes it again: same reasons, no new line
 
+    # what `kubectl describe pod` shows: Karpenter's events, on the pod itself (its uid), not repeated
+    sim = deps.cluster
+    (failed,) = sim.events_of("Pod", "huge0")  # type: ignore[attr-defined]
+    assert (failed["type"], failed["reason"], failed["count"]) == ("Warning", "FailedScheduling", 1)
+    assert failed["message"].startswith('Failed to schedule pod, incompatible with nodepool "default"')
+    assert failed["involvedObject"]["uid"] == huge.metadata.uid
+    nominated = [sim.events_of("Pod", p.metadata.name) for p in served]  # type: ignore[attr-defined]
+    assert [[(e["reason"], e["message"].split("/")[0]) for e in events] for events in nominated] == [
+        [("Nominated", "Pod should schedule on: nodeclaim")]] * 2
+
     (line,) = _reason_lines(caplog)
     assert line.pod == "default/huge0" and line.reasons  # type: ignore[attr-defined]  # structured fields
 

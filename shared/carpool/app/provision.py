@@ -80,10 +80,13 @@ class ProvisionOutcome:
     def hourly_cost(self) -> float:
         return sum(c.price or 0.0 for c in self.launched)
 
-    def served(self) -> list[str]:
-        """The pods a node is coming for: launched for, or nominated to one already coming."""
-        return [*(p for c in self.launched for p in c.pods), *self.already_nominated,
-                *(p for pods in self.nominated_in_flight.values() for p in pods)]
+    def served(self) -> dict[str, str | None]:
+        """The pods a node is coming for, with its claim: launched for, or nominated to one already coming
+        (None: nominated by an earlier batch, its claim not read here)."""
+        out: dict[str, str | None] = dict.fromkeys(self.already_nominated)
+        out.update({p: claim for claim, pods in self.nominated_in_flight.items() for p in pods})
+        out.update({p: c.name for c in self.launched for p in c.pods})
+        return out
 
 
 def run(
@@ -119,7 +122,7 @@ def run(
         return outcome, {mid: problem or "" for mids in records.values() for mid in mids}
     _note_dropped(confirmed.dropped, outcome)
     found = provision_pods(confirmed.pods.values(), deps, reason="provisioning", deadline=deadline)
-    reasons.note(found.unschedulable, found.served(), deps)
+    reasons.note(found.unschedulable, found.served(), {k: p.metadata.uid or "" for k, p in confirmed.pods.items()}, deps)
     found.ignored.update(outcome.ignored)
     found.dropped.update(outcome.dropped)
     retry = {mid: reason for key, reason in found.failed.items() for mid in records.get(key, [])}

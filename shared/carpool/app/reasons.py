@@ -1,5 +1,7 @@
 """Why a pod is still pending, said once: the provisioner's reasons per NodePool for each pod it could not
-serve, logged when they change and kept for `carpool status` (`carpool.state.reasons`).
+serve, logged when they change, kept for `carpool status` (`carpool.state.reasons`) and written on the pod
+as Karpenter's `FailedScheduling` event; and where a served pod will run, as Karpenter's `Nominated` event
+(`carpool.k8s_events`, written by `carpool.app.recorder`): what `kubectl describe pod` shows.
 
 A pod carpool cannot serve is retried every watcher period; logging its reasons each time would bury the
 one line an operator looks for under thousands of identical ones. So a pod's reasons are logged as one
@@ -13,17 +15,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from carpool import k8s_events
+from carpool.app import recorder
 from carpool.app.wiring import Dependencies
 from carpool.state.reasons import changes
 
 log = logging.getLogger(__name__)
 
 
-def note(unschedulable: Mapping[str, Mapping[str, str]], served: Iterable[str], deps: Dependencies) -> None:
-    """Log the pods whose reasons are new or changed, remember them, and forget the pods `served`."""
+def note(unschedulable: Mapping[str, Mapping[str, str]], served: Mapping[str, str | None],
+         uids: Mapping[str, str], deps: Dependencies) -> None:
+    """Log and write (as events) the pods whose reasons are new or changed, remember them, forget the pods
+    `served` (pod -> the claim it will run on, None when not known here) and write their `Nominated`."""
+    changed = _changed(unschedulable, served, deps)
+    events = [k8s_events.failed_scheduling(pod, uids.get(pod, ""), reasons) for pod, reasons in changed.items()]
+    events += [k8s_events.nominated(pod, uids.get(pod, ""), claim) for pod, claim in served.items() if claim]
+    recorder.record(events, deps)
+
+
+def _changed(unschedulable: Mapping[str, Mapping[str, str]], served: Iterable[str],
+             deps: Dependencies) -> dict[str, dict[str, str]]:
+    """The pods whose reasons are new or changed (all of them when no store is kept), logged."""
     store = deps.reasons
     if store is None:
-        return
+        return {pod: dict(reasons) for pod, reasons in unschedulable.items()}
     now = deps.clock()
     try:
         known = {e.pod: e for e in store.all(now)}
@@ -38,6 +53,8 @@ def note(unschedulable: Mapping[str, Mapping[str, str]], served: Iterable[str], 
             store.forget(gone)
     except Exception:  # noqa: BLE001 - reasons are for people; the batch's work is done and stands
         log.exception("could not record why %d pods are pending", len(unschedulable))
+        return {}
+    return {e.pod: e.reasons for e in changed}
 
 
 def _text(reasons: Mapping[str, str]) -> str:

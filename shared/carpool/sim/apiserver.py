@@ -69,7 +69,7 @@ BOOKMARK_BODIES: dict[str, dict[str, Any]] = {
 #: list kinds by URL resource name
 LIST_KINDS = {"pods": "Pod", "nodes": "Node", "poddisruptionbudgets": "PodDisruptionBudget", "daemonsets": "DaemonSet",
               "persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
-              "storageclasses": "StorageClass"}
+              "storageclasses": "StorageClass", "events": "Event"}
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,11 @@ SELECTABLE = {
                        "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
                        "status.podIP", "status.nominatedNodeName"}),
     "nodes": frozenset({"metadata.name", "spec.unschedulable"}),
+    # `EventToSelectableFields` (pkg/registry/core/event/strategy.go): what `kubectl describe` selects on
+    "events": frozenset({"metadata.name", "metadata.namespace", "involvedObject.kind", "involvedObject.namespace",
+                         "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion",
+                         "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+                         "reportingComponent", "source", "type"}),
 }
 DEFAULT_SELECTABLE = frozenset({"metadata.name", "metadata.namespace"})
 #: the `Accept` media type parameter that asks for `PartialObjectMetadataList`
@@ -544,10 +549,25 @@ class SimApiServer:
             return self.cluster.pod_deletion(f"{seg[3]}/{seg[5]}", query.get("gracePeriodSeconds"))
         if method == "POST" and len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[6] == "eviction":
             return self.cluster.eviction(f"{seg[3]}/{seg[5]}")
+        if len(seg) >= 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "events":
+            return self._event(method, seg[3], seg[5] if len(seg) == 6 else None, content_type, body)
         if method == "GET" and len(seg) == 7 and seg[4] == "daemonsets":
             found = self.cluster.store("DaemonSet").get(f"{seg[3]}/{seg[6]}")
             return ApiAnswer(200, found.raw) if found is not None else not_found("daemonsets.apps", seg[6])
         return api_status(404, "the server could not find the requested resource", "NotFound")
+
+    def _event(self, method: str, namespace: str, name: str | None, content_type: str, body: bytes) -> ApiAnswer:
+        """core/v1 Events of one namespace: POST creates (409 for a name taken), GET and merge PATCH one."""
+        if method == "POST" and name is None:
+            return self.cluster.event_create(namespace, json.loads(body or b"{}"))
+        if method == "GET" and name is not None:
+            return self.cluster.event_get(namespace, name)
+        if method == "PATCH" and name is not None:
+            if content_type not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                return api_status(415, f"the body of the request was in an unknown format: {content_type}",
+                                  "UnsupportedMediaType")
+            return self.cluster.event_patch(namespace, name, json.loads(body or b"{}"))
+        return api_status(405, f"{method} is not supported", "MethodNotAllowed")
 
     def _node(self, method: str, name: str, content_type: str, body: bytes) -> ApiAnswer:
         if method == "GET":

@@ -22,13 +22,14 @@ from typing import Any
 
 import msgspec
 
-from carpool import labels
+from carpool import k8s_events, labels
 from carpool import resources as res
 from carpool.adapters.k8s.reads import PodProjection
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
+from carpool.k8s_events import KubeEvent
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -223,6 +224,8 @@ class SimulatedCluster:
         self.claims: dict[str, _Record] = {}
         self.volumes: dict[str, _Record] = {}
         self.storageclasses: dict[str, _Record] = {}
+        #: core/v1 Events by "namespace/name" (what `kubectl describe` shows under Events)
+        self.events: dict[str, _Record] = {}
         self._log_rvs: list[int] = []
         #: (type, kind, record) per change, in resource-version order; models are built when read
         self._log: list[tuple[str, str, _Record]] = []
@@ -603,6 +606,51 @@ class SimulatedCluster:
         self.delete_pod(key, int(grace))
         return ApiAnswer(200, raw)
 
+    # -- events (kube-apiserver's core/v1 Event: create, get, merge patch) ----------------------------------
+    def record_event(self, event: KubeEvent, now: datetime) -> None:
+        """The port's `record_event`, as the HTTP adapter does it against this server."""
+        answer = self.event_create(event.namespace, k8s_events.manifest(event, now))
+        if answer.code == 409:
+            found = self.events[f"{event.namespace}/{event.name}"]
+            self.event_patch(event.namespace, event.name, k8s_events.repeated(int(found.raw.get("count") or 1), now))
+
+    def event_create(self, namespace: str, raw: Mapping[str, Any]) -> ApiAnswer:
+        """POST .../namespaces/<ns>/events: 201 with the event, 409 AlreadyExists for a name taken, 400 for
+        an event without a name, a reason or an involved object (the API server's `ValidateEvent`)."""
+        event = copy.deepcopy(dict(raw))
+        meta = event.setdefault("metadata", {})
+        meta["namespace"] = namespace
+        name = meta.get("name") or ""
+        if not name or not event.get("reason") or not (event.get("involvedObject") or {}).get("name"):
+            return api_status(422, f"Event {name!r} is invalid: metadata.name, reason and involvedObject are required",
+                              "Invalid")
+        key = f"{namespace}/{name}"
+        if key in self.events:
+            return api_status(409, f'events "{name}" already exists', "AlreadyExists")
+        rec = _Record(event, 0)
+        self.events[key] = rec
+        self._record_change("ADDED", "Event", rec)
+        return ApiAnswer(201, copy.deepcopy(event))
+
+    def event_get(self, namespace: str, name: str) -> ApiAnswer:
+        rec = self.events.get(f"{namespace}/{name}")
+        return ApiAnswer(200, copy.deepcopy(rec.raw)) if rec is not None else not_found("events", name)
+
+    def event_patch(self, namespace: str, name: str, patch: Mapping[str, Any]) -> ApiAnswer:
+        rec = self.events.get(f"{namespace}/{name}")
+        if rec is None:
+            return not_found("events", name)
+        rec.raw = merge_patch(rec.raw, patch)
+        self._record_change("MODIFIED", "Event", rec)
+        return ApiAnswer(200, copy.deepcopy(rec.raw))
+
+    def events_of(self, kind: str, name: str) -> list[dict[str, Any]]:
+        """The events on one object, oldest first (what `kubectl describe <kind> <name>` lists)."""
+        found = [r.raw for r in self.events.values()
+                 if (r.raw.get("involvedObject") or {}).get("kind") == kind
+                 and (r.raw.get("involvedObject") or {}).get("name") == name]
+        return sorted(found, key=lambda e: str(e.get("firstTimestamp")))
+
     def add_daemonset(self, raw: Mapping[str, Any]) -> None:
         ds = copy.deepcopy(dict(raw))
         meta = ds.setdefault("metadata", {})
@@ -687,7 +735,7 @@ class SimulatedCluster:
         """The objects of one kind by key (what `carpool.sim.apiserver` lists)."""
         return {"Pod": self.pods, "Node": self.nodes, "DaemonSet": self.daemonsets,
                 "PodDisruptionBudget": self.pdbs, "PersistentVolumeClaim": self.claims,
-                "PersistentVolume": self.volumes, "StorageClass": self.storageclasses}[kind]
+                "PersistentVolume": self.volumes, "StorageClass": self.storageclasses, "Event": self.events}[kind]
 
     def merge_patch_node(self, name: str, patch: Mapping[str, Any]) -> ApiAnswer:
         """A JSON merge patch of a node as the API server applies it: 404 for a node that is gone, 409 when

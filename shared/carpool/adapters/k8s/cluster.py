@@ -23,6 +23,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import msgspec
@@ -32,6 +33,7 @@ from lightkube.config.models import User
 from lightkube.core.resource import NamespacedResourceG
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet as DaemonSetResource
+from lightkube.resources.core_v1 import Event as EventResource
 from lightkube.resources.core_v1 import Node as NodeResource
 from lightkube.resources.core_v1 import PersistentVolume as PvResource
 from lightkube.resources.core_v1 import PersistentVolumeClaim as PvcResource
@@ -40,13 +42,14 @@ from lightkube.resources.policy_v1 import PodDisruptionBudget as PdbResource
 from lightkube.resources.storage_v1 import StorageClass as StorageClassResource
 from lightkube.types import PatchType
 
-from carpool import environment
+from carpool import environment, k8s_events
 from carpool.adapters.k8s import convert, reads
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
 from carpool.api import storage
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView
+from carpool.k8s_events import KubeEvent
 from carpool.ports import (
     EvictionBlocked,
     NodeConflict,
@@ -495,6 +498,21 @@ class LightkubeCluster:
             if code == 429 or (code == 500 and convert.is_budget_refusal(e.status.message)):
                 raise EvictionBlocked(f"{pod_key}: {convert.status_text(e.status)}") from e
             raise
+
+    def record_event(self, event: KubeEvent, now: datetime) -> None:
+        """POST the event; 409 (written before under the same name) reads it and merge-patches one more
+        occurrence: Kubernetes' event aggregation, across invocations that share no recorder."""
+        client = self._client()
+        try:
+            created: EventResource = EventResource.from_dict(k8s_events.manifest(event, now))  # type: ignore[assignment]
+            client.create(created, namespace=event.namespace)
+            return
+        except ApiError as e:
+            if status_code(e) != 409:
+                raise
+        found = client.get(EventResource, event.name, namespace=event.namespace)
+        client.patch(EventResource, event.name, k8s_events.repeated(found.count or 1, now),
+                     namespace=event.namespace, patch_type=PatchType.MERGE)
 
     def delete_pod(self, pod_key: str, grace_period_seconds: int) -> None:
         """DELETE the pod with `grace_period_seconds` (the drain deadline's last resort: no budget is asked).

@@ -1,0 +1,94 @@
+"""The Kubernetes Events carpool writes, with Karpenter's reasons and wording, on the objects they concern:
+what a Karpenter user sees in `kubectl describe pod` and `kubectl describe node`.
+
+Karpenter writes `Nominated` ("Pod should schedule on: nodeclaim/<name>") and `FailedScheduling` ("Failed to
+schedule pod, <why per NodePool>") on pods (kubernetes-sigs/karpenter
+`pkg/controllers/provisioning/scheduling/events.go`). carpool writes the same.
+
+An event's name is derived from what it says (object, reason, message), not random as client-go's are:
+carpool runs as short-lived functions with no recorder that outlives an invocation, so the same event
+written again by the next invocation must find the first and bump its `count` and `lastTimestamp`, as
+Kubernetes' event correlator aggregates repeats, instead of piling up a new object each minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+NORMAL: Final = "Normal"
+WARNING: Final = "Warning"
+#: the `source.component` / `reportingComponent` of carpool's events
+COMPONENT: Final = "carpool"
+#: the API server refuses longer messages (`validation.ValidateEvent`: 1 KiB for events.k8s.io/v1 notes)
+MESSAGE_MAX: Final = 1024
+
+
+@dataclass(frozen=True)
+class InvolvedObject:
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+
+
+@dataclass(frozen=True)
+class KubeEvent:
+    """One event on one object; `name` is stable for what it says (see the module docstring)."""
+
+    involved: InvolvedObject
+    type: str
+    reason: str
+    message: str
+
+    @property
+    def namespace(self) -> str:
+        """Events live in their object's namespace; a cluster-scoped object's in `default`, as kubectl's."""
+        return self.involved.namespace or "default"
+
+    @property
+    def name(self) -> str:
+        o = self.involved
+        digest = hashlib.sha256("\0".join((o.kind, o.namespace, o.name, o.uid, self.reason, self.message))
+                                .encode()).hexdigest()[:16]
+        return f"{o.name[:200]}.{digest}"
+
+
+def pod(key: str, uid: str = "") -> InvolvedObject:
+    namespace, _, name = key.partition("/")
+    return InvolvedObject("Pod", name, namespace, uid)
+
+
+def nominated(pod_key: str, uid: str, claim: str) -> KubeEvent:
+    """Karpenter's `Nominated`: the pod will run on the node coming for this claim."""
+    return KubeEvent(pod(pod_key, uid), NORMAL, "Nominated", f"Pod should schedule on: nodeclaim/{claim}")
+
+
+def failed_scheduling(pod_key: str, uid: str, reasons: Mapping[str, str]) -> KubeEvent:
+    """Karpenter's `FailedScheduling`: no NodePool can launch for the pod, with each pool's reason."""
+    parts = [why if pool == "*" else f'incompatible with nodepool "{pool}", {why}' for pool, why in sorted(reasons.items())]
+    return KubeEvent(pod(pod_key, uid), WARNING, "FailedScheduling", "Failed to schedule pod, " + "; ".join(parts))
+
+
+def manifest(event: KubeEvent, now: datetime) -> dict[str, Any]:
+    """The core/v1 Event to create (count 1, first and last seen now)."""
+    o, stamp = event.involved, now.isoformat().replace("+00:00", "Z")
+    involved = {"kind": o.kind, "name": o.name, "apiVersion": o.api_version, **({"namespace": o.namespace} if o.namespace else {}),
+                **({"uid": o.uid} if o.uid else {})}
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": event.name, "namespace": event.namespace},
+        "involvedObject": involved, "type": event.type, "reason": event.reason,
+        "message": event.message[:MESSAGE_MAX], "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT, "reportingInstance": COMPONENT,
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+
+
+def repeated(count: int, now: datetime) -> dict[str, Any]:
+    """The merge patch that records one more occurrence of an existing event."""
+    return {"count": count + 1, "lastTimestamp": now.isoformat().replace("+00:00", "Z")}
