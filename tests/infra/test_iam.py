@@ -282,7 +282,7 @@ def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
     for wanted in [("", "nodes", "patch"), ("", "nodes", "delete"), ("", "pods/eviction", "create"),
-                   ("", "pods", "delete"), ("", "events", "create"), ("", "pods", "watch"), ("", "nodes", "watch"),
+                   ("", "pods", "delete"), ("", "events", "create"), ("", "events", "get"), ("", "events", "patch"), ("", "pods", "watch"), ("", "nodes", "watch"),
                    ("apps", "daemonsets", "get"), ("policy", "poddisruptionbudgets", "list")]:
         assert wanted in granted, wanted
     assert not any(v in {"*", "escalate", "bind", "impersonate"} for _g, _r, v in granted)
