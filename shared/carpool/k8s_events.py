@@ -92,3 +92,23 @@ def manifest(event: KubeEvent, now: datetime) -> dict[str, Any]:
 def repeated(count: int, now: datetime) -> dict[str, Any]:
     """The merge patch that records one more occurrence of an existing event."""
     return {"count": count + 1, "lastTimestamp": now.isoformat().replace("+00:00", "Z")}
+
+
+def node(name: str) -> InvolvedObject:
+    """A node as events name it: `kubectl describe node` looks events up with the node's *name* as
+    `involvedObject.uid` (`ref.UID = types.UID(ref.Name)` in kubectl's node describer, the convention of the
+    kubelet's own node events), so that is what carpool writes."""
+    return InvolvedObject("Node", name, "", name)
+
+
+def registered(node_name: str, claim: str, instance: str, instance_type: str) -> KubeEvent:
+    """The node joined for its claim and carpool registered it (unregistered taint lifted, labels synced)."""
+    return KubeEvent(node(node_name), NORMAL, "Registered",
+                     f"Status condition transitioned, Type: Registered, Status: True, nodeclaim/{claim} "
+                     f"({instance_type}, {instance})")
+
+
+def initialized(node_name: str, claim: str) -> KubeEvent:
+    """The node is Ready, its startup taints gone and its resources reported: pods of its claim can run."""
+    return KubeEvent(node(node_name), NORMAL, "Initialized",
+                     f"Status condition transitioned, Type: Initialized, Status: True, nodeclaim/{claim}")

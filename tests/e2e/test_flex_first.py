@@ -88,3 +88,17 @@ def test_status_at_the_end_lists_each_running_node_as_a_claim_and_each_pools_usa
     assert {c.instance_id: c.nodepool for c in status.claims} == {k: i.node_pool for k, i in running.items()}
     assert {p.name: p.usage.get("nodes", 0) for p in status.pools} == scenario_result.nodes_by_pool()
     assert status.learned and status.pending == []
+
+
+def test_kubectl_describe_shows_carpools_events_on_the_pods_and_the_nodes(scenario_result):
+    """Karpenter's events, where a user looks: every pod carpool launched for is `Nominated` to its claim,
+    every node it launched is `Registered` and `Initialized`, each written once."""
+    events = scenario_result.events
+    nominated = {e.name for e in events if e.kind == "Pod" and e.reason == "Nominated"}
+    # every pod that waited for a node carpool launched (one of the 40 found room on a node already up)
+    assert len(nominated) >= scenario_result.time_to_capacity.through_new_nodes >= 39
+    assert all(e.message.startswith("Pod should schedule on: nodeclaim/") for e in events if e.reason == "Nominated")
+    joined = {i.node_name for i in scenario_result.instances if i.node_name}
+    for reason in ("Registered", "Initialized"):
+        assert {e.name for e in events if e.kind == "Node" and e.reason == reason} >= joined, reason
+    assert all(e.count == 1 for e in events)

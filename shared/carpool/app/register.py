@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from carpool import capacity, labels, lifecycle
+from carpool import capacity, k8s_events, labels, lifecycle
 from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
-from carpool.app import images, instances, startup
+from carpool.app import images, instances, recorder, startup
 from carpool.app.wiring import Dependencies
 from carpool.ports import NodeConflict, NodeGone
 from carpool.state.models import ACTIVE_STATUSES, Claim, ClaimStatus
@@ -139,6 +139,9 @@ def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencie
     startup.node_registered(before, node, claim.nodepool, deps.clock())
     summary.registered.append(node.name)
     log.info("registered node %s for claim %s", node.name, claim.name)
+    recorder.record([k8s_events.registered(node.name, claim.name,
+                                           node.instance_id() or claim.instance_id or "-",
+                                           node.labels.get(labels.INSTANCE_TYPE) or claim.instance_type or "-")], deps)
     _tag_instance(node, claim, deps, summary)
     return node
 
@@ -181,6 +184,7 @@ def _initialize(node: Node, claim: Claim, pool: NodePool | None, deps: Dependenc
     node = deps.cluster.patch_node(node.name, lifecycle.initialized_patch())
     summary.initialized.append(node.name)
     log.info("initialized node %s (allocatable %s)", node.name, node.status.allocatable)
+    recorder.record([k8s_events.initialized(node.name, claim.name)], deps)
     reason = learn(node, claim.nodeclass, claim.image_id, deps)
     if reason:
         summary.not_learned[node.name] = reason

@@ -99,6 +99,25 @@ class TimelinePoint(_Model):
     instance_types: dict[str, int] = Field(default_factory=dict)
 
 
+class KubeEventRecord(_Model):
+    """One core/v1 Event as the simulated API server holds it."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    type: str
+    reason: str
+    message: str
+    count: int = 1
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> KubeEventRecord:
+        o = raw.get("involvedObject") or {}
+        return cls(kind=str(o.get("kind", "")), name=str(o.get("name", "")), namespace=str(o.get("namespace", "")),
+                   type=str(raw.get("type", "")), reason=str(raw.get("reason", "")),
+                   message=str(raw.get("message", "")), count=int(raw.get("count") or 1))
+
+
 class Decision(_Model):
     """One line of the decision log: a handler's answer or log line, or an action on the cluster."""
 
@@ -193,6 +212,8 @@ class SimResult(_Model):
     time_to_capacity: TimeToCapacity = Field(default_factory=TimeToCapacity)
     #: what carpool's state held when the run ended (`carpool status` on the simulation's local AWS)
     status: Status | None = None
+    #: the Kubernetes Events carpool wrote, as the API server holds them (`kubectl describe` shows these)
+    events: list[KubeEventRecord] = Field(default_factory=list)
 
     def nodes_by_pool(self) -> dict[str, int]:
         return dict(Counter(i.node_pool or "-" for i in self.instances if i.running))

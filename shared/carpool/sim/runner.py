@@ -63,6 +63,7 @@ from carpool.sim.result import (
     CapacityEntry,
     Decision,
     Instance,
+    KubeEventRecord,
     LaunchFailure,
     PodCounts,
     SimResult,
@@ -552,6 +553,7 @@ class SimRunner:
             result.decisions.append(self.log.decisions[-1].model_copy(
                 update={"message": f"... {self.log.dropped} more decision log lines not kept", "data": {}}))
         result.status = self._status()
+        result.events = [KubeEventRecord.of(r.raw) for r in self.cluster.events.values()]
         result.expectations = _expectations(sc, result)
         result.own_cost = own_cost_of(self.usage.usage(max(sc.duration, sc.tick_seconds)), self.usage.metric_series)
         return result
