@@ -16,6 +16,13 @@ before the reclaim, the event is sent again to the interruption queue with a del
 billed for waiting, and a crash loses at most one step. Without a follow-up (or if sending it fails), the
 disruption function's one-minute run takes the next steps (`continue_drain`), so a drain never stops.
 
+Two invocations may start on one warning (a duplicate delivery that read the claim before the first wrote
+it). The replacements recorded are the claims launched now, the claims already holding the node's pods
+(the other invocation's replacement) and those already recorded on the stored claim: never none while one
+is coming, so a bare pod is never evicted before its replacement exists. A pod bound here may still be
+nominated to another claim whose node registered moments ago (the kube-scheduler does not follow carpool's
+plan); that nomination is spent (`_spent_nominations`) and the warning launches a replacement for it.
+
 An event older than `MAX_EVENT_AGE` (by its EventBridge `time`, against the injected clock) is dropped
 and counted in `InterruptionsStale{kind}`: a spot notice gives two minutes, so five minutes later the
 instance is gone or the warning is moot, and replacing or draining on it would only disrupt a node that

@@ -12,6 +12,14 @@ labelled `karpenter.sh/initialized=true` (Ready, startup taints gone, extended r
 `carpool.lifecycle`). Until then its pods may still be arriving and its room is not what it will be, and
 neither is it room to move other pods to (Karpenter refuses a consolidation whose pods would land on an
 uninitialized node). Repair still sees it: a node that never becomes Ready is unhealthy either way.
+
+Room already promised is not free room (Karpenter's consolidation simulation schedules pending and
+nominated pods along with the candidates' pods). The pods nominated to a registered node's claim and not
+bound yet take that node's room here: a node is initialized a moment before the kube-scheduler binds the
+pods it was launched for (their backoff), and a disruption run in between would otherwise move another
+node's pods into it, send the wave back to pending and launch again. The other pending pods' room is
+reserved by the simulation first (`ClusterView.pending`); pods nominated to a claim still in flight need
+none, since that claim is never room for consolidation.
 """
 
 from __future__ import annotations
