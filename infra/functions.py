@@ -13,8 +13,8 @@ provisioner   write the state table; launch (CreateFleet/RunInstances/CreateLaun
 registrar     write the state table; look instances up (claims found by tag); tag own instances with
               their claim's name once their nodes register; AMIs (learned capacity is kept only for
               the expected AMI)
-interruption  write the state table; launch replacements; terminate own instances; AMIs;
-              send to its own queue (a drain's next step, delayed)
+interruption  write the state table; launch replacements; terminate own instances; look instances up
+              (a state change confirmed); AMIs; send to its own queue (a drain's next step, delayed)
 disruption    write the state table; launch replacements (consolidation, drift); terminate own instances;
               delete own launch templates and instance profiles; look instances up (orphans); AMIs; the
               instance-type catalog and prices (it refreshes the catalog every function reads from the
@@ -204,7 +204,8 @@ SPECS: dict[str, FunctionSpec] = {
             "Handles spot interruptions, rebalance, health and state-change events: cordon, drain, replace",
             timeout=Duration.seconds(delivery.TIMEOUT_SECONDS["interruption"]),
             memory_mib=delivery.MEMORY_MIB["interruption"],
-            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP}),
+            # INSTANCE_LOOKUP: a state-change event is confirmed with DescribeInstances before it is acted on
+            capabilities=frozenset({C.LAUNCH, C.TERMINATE, C.AMI_LOOKUP, C.INSTANCE_LOOKUP}),
             state_actions=PROVISIONING + CLAIM_RELEASE,
             kubernetes_write=True,
         ),

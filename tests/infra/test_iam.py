@@ -150,7 +150,7 @@ CAPABILITIES = {
                              "ec2:DescribeSecurityGroups"},
     "registrar": {"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:CreateTags"},
     "interruption": LAUNCH | {"ec2:TerminateInstances", "ec2:DescribeImages", "ec2:DescribeSubnets",
-                              "ec2:DescribeSecurityGroups"},
+                              "ec2:DescribeSecurityGroups", "ec2:DescribeInstances"},
     "disruption": LAUNCH | CATALOG | {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "ec2:DescribeImages",
                                       "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
                                       "ec2:DescribeLaunchTemplates"},

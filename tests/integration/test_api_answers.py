@@ -165,7 +165,9 @@ def test_a_gone_node_has_nothing_to_cordon_and_its_claim_is_still_released(world
     ledger.reserve(claim, None, NOW, 600)
     ledger.mark_launched(claim.model_copy(update={"status": ClaimStatus.LAUNCHED, "instance_id": "i-0abc"}))
     ledger.mark_registered("c1", NODE, NOW)  # its node registered, and was deleted since
-    deps = SimpleNamespace(ledger=ledger, cluster=world.cluster, clock=lambda: NOW)
+    # EC2 no longer knows the instance (DescribeInstances answers nothing): the state change is confirmed
+    deps = SimpleNamespace(ledger=ledger, cluster=world.cluster, clock=lambda: NOW,
+                           compute=SimpleNamespace(describe_instances=lambda filters: []))
 
     summary, retry = interrupt.run({"m1": _terminated("i-0abc")}, deps)  # type: ignore[arg-type]
 

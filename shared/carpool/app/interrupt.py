@@ -16,12 +16,26 @@ before the reclaim, the event is sent again to the interruption queue with a del
 billed for waiting, and a crash loses at most one step. Without a follow-up (or if sending it fails), the
 disruption function's one-minute run takes the next steps (`continue_drain`), so a drain never stops.
 
+Two invocations may start on one warning (a duplicate delivery that read the claim before the first wrote
+it). The replacements recorded are the claims launched now, the claims already holding the node's pods
+(the other invocation's replacement) and those already recorded on the stored claim: never none while one
+is coming, so a bare pod is never evicted before its replacement exists. A pod bound here may still be
+nominated to another claim whose node registered moments ago (the kube-scheduler does not follow carpool's
+plan); that nomination is spent (`_spent_nominations`) and the warning launches a replacement for it.
+
 An event older than `MAX_EVENT_AGE` (by its EventBridge `time`, against the injected clock) is dropped
 and counted in `InterruptionsStale{kind}`: a spot notice gives two minutes, so five minutes later the
 instance is gone or the warning is moot, and replacing or draining on it would only disrupt a node that
 has since been fine. Karpenter gets the same effect from its queue's 300-second message retention; here
 the queue keeps messages longer (so poison messages still reach the dead-letter queue, see
 `infra/events.py`) and the age is checked where the decision is made, from the event's own time.
+
+A state change is a fact to check, not a command: an EC2 "stopping"/"terminated" notification is acted on
+(the node drained and deleted, the claim released, the orphan sweep then terminating what is left) only
+once DescribeInstances confirms the instance really is leaving (or EC2 no longer knows it). A forged
+event on the bus, or a late one for an instance that was stopped and started again, names an instance
+still running and serving: it is dropped, logged and counted in `InterruptionsStale{kind=state-change}`
+(it describes a state the instance is no longer, or never was, in).
 """
 
 from __future__ import annotations
@@ -34,7 +48,7 @@ from datetime import UTC, datetime, timedelta
 from carpool import labels, observability
 from carpool.api import events as ev
 from carpool.api.k8s import Pod, PodDisruptionBudget
-from carpool.app import drain, provision
+from carpool.app import drain, instances, provision
 from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation, keys
 from carpool.disruption.decision import Reason
@@ -61,6 +75,8 @@ class InterruptSummary:
     ignored: dict[str, str] = field(default_factory=dict)
     #: instance id -> why its event was not acted on (too old)
     stale: dict[str, str] = field(default_factory=dict)
+    #: instance id -> why its state change was not acted on (EC2 says the instance is not leaving)
+    unconfirmed: dict[str, str] = field(default_factory=dict)
     replacements: list[str] = field(default_factory=list)
     #: what each drain step did and why
     decisions: list[str] = field(default_factory=list)
@@ -84,6 +100,8 @@ def run(batch: dict[str, ev.AwsEvent], deps: Dependencies,
             if age > MAX_EVENT_AGE:
                 _drop_stale(event, instance_id, age, summary)
                 continue
+            if not _confirmed(event, instance_id, deps, summary):
+                continue
             kind = _handle(event, claim, deps, summary, follow_up)
             observability.emit("InterruptionsReceived", kind=kind)
             summary.handled[instance_id] = kind
@@ -102,6 +120,22 @@ def _drop_stale(event: ev.AwsEvent, instance_id: str, age: timedelta, summary: I
     summary.stale[instance_id] = f"{event.detail_type}: {age.total_seconds():.0f} s old, over {MAX_EVENT_AGE}"
     log.warning("dropping %s for %s: %.0f s old (limit %s)", event.detail_type, instance_id,
                 age.total_seconds(), MAX_EVENT_AGE)
+
+
+def _confirmed(event: ev.AwsEvent, instance_id: str, deps: Dependencies, summary: InterruptSummary) -> bool:
+    """Whether EC2 agrees with a leaving-state notification (other events are warnings of what is to come
+    and need no confirmation). An instance EC2 no longer knows is gone: that confirms it too."""
+    if not (isinstance(event, ev.InstanceStateChangeEvent) and event.detail.state in STOPPING_STATES):
+        return True
+    found = instances.describe(instance_id, deps)
+    real = ((found or {}).get("State") or {}).get("Name") if found is not None else None
+    if real is None or real in STOPPING_STATES:
+        return True
+    observability.emit("InterruptionsStale", kind=KINDS[ev.InstanceStateChangeEvent])
+    summary.unconfirmed[instance_id] = f"{event.detail_type} says {event.detail.state}, EC2 says {real}"
+    log.warning("not acting on %s for %s: the event says %s, DescribeInstances says %s", event.detail_type,
+                instance_id, event.detail.state, real)
+    return False
 
 
 def _handle(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
@@ -173,15 +207,22 @@ def _replace_and_drain(event: ev.AwsEvent, claim: Claim, deps: Dependencies, sum
 def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary) -> None:
     node = claim.node_name or ""
     pods = drain.pods_on(deps.cluster, node)
-    replacements: list[str] = []
+    replacements: set[str] = set()
     if pods:
-        outcome = provision.provision_pods(pods, deps, reason="interruption", exclude_claims={claim.name})
-        replacements = sorted({c.name for c in outcome.launched} | set(outcome.nominated_in_flight))
+        held = deps.ledger.nominated(deps.clock(), [p.key for p in pods])
+        spent = _spent_nominations(held, claim, deps)
+        outcome = provision.provision_pods(pods, deps, reason="interruption", exclude_claims={claim.name} | spent)
+        # pods another invocation on the same warning already launched for are held by its replacement:
+        # that claim is this node's replacement too (never record none while one is coming)
+        replacements = ({c.name for c in outcome.launched} | set(outcome.nominated_in_flight)
+                        | {held[k] for k in outcome.already_nominated if k in held})
         summary.replacements.extend(c.name for c in outcome.launched)
     drain.cordon(deps.cluster, node)
     warned = _utc(event.time)
+    stored = deps.ledger.get(claim.name)
+    replacements |= set(_replaced_by(stored)) if stored is not None else set()  # what another invocation recorded
     claim.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
-                         keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: warned.isoformat()})
+                         keys.REPLACED_BY: ",".join(sorted(replacements)), keys.DISRUPTED_AT: warned.isoformat()})
     deps.ledger.mark_launched(claim)
     observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
     _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
@@ -232,9 +273,27 @@ def _evict(pods: list[Pod], pdbs: list[PodDisruptionBudget], deps: Dependencies)
     return evicted, blocked
 
 
+def _spent_nominations(held: dict[str, str], claim: Claim, deps: Dependencies) -> set[str]:
+    """The claims, other than the interrupted one, whose nominations of its pods are spent: their nodes
+    registered, and the kube-scheduler (which knows nothing of carpool's plan) bound the pods here instead.
+    Such a claim still holds the nominations for a while after it registers
+    (`NOMINATION_HOLD_AFTER_REGISTRATION`), and without this the pods would count as served by it and the
+    warning would pre-launch no replacement for them. A claim still in flight holds room coming for them."""
+    spent = set()
+    for name in set(held.values()) - {claim.name}:
+        holder = deps.ledger.get(name)
+        if holder is not None and holder.status == ClaimStatus.REGISTERED and holder.node_name != claim.node_name:
+            spent.add(name)
+    return spent
+
+
+def _replaced_by(claim: Claim) -> list[str]:
+    return [n for n in claim.labels.get(keys.REPLACED_BY, "").split(",") if n]
+
+
 def _replacement_ready(claim: Claim, deps: Dependencies) -> tuple[bool, list[str]]:
     """Whether every replacement claim has registered its node (or none was needed)."""
-    names = [n for n in claim.labels.get(keys.REPLACED_BY, "").split(",") if n]
+    names = _replaced_by(claim)
     waiting = [n for n in names if (c := deps.ledger.get(n)) is None or c.status != ClaimStatus.REGISTERED]
     return not waiting, waiting
 

@@ -12,6 +12,14 @@ labelled `karpenter.sh/initialized=true` (Ready, startup taints gone, extended r
 `carpool.lifecycle`). Until then its pods may still be arriving and its room is not what it will be, and
 neither is it room to move other pods to (Karpenter refuses a consolidation whose pods would land on an
 uninitialized node). Repair still sees it: a node that never becomes Ready is unhealthy either way.
+
+Room already promised is not free room (Karpenter's consolidation simulation schedules pending and
+nominated pods along with the candidates' pods). The pods nominated to a registered node's claim and not
+bound yet take that node's room here: a node is initialized a moment before the kube-scheduler binds the
+pods it was launched for (their backoff), and a disruption run in between would otherwise move another
+node's pods into it, send the wave back to pending and launch again. The other pending pods' room is
+reserved by the simulation first (`ClusterView.pending`); pods nominated to a claim still in flight need
+none, since that claim is never room for consolidation.
 """
 
 from __future__ import annotations
@@ -94,7 +102,9 @@ class ClusterView:
     candidates: list[Candidate]
     #: every Ready, schedulable node (carpool's or not) with its free room
     existing: list[si.ExistingNode]
-    #: pods waiting for a node and not nominated to a claim: their room is spoken for
+    #: pods waiting for a node and nominated to no claim still coming nor to a node here: consolidation
+    #: reserves their room first (the room of pods nominated to a node's claim is already taken off that
+    #: node's room in `existing`)
     pending: list[si.PodSpec]
     #: PDB key -> evictions allowed now
     pdb_allowed: dict[str, int]
@@ -160,16 +170,24 @@ def build(
     targets = _replacement_targets(claims)
     held = set(nominated.values())
     selecting = protection.PdbIndex(pdbs)
-    view = ClusterView([], [], _pending(views, nominated), protection.allowances(pdbs, views, selecting), {})
+    waiting = _waiting(views)
+    coming = _coming_to(waiting, nominated, by_name)
+    view = ClusterView([], [], _pending(waiting, nominated, by_name, {n.name for n in nodes}),
+                       protection.allowances(pdbs, views, selecting), {})
     for node in sorted(nodes, key=lambda n: n.name):
         on_node = bound.get(node.name, [])
         claim, why_not = owner_of(node, cluster, by_name)
         allocatable = node.allocatable() or (dict(claim.allocatable) if claim else {})
         requested = resources.sum_all(p.requests for p in on_node)
         if _schedulable(node) and (claim is None or node_initialized(node.labels)):
+            # the room of the pods nominated to this node's claim is theirs: the kube-scheduler binds them
+            # here next, so consolidation must not move another node's pods into it (Karpenter's
+            # simulation schedules pending and nominated pods along with the candidates' pods)
+            incoming = coming.get(node.name, [])
+            taken = resources.add(requested, resources.sum_all(p.requests for p in incoming))
             view.existing.append(si.ExistingNode(
-                node.name, dict(node.labels), resources.subtract(allocatable, requested), tuple(node.taints()),
-                tuple(p.spec for p in on_node if p.spec is not None), node.labels.get(labels.NODEPOOL)))
+                node.name, dict(node.labels), resources.subtract(allocatable, taken), tuple(node.taints()),
+                tuple(p.spec for p in (*on_node, *incoming) if p.spec is not None), node.labels.get(labels.NODEPOOL)))
         if claim is None:
             view.ignored[node.name] = why_not or ""
             continue
@@ -248,6 +266,30 @@ def _replacement_targets(claims: Sequence[Claim]) -> dict[str, str]:
     return out
 
 
-def _pending(pods: Sequence[PodView], nominated: Mapping[str, str]) -> list[si.PodSpec]:
-    return [p.spec for p in sorted(pods, key=lambda p: p.key)
-            if p.spec is not None and not p.node and not p.terminating and p.key not in nominated]
+def _waiting(pods: Sequence[PodView]) -> list[PodView]:
+    """Pods waiting for a node (not bound, not on their way out), in key order."""
+    return [p for p in sorted(pods, key=lambda p: p.key) if p.spec is not None and not p.node and not p.terminating]
+
+
+def _coming_to(waiting: Sequence[PodView], nominated: Mapping[str, str],
+               claims: Mapping[str, Claim]) -> dict[str, list[PodView]]:
+    """Node name -> the waiting pods nominated to the claim of that (registered) node."""
+    out: dict[str, list[PodView]] = {}
+    for p in waiting:
+        claim = claims.get(nominated.get(p.key, ""))
+        if claim is not None and claim.node_name:
+            out.setdefault(claim.node_name, []).append(p)
+    return out
+
+
+def _pending(waiting: Sequence[PodView], nominated: Mapping[str, str], claims: Mapping[str, Claim],
+             nodes: set[str]) -> list[si.PodSpec]:
+    """The waiting pods whose room consolidation must reserve on the existing nodes: every one but those
+    nominated to a claim still coming (its node is not room for consolidation, and its room is theirs) or
+    to a node of the cluster (their room is taken on that node, `_coming_to`)."""
+    out = []
+    for p in waiting:
+        claim = claims.get(nominated.get(p.key, ""))
+        if claim is None or (claim.node_name is not None and claim.node_name not in nodes):
+            out.append(p.spec)
+    return [s for s in out if s is not None]

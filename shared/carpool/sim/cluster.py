@@ -237,6 +237,9 @@ class SimulatedCluster:
         #: every action carpool took through this port: (elapsed, verb, target)
         self.actions: list[tuple[float, str, str]] = []
         self._fit_cache: dict[tuple[str, str, int], bool] = {}
+        #: node -> the elapsed time from which the kube-scheduler binds to it (`Truth.bind_seconds`: the
+        #: waiting pods' backoff after the node turned Ready); absent: at once
+        self.binding_from: dict[str, float] = {}
         #: a pod's request by the `repr` of the spec fields it is computed from (`_REQUEST_FIELDS`)
         self._requests_by_shape: dict[str, res.Resources] = {}
         #: node -> writes another client will make to it between carpool's next reads and writes
@@ -908,6 +911,8 @@ class SimulatedCluster:
             raw = rec.raw
             if not node_ready(raw) or (raw.get("spec") or {}).get("unschedulable") or raw["metadata"].get("deletionTimestamp"):
                 continue
+            if self.binding_from.get(name, 0.0) > self._elapsed():
+                continue  # the pods that waited for it are still backing off
             allocatable = res.parse((raw.get("status") or {}).get("allocatable") or {})
             views.append(_NodeView(name, raw["metadata"].get("labels") or {}, taints_of(raw),
                                    res.subtract(allocatable, used.get(name, {})), rec.rv))

@@ -325,6 +325,8 @@ class Kubelets:
                 due.append(boot.join_at)
             elif boot.registered_at is not None and boot.ready_at is None:
                 due.append(boot.registered_at + self.truth.registration_seconds)
+        now = self.elapsed()
+        due.extend(t for t in self.cluster.binding_from.values() if t > now)  # the kube-scheduler binds then
         agent = self.agents.next_due() if self.agents else None
         if agent is not None:
             due.append(agent)
@@ -500,6 +502,8 @@ class Kubelets:
             node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
             return True
 
+        if self.truth.bind_seconds:
+            self.cluster.binding_from[boot.node_name] = now + self.truth.bind_seconds
         self.cluster.update_node(boot.node_name, ready)
         if self.agents:
             self.agents.node_ready(self._node_facts(boot.node_name, boot.instance))

@@ -331,6 +331,8 @@ class SimRunner:
     def _kubelets_step(self) -> None:
         if self._kubelets_next is not None and reached(self.clock.elapsed, self._kubelets_next):
             self._kubelets_next = None
+        if self.cluster.binding_from:
+            self._bound_at = ""  # a backoff may have ended: the kube-scheduler tries again (no object changed)
         self._tick_kubelets()
 
     def _record_now(self) -> None:

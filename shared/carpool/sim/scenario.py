@@ -99,6 +99,10 @@ class Truth(_Model):
     boot_seconds: float = Field(default=40.0, ge=0)
     #: from Node registration to Ready
     registration_seconds: float = Field(default=15.0, ge=0)
+    #: from a node turning Ready to the kube-scheduler binding the pods that waited for it: they sit in its
+    #: unschedulable queue with a backoff (1 s, doubling per failed attempt, at most 10 s, counted from the
+    #: last attempt), so they bind up to 10 s after the Node update that lets them in. 0: at once.
+    bind_seconds: float = Field(default=0.0, ge=0, le=10)
 
     def overhead_percent(self, family: str) -> float:
         return self.memory_overhead_percent.get(family, self.memory_overhead_percent.get("custom", 7.5))

@@ -42,8 +42,16 @@ def _ledger_with(instance_id: str) -> MemoryLedger:
     return ledger
 
 
+class _Ec2:
+    """DescribeInstances: every instance asked about is terminated (what the state changes say)."""
+
+    def describe_instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        ids = next(f["Values"] for f in filters if f["Name"] == "instance-id")
+        return [{"InstanceId": i, "State": {"Name": "terminated"}} for i in ids]
+
+
 def _deps(ledger: MemoryLedger, age: timedelta) -> Any:
-    return SimpleNamespace(ledger=ledger, clock=lambda: EVENT_TIME + age)
+    return SimpleNamespace(ledger=ledger, clock=lambda: EVENT_TIME + age, compute=_Ec2())
 
 
 @pytest.fixture(autouse=True)

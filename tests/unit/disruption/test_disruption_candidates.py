@@ -9,6 +9,7 @@ from disruption_factories import NOW, World
 from carpool import labels as L
 from carpool.api.taints import Taint
 from carpool.disruption import keys, protection
+from carpool.state.models import Claim, ClaimStatus
 
 
 def test_only_nodes_carpool_launched_with_a_known_claim_are_candidates():
@@ -116,3 +117,29 @@ def test_pending_pods_and_reserved_nodes():
     assert [p.key for p in view.pending] == ["default/waiting"]
     assert "replaces node b" in view.candidate("a").reserved
     assert "nominated" in view.candidate("c").reserved
+
+
+def test_the_room_of_pods_nominated_to_a_nodes_claim_is_taken_on_that_node():
+    w = World()
+    w.node("c")
+    w.pod("coming", None, cpu="1500m")
+    free = next(n for n in w.view().existing if n.name == "c").remaining["cpu"]
+    view = w.view(nominated={"default/coming": "claim-c"})
+    room = next(n for n in view.existing if n.name == "c")
+    assert free - room.remaining["cpu"] == 1500
+    assert [p.key for p in room.pods] == ["default/coming"]
+    assert view.pending == []  # not counted twice
+
+
+def test_pods_nominated_to_a_claim_still_coming_reserve_nothing_and_others_reserve_their_room():
+    w = World()
+    w.node("a")
+    w.claims.append(Claim(name="claim-booting", nodepool="default", nodeclass="default", status=ClaimStatus.LAUNCHED,
+                          created_at=NOW, instance_id="i-booting", allocatable={"cpu": 2000}))
+    w.pod("for-booting", None)
+    w.pod("for-unknown", None)
+    view = w.view(nominated={"default/for-booting": "claim-booting", "default/for-unknown": "claim-gone"})
+    # the booting claim's room is theirs and is never room for consolidation; a nomination to a claim the
+    # ledger no longer has holds nothing: that pod's room is reserved on the existing nodes
+    assert [p.key for p in view.pending] == ["default/for-unknown"]
+    assert next(n for n in view.existing if n.name == "a").pods == ()
