@@ -38,3 +38,15 @@ def test_every_pod_reaches_create_fleet_within_30_simulated_seconds(scenario_res
     steps = scenario_result.time_to_capacity.pending_to_create_fleet
     assert steps.count == 10_000
     assert steps.max <= 30.0, steps
+
+
+def test_the_burst_writes_a_bounded_number_of_kubernetes_events(scenario_result):
+    """10,000 pods served write at most `recorder.MAX_PER_INVOCATION` events per invocation, not one per pod
+    (Kubernetes' recorder bounds its writes the same way), and no event twice."""
+    from carpool.app.recorder import MAX_PER_INVOCATION
+
+    r = scenario_result
+    writers = r.invocations["provisioner"] + r.invocations["registrar"]
+    assert 0 < len(r.events) <= writers * MAX_PER_INVOCATION < 10_000
+    assert len({(e.kind, e.name, e.reason) for e in r.events if e.reason == "Nominated"}) == sum(
+        1 for e in r.events if e.reason == "Nominated")
