@@ -1,0 +1,33 @@
+"""What a Karpenter user sees with `kubectl describe` (issue 31), held by the simulated API server: a pod no
+NodePool can serve carries `FailedScheduling` with each pool's reason; pods carpool launched for carry
+`Nominated`; nodes carry their lifecycle; a capacity error and a disruption a PodDisruptionBudget blocks are
+said on the objects they concern."""
+
+SCENARIO = "020-what-users-see.yaml"
+
+
+def _on(result, kind, name):
+    return [e for e in result.events if e.kind == kind and e.name == name]
+
+
+def test_the_unservable_pod_says_why_for_every_nodepool(scenario_result):
+    (failed,) = [e for e in _on(scenario_result, "Pod", "huge") if e.reason == "FailedScheduling"]
+    assert failed.type == "Warning" and failed.message.startswith("Failed to schedule pod, ")
+    for pool in ("flex", "general"):
+        assert f'incompatible with nodepool "{pool}"' in failed.message
+    assert "cpu=500" in failed.message
+    # written once although the watcher publishes the pod every minute: its reasons did not change
+    assert failed.count == 1
+
+
+def test_every_served_pod_is_nominated_to_its_claim(scenario_result):
+    web = [e for e in scenario_result.events if e.kind == "Pod" and e.name.startswith("web-")]
+    assert len({e.name for e in web if e.reason == "Nominated"}) == 12
+    claims = {c.name for c in scenario_result.status.claims}
+    assert {e.message.rsplit("/", 1)[-1] for e in web if e.reason == "Nominated"} <= claims
+
+
+def test_every_node_says_it_registered_and_initialized(scenario_result):
+    for instance in scenario_result.instances:
+        reasons = {e.reason for e in _on(scenario_result, "Node", instance.node_name)}
+        assert {"Registered", "Initialized"} <= reasons, instance.node_name
