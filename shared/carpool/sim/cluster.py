@@ -404,6 +404,12 @@ class SimulatedCluster:
             rec.raw["spec"]["unschedulable"] = True
             self._record_change("MODIFIED", "Node", rec)
 
+    def uncordon(self, node_name: str) -> None:
+        rec = self._node(node_name)
+        self.actions.append((self._elapsed(), "uncordon", node_name))
+        if rec.raw.setdefault("spec", {}).pop("unschedulable", None):
+            self._record_change("MODIFIED", "Node", rec)
+
     def taint(self, node_name: str, taint: Taint) -> None:
         rec = self._node(node_name)
         self.actions.append((self._elapsed(), "taint", f"{node_name} {taint}"))
