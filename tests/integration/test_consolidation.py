@@ -29,7 +29,7 @@ from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.disruption import keys, podview
 from carpool.disruption.podview import PodView
-from carpool.ports import EvictionBlocked, WatchEvent
+from carpool.ports import EvictionBlocked, NodePatch, WatchEvent
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import ClaimStatus, UnavailableOffering
 from carpool.taints import Taint
@@ -175,6 +175,15 @@ class FakeCluster:
     def cordon(self, node_name: str) -> None:
         self.nodes[node_name].spec.unschedulable = True
 
+    def uncordon(self, node_name: str) -> None:
+        self.nodes[node_name].spec.unschedulable = False
+
+    def patch_node(self, name: str, patch: NodePatch, *, attempts: int = 5) -> Node:
+        """Only what the disruption executor patches: taints removed by key."""
+        node = self.nodes[name]
+        node.spec.taints = [t for t in node.spec.taints if t.key not in patch.remove_taint_keys]
+        return node.model_copy(deep=True)
+
     def taint(self, node_name: str, taint: Taint) -> None:
         node = self.nodes[node_name]
         if not any(t.key == taint.key for t in node.spec.taints):
@@ -283,12 +292,12 @@ class Harness:
     stuck: set[str] = field(default_factory=set)
 
     @classmethod
-    def build(cls, text: str) -> Harness:
+    def build(cls, text: str, registration_timeout: int = 600) -> Harness:
         holder = {"text": text}
         clock = Clock(T0)
         cluster, compute, ledger = FakeCluster(), FakeCompute(clock), MemoryLedger()
         deps = Dependencies(
-            settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=600,
+            settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=registration_timeout,
                               instance_profile="carpool-node", node_role="arn:aws:iam::123456789012:role/carpool-node",
                               cluster_endpoint="https://test.eks", cluster_ca="Q0E=",
                               cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"),
@@ -500,24 +509,42 @@ def test_managed_node_group_and_its_pods_are_left_to_cluster_autoscaler():
     assert h.cluster.evicted_from == [] and h.compute.instances == {}
 
 
-def test_a_replacement_that_never_joins_is_launched_again_and_the_old_node_keeps_running_meanwhile():
-    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
+def test_a_replacement_that_never_joins_abandons_the_decision_and_the_old_node_is_kept_untainted():
+    """Karpenter's orchestration queue: a replacement not initialized 10 minutes after the command fails
+    it; the candidate's taint is removed and the node kept. Nothing is launched again for that decision,
+    and the node is not decided on again while that replacement still boots (Karpenter's simulation does
+    not rely on an uninitialized node); once the registration timeout removed it, the drift, which still
+    holds, is decided anew and its new replacement joins."""
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)), registration_timeout=900)
     h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))
     h.settle()
     [old] = [n.name for n in h.owned_nodes()]
     h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",))
     h.minute()
+    decided = h.clock.now
     on_nodes = {(n.spec.provider_id or "").rsplit("/", 1)[-1] for n in h.owned_nodes()}
     [first] = [i for i in h.compute.instances if i not in on_nodes]  # launched, not joined yet
     h.stuck.add(first)  # this replacement's kubelet never starts
-    for _ in range(25):
-        h.minute()
-        if old not in h.cluster.nodes:
-            break
+    abandoned: list[str] = []
+    while not abandoned:
+        summary = h.minute()
+        abandoned += [m for m in summary.decisions if "abandoned" in m]
         assert h.cluster.evicted_from == [], "the old node drains only after a replacement has joined"
-    assert old not in h.cluster.nodes
-    assert first in h.compute.terminated  # the registration timeout gave up on it
-    assert any("launched again" in m for s in h.summaries for m in s.decisions)
+        assert h.clock.now - decided <= timedelta(minutes=10), "the decision outlived Karpenter's command timeout"
+    (message,) = abandoned
+    assert old in message and "(1 launch for it)" in message and "10 minutes" in message
+    assert not any("launched again" in m for s in h.summaries for m in s.decisions)
+    assert not any(keys.DISRUPTION in c.labels for c in h.ledger.active() if c.node_name == old)
+    while first not in h.compute.terminated:  # kept, untainted, until the registration timeout removes it
+        node = h.cluster.nodes[old]
+        assert not node.spec.unschedulable and not any(t.key == L.DISRUPTED_TAINT for t in node.spec.taints)
+        assert len(h.compute.instances) == 2, "nothing is launched for the node while its replacement boots"
+        h.minute()
+    assert all(h.cluster.healthy(p) for p in h.app_pods("db"))
+    for _ in range(6):  # the drift still holds: decided again, with a replacement that joins
+        h.minute()
+    assert old not in h.cluster.nodes and len(h.compute.instances) == 3
+    assert {n.labels[L.IMAGE_ID] for n in h.owned_nodes()} == {AMIS["v20250201"]}
     h.cluster.schedule()
     assert all(h.cluster.healthy(p) for p in h.app_pods("db"))
 

@@ -43,6 +43,7 @@ node disappears. Labels survive all three untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -288,7 +289,7 @@ def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datet
     else:
         log.info("node %s waits for replacement %s to register", node.name, ", ".join(waiting))
         return False
-    _abandon(claim, node, deps, summary, f"{why} ({_launches(len(names))} for it)")
+    _abandon(claim, node, deps, summary, f"{why} ({_launches(len(names))} for it)", names)
     return False
 
 
@@ -304,15 +305,17 @@ def _disrupted_at(claim: Claim) -> datetime | None:
         return None
 
 
-def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: str) -> None:
+def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: str, replacements: list[str]) -> None:
     """Give a decision up and keep the node: its taint and cordon removed first (a crash after that leaves
     a decision the next run abandons again), then the decision's labels cleared from the claim. A
     replacement still booting is left to the registration timeout, as Karpenter leaves it to its
-    NodeClaim liveness."""
+    NodeClaim liveness; until it is gone (or registers) the node is not decided on again
+    (`keys.ABANDONED_FOR`), or every abandonment would be followed at once by another launch."""
     reason = claim.labels.get(keys.DISRUPTION, "")
     drain.restore(deps.cluster, node.name)
     for key in _DECISION_KEYS:
         claim.labels.pop(key, None)
+    claim.labels[keys.ABANDONED_FOR] = ",".join(replacements)
     deps.ledger.mark_launched(claim)
     observability.emit("DisruptionsAbandoned", reason=reason)
     _note(summary, f"{reason} disruption of node {node.name} abandoned: {why}; the node is kept, its "
@@ -367,6 +370,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     waiting = [p.key for p in world.pods if not p.node]
     view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),
                             deps.settings.cluster_name, now, deps.ledger.nominated(now, waiting) if waiting else {})
+    _hold_abandoned(view, world.claims)
     if not any(not c.disrupting for c in view.candidates):
         return planner.Plan()  # nothing of carpool's to judge: skip pools, AMIs and the catalog
     manifests = deps.config.load()
@@ -391,6 +395,19 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     for node, why in sorted(plan.waiting.items()):
         log.info("node %s not disrupted now: %s", node, why)
     return plan
+
+
+def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
+    """Nodes whose last decision was abandoned while its replacement still boots stay out of this plan
+    (Karpenter's simulation does not decide on the strength of an uninitialized node)."""
+    by_name = {c.name: c for c in claims}
+    for i, candidate in enumerate(view.candidates):
+        claim = by_name.get(candidate.claim)
+        names = _names(claim.labels.get(keys.ABANDONED_FOR, "")) if claim is not None else []
+        booting = [n for n in names if (r := by_name.get(n)) is not None and r.status != ClaimStatus.REGISTERED]
+        if booting and not candidate.reserved:
+            view.candidates[i] = dataclasses.replace(
+                candidate, reserved=f"the replacement {', '.join(booting)} of its abandoned disruption still boots")
 
 
 def _resolver(deps: Dependencies) -> Any:
@@ -447,6 +464,7 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
         assert claim is not None
         claim.labels.update({keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
                              keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()})
+        claim.labels.pop(keys.ABANDONED_FOR, None)
         deps.ledger.mark_launched(claim)
     suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
     _note(summary, d.message + suffix, d.reason.value)

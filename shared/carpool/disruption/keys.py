@@ -32,6 +32,11 @@ SPEC_HASH: Final = _C + "spec-hash"
 #: NodePool's terminationGracePeriod (Karpenter's `karpenter.sh/nodeclaim-termination-timestamp`)
 TERMINATION_DEADLINE: Final = _C + "termination-deadline"
 
+#: comma-separated names of the replacement claims of a decision that was abandoned because they did not
+#: register in time: while one of them is still booting, the node is not a candidate again (Karpenter's
+#: simulation refuses to rely on an uninitialized node, so it decides anew only once the replacement is gone)
+ABANDONED_FOR: Final = _C + "abandoned-for"
+
 #: every key above: the scheduler must not read them as node labels of in-flight claims
 ALL: Final = frozenset({DISRUPTION, DISRUPTION_ACTION, REPLACED_BY, DISRUPTED_AT, REPLACE_ATTEMPTS,
-                        PODS_DIGEST, PODS_CHANGED_AT, SPEC_HASH, TERMINATION_DEADLINE})
+                        PODS_DIGEST, PODS_CHANGED_AT, SPEC_HASH, TERMINATION_DEADLINE, ABANDONED_FOR})
