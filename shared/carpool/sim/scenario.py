@@ -263,7 +263,8 @@ class PublishAmi(_Model):
 
 
 #: The action fields of a step, as written in Python (`WorkloadStep.action` answers one of them).
-STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event", "publish_ami")
+STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event", "publish_ami",
+                "termination_protection")
 
 
 class WorkloadStep(_Model):
@@ -277,6 +278,9 @@ class WorkloadStep(_Model):
     spot_interruption: InstanceSelector | None = None
     health_event: InstanceSelector | None = None
     publish_ami: PublishAmi | None = None
+    #: someone turns on termination protection for these instances (ModifyInstanceAttribute
+    #: `DisableApiTermination`): EC2 then refuses TerminateInstances with `OperationNotPermitted`
+    termination_protection: InstanceSelector | None = None
 
     @model_validator(mode="after")
     def _one_action(self) -> WorkloadStep:
@@ -346,6 +350,22 @@ class KubeletFault(NodeSelector):
     memory_short_mib: int = Field(default=0, ge=0, alias="memoryShortMiB")
 
 
+class BindRace(_Model):
+    """Pods created and bound by the kube-scheduler while a function's run is between its read of the
+    cluster and its first cordon at or after `at` seconds (once).
+
+    Deployed, the disruption function lists the pods, then plans for seconds (tens at a few thousand
+    nodes) before it cordons what it chose; the kube-scheduler binds a new pod within milliseconds to any
+    schedulable node it fits, and a node the plan judged empty is schedulable until it is cordoned. The
+    simulation runs an invocation's work in one instant, so this plays that window: just before the
+    cordon is written, the pods are created and the simulated kube-scheduler binds what it can (its own
+    filters, nothing chosen for it)."""
+
+    at: float = Field(default=0.0, ge=0)
+    function: Literal["disruption"] = "disruption"
+    apply: ManifestSource
+
+
 class Expect(_Model):
     """Optional outcome the scenario author expects; `carpool simulate` reports whether it held."""
 
@@ -369,6 +389,8 @@ class Scenario(_Model):
     agents: list[Agent] = Field(default_factory=list)
     #: kubelets that fail to join, join late or report less memory
     kubelets: list[KubeletFault] = Field(default_factory=list)
+    #: pods the kube-scheduler binds between a function's read and its cordon (see `BindRace`)
+    races: list[BindRace] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
     #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
     #: trigger (`carpool.sim.lambda_service`), so a scenario cannot set a schedule of its own
