@@ -154,7 +154,7 @@ def test_disruption_action_failures_alarm_reads_the_clusters_total(default: Synt
     props = alarm(default, "DisruptionActionFailures")
     metric = the_metric(props)
     assert (metric["name"], metric["stat"], metric["dims"]) == ("DisruptionActionFailures", "Sum", cluster_dims("demo"))
-    assert props["Period"] == 900 and props["Threshold"] == 3
+    assert metric["period"] == 900 and props["Threshold"] == 3
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert "DisruptionActionFailures" in string_constants()
 

@@ -29,7 +29,7 @@ from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.disruption import keys, podview
 from carpool.disruption.podview import PodView
-from carpool.ports import EvictionBlocked, NodePatch, WatchEvent
+from carpool.ports import EvictionBlocked, NodePatch, TerminationRefused, WatchEvent
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import ClaimStatus, UnavailableOffering
 from carpool.taints import Taint
@@ -74,6 +74,8 @@ class FakeCompute:
     terminated: list[str] = field(default_factory=list)
     #: no capacity anywhere: every override fails with InsufficientInstanceCapacity
     exhausted: bool = False
+    #: instances with termination protection: TerminateInstances refuses them (OperationNotPermitted)
+    protected: set[str] = field(default_factory=set)
 
     def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.exhausted:
@@ -98,6 +100,10 @@ class FakeCompute:
         self.instances[instance_id]["Tags"].update(tags)
 
     def terminate_instances(self, instance_ids: Any) -> None:
+        refused = [iid for iid in instance_ids if iid in self.protected]
+        if refused:  # EC2 refuses the whole call
+            raise TerminationRefused(refused, "OperationNotPermitted", f"The instance '{refused[0]}' may not be "
+                                     "terminated. Modify its 'disableApiTermination' instance attribute and try again.")
         for iid in instance_ids:
             if iid in self.instances and self.instances[iid]["State"]["Name"] != "terminated":
                 self.instances[iid]["State"] = {"Name": "terminated"}
@@ -705,3 +711,22 @@ def test_a_budget_blocked_pod_is_deleted_at_the_pools_termination_grace_period()
     # deleted at the last minutely run before its 30 s grace stopped fitting, with what remained: it ends
     # by the deadline, having had at least its own grace
     assert key == "default/db-0" and 30 <= grace < 30 + 60
+
+
+def test_a_refused_orphan_termination_is_reported_and_the_next_orphan_still_goes():
+    """Issue 30 item 4, the clean-up's side: two orphans (carpool's tags, no claim, past the grace period),
+    the first under termination protection. Its refusal is logged with the instance and EC2's error and
+    counted; the second is terminated in the same run, and consolidation still runs after the clean-up."""
+    h = Harness.build(config())
+    tags = {L.TAG_MANAGED_BY: CLUSTER, L.TAG_CLUSTER_OWNED.format(cluster=CLUSTER): "owned"}
+    for iid in ("i-00001", "i-00002"):
+        h.compute.instances[iid] = {"InstanceId": iid, "InstanceType": "m5.large", "Tags": dict(tags),
+                                    "Placement": {"AvailabilityZone": ZONE}, "State": {"Name": "running"},
+                                    "LaunchTime": T0 - timedelta(hours=1)}
+    h.compute.protected.add("i-00001")
+    summary = disrupt.run(h.deps)
+    assert h.compute.terminated == ["i-00002"] and summary.orphans == ["i-00002"]
+    (failure,) = summary.failures
+    assert "i-00001" in failure and "OperationNotPermitted" in failure
+    assert observability.total("DisruptionActionFailures", action="terminate") == 1
+    assert set(summary.stages) >= {"observe", "advance"}  # the run went on to consolidation
