@@ -245,8 +245,8 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
         assert set(counted) == set(synth.stack.monitoring.alarms)
         for name, props in ((n, alarm(synth, n)) for n in counted):
             assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
-    # 9 carpool alarms reading 11 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
-    assert sum(default.stack.monitoring.alarm_metrics.values()) == 11 + 4 + 10 + 2
+    # 10 carpool alarms reading 12 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 12 + 4 + 10 + 2
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:

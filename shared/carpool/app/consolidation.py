@@ -33,7 +33,8 @@ protection or a service control policy, is reported and the run goes on with the
    would only queue more drains behind them).
 
 What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
-`carpool.disruption.keys`: reason, action, replacement claim names, decision time, relaunch attempts),
+`carpool.disruption.keys`: reason, action, replacement claim names, decision time, the replacements of an
+abandoned decision),
 written with `ledger.mark_launched(claim)`. The claim keeps status REGISTERED on purpose: `ledger.active()`
 omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.disrupt` would terminate the
 instance before it is drained (its id would be known to no active claim), the watcher would re-register it

@@ -24,7 +24,6 @@ from carpool.ports import TerminationRefused
 
 log = logging.getLogger(__name__)
 
-METRIC = "DisruptionActionFailures"
 #: the `action` of a TerminateInstances that EC2 refused, wherever it was asked
 TERMINATE = "terminate"
 
@@ -50,7 +49,7 @@ def report(summary: Any, action: str, subject: str, why: str) -> None:
     """Log, count and list one failed action."""
     message = f"disruption action {action} on {subject} failed: {why}"
     log.error(message)
-    observability.emit(METRIC, action=action)
+    observability.emit("DisruptionActionFailures", action=action)
     failures = getattr(summary, "failures", None)
     if isinstance(failures, list):
         failures.append(message)

@@ -19,7 +19,8 @@ DISRUPTION_ACTION: Final = _C + "disruption-action"
 REPLACED_BY: Final = _C + "replaced-by"
 #: ISO-8601 time the decision was taken
 DISRUPTED_AT: Final = _C + "disrupted-at"
-#: how many times a replacement had to be launched again (the previous one never registered)
+#: how many times a replacement was launched again (no longer written: a decision whose replacement does not
+#: register is abandoned, never relaunched; kept so that claims written before are cleared of it)
 REPLACE_ATTEMPTS: Final = _C + "replace-attempts"
 #: digest of the set of pods on the node, and when that set last changed (consolidateAfter's clock)
 PODS_DIGEST: Final = _C + "pods-digest"
