@@ -11,7 +11,7 @@ import pytest
 from carpool import observability
 from carpool.sim.result import SimResult
 from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import load_scenario
+from carpool.sim.scenario import TerminationDenial, load_scenario
 
 from .conftest import EXAMPLES
 
@@ -53,3 +53,23 @@ def test_no_disruption_run_fails_and_every_refusal_is_counted(run: tuple[SimResu
     assert failed == []
     refusals = [d for d in result.decisions if d.level == "ERROR" and "refused TerminateInstances" in d.message]
     assert counted == len(refusals) >= 5  # tried again (and reported) every run from 180 s to the end
+
+
+# -- the same with a service control policy denying TerminateInstances on the alpha pool's instances ----------
+@pytest.fixture(scope="module")
+def scp_run() -> SimResult:
+    """015 with the protection step replaced by an explicit deny (an SCP) on alpha's instances from 150 s."""
+    scenario = load_scenario(EXAMPLES / SCENARIO)
+    steps = [s for s in scenario.workload if s.termination_protection is None]
+    denial = TerminationDenial.model_validate({"nodePool": "alpha", "from": 150})
+    return SimRunner(scenario.model_copy(update={"workload": steps, "termination_denials": [denial]})).run()
+
+
+def test_a_denial_by_policy_is_reported_and_the_run_goes_on(scp_run: SimResult) -> None:
+    alpha, beta = _instance(scp_run, "alpha"), _instance(scp_run, "beta")
+    assert alpha.terminated_at is None
+    assert beta.terminated_at is not None and BETA_EMPTY_AT < beta.terminated_at <= BETA_EMPTY_AT + 90
+    refusals = [d.message for d in scp_run.decisions if d.level == "ERROR" and alpha.instance_id in d.message
+                and "UnauthorizedOperation" in d.message and "service control policy" in d.message]
+    assert len(refusals) >= 5
+    assert not [d for d in scp_run.decisions if "invocation raised" in d.message]

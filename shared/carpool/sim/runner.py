@@ -52,7 +52,7 @@ from carpool.sim.clock import RESOLUTION, SimClock, reached
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.discrete import Agenda, Processes, ProcessKilled
 from carpool.sim.event_source import SqsEventSource
-from carpool.sim.faults import CapacityFaults, CrashFaults
+from carpool.sim.faults import CapacityFaults, CrashFaults, TerminationDenials
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
 from carpool.sim.lambda_service import LambdaService
 from carpool.sim.own_cost import own_cost_of
@@ -195,6 +195,9 @@ class SimRunner:
         self.crashes = CrashFaults(sc.crashes, lambda: self.clock.elapsed, lambda: self.log.source)
         self.fleet_launches = FleetLaunches.install(deps.compute.client, lambda: self.clock.elapsed)  # type: ignore[attr-defined]
         self.crashes.register(deps.compute.client)  # type: ignore[attr-defined]
+        self.denials = TerminationDenials(sc.termination_denials, lambda: self.clock.elapsed, self._pool_of,
+                                          account=self.account)
+        self.denials.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: self.crashes.guard(h) for name, h in self.handlers.items()}
 
     def _settings(self) -> Any:
@@ -237,6 +240,8 @@ class SimRunner:
                 self.fleet_launches.uninstall(self.deps.compute.client)  # type: ignore[attr-defined]
             if getattr(self, "crashes", None) is not None:
                 self.crashes.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
+            if getattr(self, "denials", None) is not None:
+                self.denials.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
         from carpool.adapters.aws import session
 
         for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
@@ -426,6 +431,11 @@ class SimRunner:
             self._agenda.at(self.clock.elapsed + SPOT_NOTICE_SECONDS, self._reclaim_due, "spot reclaim")
         self.log.add("workload", f"spot interruption warning for {len(hit)} instance(s)",
                      data={"instances": [i["InstanceId"] for i in hit]})
+
+    def _pool_of(self, instance_id: str) -> str:
+        """The NodePool an instance was launched for (its tag), "" for one the simulation does not know."""
+        _seen, inst = self.kubelets.launched.get(instance_id, (0.0, {}))
+        return next((t["Value"] for t in inst.get("Tags") or [] if t["Key"] == L.NODEPOOL), "")
 
     def _protect(self, sel: InstanceSelector) -> None:
         """Someone turns termination protection on (local EC2 then refuses TerminateInstances, as EC2 does)."""

@@ -147,6 +147,20 @@ class Crash(_Model):
     function: Literal["provisioner", "interruption", "disruption"] = "provisioner"
 
 
+class TerminationDenial(_Model):
+    """A service control policy (or IAM policy) with an explicit deny of `ec2:TerminateInstances` on the
+    instances of `nodePool` (all of carpool's when unset) from `from` to `until` seconds: EC2 answers
+    `UnauthorizedOperation` (HTTP 403) and terminates nothing of that call."""
+
+    node_pool: str | None = None
+    from_: float = Field(default=0.0, alias="from", ge=0)
+    until: float | None = Field(default=None, ge=0)
+
+    def denies(self, node_pool: str, at: float) -> bool:
+        return ((self.node_pool is None or self.node_pool == node_pool) and at >= self.from_
+                and (self.until is None or at < self.until))
+
+
 class NodeGroup(_Model):
     """Nodes that exist before carpool starts (an EKS managed node group run by Cluster Autoscaler)."""
 
@@ -391,6 +405,8 @@ class Scenario(_Model):
     kubelets: list[KubeletFault] = Field(default_factory=list)
     #: pods the kube-scheduler binds between a function's read and its cordon (see `BindRace`)
     races: list[BindRace] = Field(default_factory=list)
+    #: explicit denies of TerminateInstances (a service control policy, see `TerminationDenial`)
+    termination_denials: list[TerminationDenial] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
     #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
     #: trigger (`carpool.sim.lambda_service`), so a scenario cannot set a schedule of its own
