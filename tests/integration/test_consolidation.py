@@ -146,6 +146,8 @@ class FakeCluster:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
     on_evict: Callable[[Pod], None] | None = None
+    #: called with the node's name before a cordon is written (a pod the kube-scheduler binds meanwhile)
+    on_cordon: Callable[[str], None] | None = None
     evicted_from: list[str] = field(default_factory=list)
     low_water: dict[str, int] = field(default_factory=dict)
     #: (pod key, grace period) of every pod DELETE (the drain deadline's)
@@ -179,6 +181,8 @@ class FakeCluster:
         return {}
 
     def cordon(self, node_name: str) -> None:
+        if self.on_cordon is not None:
+            self.on_cordon(node_name)
         self.nodes[node_name].spec.unschedulable = True
 
     def uncordon(self, node_name: str) -> None:
@@ -730,3 +734,42 @@ def test_a_refused_orphan_termination_is_reported_and_the_next_orphan_still_goes
     assert "i-00001" in failure and "OperationNotPermitted" in failure
     assert observability.total("DisruptionActionFailures", action="terminate") == 1
     assert set(summary.stages) >= {"observe", "advance"}  # the run went on to consolidation
+
+
+def test_a_pod_bound_before_the_cordon_aborts_a_replacement_and_terminates_what_it_launched():
+    """Issue 30 item 6, consolidation's side: the replacement is launched, then a pod the plan never saw is
+    bound to the node before its cordon. The check after the cordon finds it: the decision is abandoned,
+    the node's taint and cordon removed, the replacement terminated and its claim released; no pod is
+    evicted. A later run decides again with the new pod counted."""
+    h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
+    catalog = h.deps.catalog.get(T0)
+    h.deps.offerings.mark_unavailable(
+        UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))
+        for t in ("m5.large", "m5.xlarge", "m5.2xlarge") for o in catalog.types[t].offerings)
+    for i in range(9):
+        h.cluster.add_pod(deployment_pod("web", i, cpu="700m"))
+    h.settle()
+    [big] = h.owned_nodes()
+    for i in range(1, 9):
+        del h.cluster.pods[f"default/web-{i}"]
+    raced: list[str] = []
+
+    def bind_meanwhile(node: str) -> None:
+        if node == big.name and not raced:
+            late = deployment_pod("late", 0, cpu="500m")
+            late.spec.node_name, late.status = node, type(late.status)(phase="Running")
+            h.cluster.add_pod(late)
+            raced.append(late.key)
+
+    h.cluster.on_cordon = bind_meanwhile
+    for _ in range(4):
+        h.minute()
+        if raced:
+            break
+    aborted = [m for m in h.summaries[-1].decisions if "not disrupting" in m]
+    assert raced and aborted and "default/late-0" in aborted[0] and "terminated" in aborted[0]
+    node = h.cluster.nodes[big.name]
+    assert not node.spec.unschedulable and not node.spec.taints
+    assert len(h.compute.terminated) == 1 and h.compute.terminated[0] != (big.spec.provider_id or "").rsplit("/", 1)[-1]
+    assert h.disrupting() == [] and h.cluster.evicted_from == []
+    assert [c.node_name for c in h.ledger.active()] == [big.name]
