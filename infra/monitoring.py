@@ -29,6 +29,8 @@ CatalogRefreshFailures     -                     (carpool: the stored instance-t
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
 PodPendingToLaunchSeconds  nodepool              karpenter_pods_startup_duration_seconds (to launch)
 NodeRegistrationSeconds    nodepool              (Karpenter: nodeclaim registration duration)
+DisruptionActionFailures   action                (carpool: one disruption action failed, e.g. a refused terminate)
+DisruptionsAbandoned       reason                karpenter_voluntary_disruption_queue_failures_total
 ========================== ==================== ===============================================
 
 Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
@@ -104,6 +106,8 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "CatalogFallbacks": (),
     "PodPendingToLaunchSeconds": ("nodepool",),
     "NodeRegistrationSeconds": ("nodepool",),
+    "DisruptionActionFailures": ("action",),
+    "DisruptionsAbandoned": ("reason",),
 }
 #: The statistics the dashboard draws of a duration, over 5 minutes: (statistic, label).
 DURATION_STATS = (("p50", "p50"), ("p99", "p99"), ("Maximum", "max"))
@@ -122,6 +126,10 @@ LAUNCH_FAILURE_RATE_PERCENT = 50
 LAUNCH_FAILURE_RATE_WINDOW = Duration.minutes(15)
 #: ...but not on one failed launch out of one.
 LAUNCH_FAILURE_RATE_MIN_ATTEMPTS = 4
+#: A refused TerminateInstances (termination protection, an SCP) is tried again every disruption run, so
+#: it repeats every minute; a throttled write that succeeds next run is one or two.
+DISRUPTION_ACTION_FAILURES_THRESHOLD = 3
+DISRUPTION_ACTION_FAILURES_WINDOW = Duration.minutes(15)
 #: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.disrupt``).
 REGISTRATION_TIMEOUT_REASON = "registration-timeout"
 POOL_USAGE_RATIO_THRESHOLD = 0.75
@@ -329,6 +337,20 @@ class Monitoring(Construct):
                 "terminated again. Replacements are priced before launch, so this is a bug: the disruption "
                 "function's log has the decision."
             ),
+        )
+        window = DISRUPTION_ACTION_FAILURES_WINDOW
+        self._alarm(
+            "DisruptionActionFailures",
+            m.series("DisruptionActionFailures", "Sum", period=window).with_(label="failed disruption actions"),
+            description=(
+                f"{DISRUPTION_ACTION_FAILURES_THRESHOLD} or more disruption actions failed in "
+                f"{window.to_minutes():.0f} minutes; the others went on. Most often EC2 refused TerminateInstances "
+                "(termination protection on the instance, or IAM / a service control policy denying it): the "
+                "instance keeps running and costing, and is tried again every minute. The disruption function's "
+                "error log names the instance and EC2's error; turn protection off or allow the call."
+            ),
+            threshold=DISRUPTION_ACTION_FAILURES_THRESHOLD,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
         self._alarm(
             "StaleInterruptions",
@@ -557,6 +579,11 @@ class Monitoring(Construct):
                  lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
                  lines("ReplacementAboveCeiling", "Sum")],
             ),
+        )
+        self.dashboard.add_widgets(
+            graph("Failed disruption actions (by action)", [lines("DisruptionActionFailures", "Sum")], width=12),
+            logged("Disruptions abandoned (by reason)", ["DisruptionsAbandoned"], "sum(value) as abandoned by reason",
+                   table=True),
         )
         names = list(functions)
         self.dashboard.add_widgets(

@@ -64,12 +64,13 @@ CLUSTER_VARIABLE = "CARPOOL_CLUSTER_NAME"
 DEFAULT_CLUSTER = "demo"
 #: Metrics whose cluster total ``{cluster, service}`` is published beside each breakdown series: the ones
 #: an alarm reads the total of (`infra/monitoring.py`; its tests check the two agree).
-CLUSTER_TOTALS = frozenset({"LaunchFailures", "NodeClaimsCreated", "InterruptionsStale", "ConfigInvalid"})
+CLUSTER_TOTALS = frozenset({"LaunchFailures", "NodeClaimsCreated", "InterruptionsStale", "ConfigInvalid",
+                            "DisruptionActionFailures"})
 #: Metrics written as log lines, not series (see the module docstring); `infra/monitoring.py` graphs them
 #: from the logs and its tests check that no alarm reads one.
 LOG_ONLY = frozenset({
     "SchedulingDurationSeconds", "PodsServedBy", "CapacityCacheHits", "CapacityCacheDefaults", "EstimatedHourlyCost",
-    "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks",
+    "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks", "DisruptionsAbandoned",
 })  # fmt: skip
 tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 log = logging.getLogger(__name__)

@@ -44,6 +44,18 @@ class NodeGone(Exception):
         self.node_name = node_name
 
 
+class TerminationRefused(Exception):
+    """EC2 refused to terminate an instance: termination protection (`OperationNotPermitted`), or IAM or a
+    service control policy denying `ec2:TerminateInstances` (`UnauthorizedOperation`). No retry changes
+    that until someone does; the instance keeps running."""
+
+    def __init__(self, instance_ids: Sequence[str], code: str, message: str) -> None:
+        super().__init__(f"TerminateInstances of {', '.join(instance_ids)} refused: {code}: {message}")
+        self.instance_ids = list(instance_ids)
+        self.code = code
+        self.message = message
+
+
 class NodeConflict(Exception):
     """Every attempt to patch the node lost the optimistic-lock race (HTTP 409): another writer keeps
     changing it. Safe to retry later; nothing was half-applied."""
@@ -200,6 +212,10 @@ class Cluster(Protocol):
         ...
 
     def cordon(self, node_name: str) -> None: ...
+
+    def uncordon(self, node_name: str) -> None:
+        """Mark the node schedulable again (a disruption abandoned). Raises NodeGone (404)."""
+        ...
 
     def taint(self, node_name: str, taint: Taint) -> None: ...
 

@@ -148,6 +148,17 @@ def test_config_invalid_alarm(default: Synth) -> None:
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
+def test_disruption_action_failures_alarm_reads_the_clusters_total(default: Synth) -> None:
+    """Issue 30 item 4: a refused TerminateInstances is reported each run it is tried; three failed actions
+    in 15 minutes (a denial repeats every minute) notify."""
+    props = alarm(default, "DisruptionActionFailures")
+    metric = the_metric(props)
+    assert (metric["name"], metric["stat"], metric["dims"]) == ("DisruptionActionFailures", "Sum", cluster_dims("demo"))
+    assert metric["period"] == 900 and props["Threshold"] == 3
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert "DisruptionActionFailures" in string_constants()
+
+
 def test_stale_interruptions_alarm(default: Synth) -> None:
     props = alarm(default, "StaleInterruptions")
     metric = the_metric(props)
@@ -234,15 +245,16 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
         assert set(counted) == set(synth.stack.monitoring.alarms)
         for name, props in ((n, alarm(synth, n)) for n in counted):
             assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
-    # 9 carpool alarms reading 11 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
-    assert sum(default.stack.monitoring.alarm_metrics.values()) == 11 + 4 + 10 + 2
+    # 10 carpool alarms reading 12 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 12 + 4 + 10 + 2
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
     # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, cluster facts, replacement
-    # above ceiling, stale interruptions, 4 DLQs, errors + throttles of 5 functions, then one per pool limit
-    default.template.resource_count_is("AWS::CloudWatch::Alarm", 9 + 4 + 10 + 2)
-    full.template.resource_count_is("AWS::CloudWatch::Alarm", 9 + 4 + 10 + 3)
+    # above ceiling, failed disruption actions, stale interruptions, 4 DLQs, errors + throttles of 5 functions,
+    # then one per pool limit
+    default.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 2)
+    full.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 3)
 
 
 # --- two clusters, one account ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.disruption import keys, podview
 from carpool.disruption.podview import PodView
-from carpool.ports import EvictionBlocked, WatchEvent
+from carpool.ports import EvictionBlocked, NodePatch, TerminationRefused, WatchEvent
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import ClaimStatus, UnavailableOffering
 from carpool.taints import Taint
@@ -74,6 +74,8 @@ class FakeCompute:
     terminated: list[str] = field(default_factory=list)
     #: no capacity anywhere: every override fails with InsufficientInstanceCapacity
     exhausted: bool = False
+    #: instances with termination protection: TerminateInstances refuses them (OperationNotPermitted)
+    protected: set[str] = field(default_factory=set)
 
     def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.exhausted:
@@ -98,6 +100,10 @@ class FakeCompute:
         self.instances[instance_id]["Tags"].update(tags)
 
     def terminate_instances(self, instance_ids: Any) -> None:
+        refused = [iid for iid in instance_ids if iid in self.protected]
+        if refused:  # EC2 refuses the whole call
+            raise TerminationRefused(refused, "OperationNotPermitted", f"The instance '{refused[0]}' may not be "
+                                     "terminated. Modify its 'disableApiTermination' instance attribute and try again.")
         for iid in instance_ids:
             if iid in self.instances and self.instances[iid]["State"]["Name"] != "terminated":
                 self.instances[iid]["State"] = {"Name": "terminated"}
@@ -140,6 +146,8 @@ class FakeCluster:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
     on_evict: Callable[[Pod], None] | None = None
+    #: called with the node's name before a cordon is written (a pod the kube-scheduler binds meanwhile)
+    on_cordon: Callable[[str], None] | None = None
     evicted_from: list[str] = field(default_factory=list)
     low_water: dict[str, int] = field(default_factory=dict)
     #: (pod key, grace period) of every pod DELETE (the drain deadline's)
@@ -173,7 +181,18 @@ class FakeCluster:
         return {}
 
     def cordon(self, node_name: str) -> None:
+        if self.on_cordon is not None:
+            self.on_cordon(node_name)
         self.nodes[node_name].spec.unschedulable = True
+
+    def uncordon(self, node_name: str) -> None:
+        self.nodes[node_name].spec.unschedulable = False
+
+    def patch_node(self, name: str, patch: NodePatch, *, attempts: int = 5) -> Node:
+        """Only what the disruption executor patches: taints removed by key."""
+        node = self.nodes[name]
+        node.spec.taints = [t for t in node.spec.taints if t.key not in patch.remove_taint_keys]
+        return node.model_copy(deep=True)
 
     def taint(self, node_name: str, taint: Taint) -> None:
         node = self.nodes[node_name]
@@ -283,12 +302,12 @@ class Harness:
     stuck: set[str] = field(default_factory=set)
 
     @classmethod
-    def build(cls, text: str) -> Harness:
+    def build(cls, text: str, registration_timeout: int = 600) -> Harness:
         holder = {"text": text}
         clock = Clock(T0)
         cluster, compute, ledger = FakeCluster(), FakeCompute(clock), MemoryLedger()
         deps = Dependencies(
-            settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=600,
+            settings=Settings(cluster_name=CLUSTER, cluster_version=VERSION, registration_timeout_seconds=registration_timeout,
                               instance_profile="carpool-node", node_role="arn:aws:iam::123456789012:role/carpool-node",
                               cluster_endpoint="https://test.eks", cluster_ca="Q0E=",
                               cluster_cidr="10.100.0.0/16", cluster_dns="10.100.0.10", cluster_ip_family="ipv4"),
@@ -500,24 +519,42 @@ def test_managed_node_group_and_its_pods_are_left_to_cluster_autoscaler():
     assert h.cluster.evicted_from == [] and h.compute.instances == {}
 
 
-def test_a_replacement_that_never_joins_is_launched_again_and_the_old_node_keeps_running_meanwhile():
-    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
+def test_a_replacement_that_never_joins_abandons_the_decision_and_the_old_node_is_kept_untainted():
+    """Karpenter's orchestration queue: a replacement not initialized 10 minutes after the command fails
+    it; the candidate's taint is removed and the node kept. Nothing is launched again for that decision,
+    and the node is not decided on again while that replacement still boots (Karpenter's simulation does
+    not rely on an uninitialized node); once the registration timeout removed it, the drift, which still
+    holds, is decided anew and its new replacement joins."""
+    h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)), registration_timeout=900)
     h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))
     h.settle()
     [old] = [n.name for n in h.owned_nodes()]
     h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",))
     h.minute()
+    decided = h.clock.now
     on_nodes = {(n.spec.provider_id or "").rsplit("/", 1)[-1] for n in h.owned_nodes()}
     [first] = [i for i in h.compute.instances if i not in on_nodes]  # launched, not joined yet
     h.stuck.add(first)  # this replacement's kubelet never starts
-    for _ in range(25):
-        h.minute()
-        if old not in h.cluster.nodes:
-            break
+    abandoned: list[str] = []
+    while not abandoned:
+        summary = h.minute()
+        abandoned += [m for m in summary.decisions if "abandoned" in m]
         assert h.cluster.evicted_from == [], "the old node drains only after a replacement has joined"
-    assert old not in h.cluster.nodes
-    assert first in h.compute.terminated  # the registration timeout gave up on it
-    assert any("launched again" in m for s in h.summaries for m in s.decisions)
+        assert h.clock.now - decided <= timedelta(minutes=10), "the decision outlived Karpenter's command timeout"
+    (message,) = abandoned
+    assert old in message and "(1 launch for it)" in message and "10 minutes" in message
+    assert not any("launched again" in m for s in h.summaries for m in s.decisions)
+    assert not any(keys.DISRUPTION in c.labels for c in h.ledger.active() if c.node_name == old)
+    while first not in h.compute.terminated:  # kept, untainted, until the registration timeout removes it
+        node = h.cluster.nodes[old]
+        assert not node.spec.unschedulable and not any(t.key == L.DISRUPTED_TAINT for t in node.spec.taints)
+        assert len(h.compute.instances) == 2, "nothing is launched for the node while its replacement boots"
+        h.minute()
+    assert all(h.cluster.healthy(p) for p in h.app_pods("db"))
+    for _ in range(6):  # the drift still holds: decided again, with a replacement that joins
+        h.minute()
+    assert old not in h.cluster.nodes and len(h.compute.instances) == 3
+    assert {n.labels[L.IMAGE_ID] for n in h.owned_nodes()} == {AMIS["v20250201"]}
     h.cluster.schedule()
     assert all(h.cluster.healthy(p) for p in h.app_pods("db"))
 
@@ -678,3 +715,61 @@ def test_a_budget_blocked_pod_is_deleted_at_the_pools_termination_grace_period()
     # deleted at the last minutely run before its 30 s grace stopped fitting, with what remained: it ends
     # by the deadline, having had at least its own grace
     assert key == "default/db-0" and 30 <= grace < 30 + 60
+
+
+def test_a_refused_orphan_termination_is_reported_and_the_next_orphan_still_goes():
+    """Issue 30 item 4, the clean-up's side: two orphans (carpool's tags, no claim, past the grace period),
+    the first under termination protection. Its refusal is logged with the instance and EC2's error and
+    counted; the second is terminated in the same run, and consolidation still runs after the clean-up."""
+    h = Harness.build(config())
+    tags = {L.TAG_MANAGED_BY: CLUSTER, L.TAG_CLUSTER_OWNED.format(cluster=CLUSTER): "owned"}
+    for iid in ("i-00001", "i-00002"):
+        h.compute.instances[iid] = {"InstanceId": iid, "InstanceType": "m5.large", "Tags": dict(tags),
+                                    "Placement": {"AvailabilityZone": ZONE}, "State": {"Name": "running"},
+                                    "LaunchTime": T0 - timedelta(hours=1)}
+    h.compute.protected.add("i-00001")
+    summary = disrupt.run(h.deps)
+    assert h.compute.terminated == ["i-00002"] and summary.orphans == ["i-00002"]
+    (failure,) = summary.failures
+    assert "i-00001" in failure and "OperationNotPermitted" in failure
+    assert observability.total("DisruptionActionFailures", action="terminate") == 1
+    assert set(summary.stages) >= {"observe", "advance"}  # the run went on to consolidation
+
+
+def test_a_pod_bound_before_the_cordon_aborts_a_replacement_and_terminates_what_it_launched():
+    """Issue 30 item 6, consolidation's side: the replacement is launched, then a pod the plan never saw is
+    bound to the node before its cordon. The check after the cordon finds it: the decision is abandoned,
+    the node's taint and cordon removed, the replacement terminated and its claim released; no pod is
+    evicted. A later run decides again with the new pod counted."""
+    h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
+    catalog = h.deps.catalog.get(T0)
+    h.deps.offerings.mark_unavailable(
+        UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))
+        for t in ("m5.large", "m5.xlarge", "m5.2xlarge") for o in catalog.types[t].offerings)
+    for i in range(9):
+        h.cluster.add_pod(deployment_pod("web", i, cpu="700m"))
+    h.settle()
+    [big] = h.owned_nodes()
+    for i in range(1, 9):
+        del h.cluster.pods[f"default/web-{i}"]
+    raced: list[str] = []
+
+    def bind_meanwhile(node: str) -> None:
+        if node == big.name and not raced:
+            late = deployment_pod("late", 0, cpu="500m")
+            late.spec.node_name, late.status = node, type(late.status)(phase="Running")
+            h.cluster.add_pod(late)
+            raced.append(late.key)
+
+    h.cluster.on_cordon = bind_meanwhile
+    for _ in range(4):
+        h.minute()
+        if raced:
+            break
+    aborted = [m for m in h.summaries[-1].decisions if "not disrupting" in m]
+    assert raced and aborted and "default/late-0" in aborted[0] and "terminated" in aborted[0]
+    node = h.cluster.nodes[big.name]
+    assert not node.spec.unschedulable and not node.spec.taints
+    assert len(h.compute.terminated) == 1 and h.compute.terminated[0] != (big.spec.provider_id or "").rsplit("/", 1)[-1]
+    assert h.disrupting() == [] and h.cluster.evicted_from == []
+    assert [c.node_name for c in h.ledger.active()] == [big.name]

@@ -9,20 +9,32 @@ Per run:
    the nodes it drained or removed, the unbound pods), not every pod;
 1. record pod changes per node (consolidateAfter's clock);
 2. advance disruptions already in progress:
-   - replace: wait until every replacement claim is REGISTERED (a lost one is launched again, at most
-     `MAX_REPLACE_ATTEMPTS` times, then the node drains anyway and its pods are provisioned as pending);
+   - replace: wait until every replacement claim is REGISTERED. A replacement that is gone (its claim
+     timed out or failed) or has not registered `REPLACEMENT_TIMEOUT` after the decision abandons the
+     decision, as Karpenter's orchestration queue does: the node's taint and cordon are removed, the node
+     is kept with its pods, nothing is launched again (a later plan may decide anew);
    - then drain (Eviction API: PDB-blocked pods wait for the next run; do-not-disrupt pods block a
-     voluntary drain), and once no pod is left: terminate the instance, release the claim, delete the Node;
+     voluntary drain), and once no pod is left, read again from the API server after the cordon (never
+     from the run's snapshot): terminate the instance, release the claim, delete the Node;
 3. plan (`carpool.disruption.planner`) and start new decisions: a replacement is launched *first* through
    `provision_pods` (which nominates the pods to it, so they are not provisioned twice), then the node is
-   cordoned and tainted `karpenter.sh/disrupted:NoSchedule` and the decision recorded; deletes drain at once.
+   cordoned and tainted `karpenter.sh/disrupted:NoSchedule`; a consolidation (empty, underutilized) is
+   validated again after the cordon: the node's pods are read again, and a pod the kube-scheduler bound
+   to it since the snapshot the plan used aborts the decision (taint and cordon removed, a replacement
+   launched for it terminated), as Karpenter's validation does. Then the decision is recorded; deletes
+   drain at once.
+
+Each action (a claim's step, a decision, a leftover node) is its own failure unit
+(`carpool.app.isolation`): one that fails, such as a TerminateInstances refused by termination
+protection or a service control policy, is reported and the run goes on with the others.
    No decision and no drain step starts once the run is `START_SECONDS` old (but the first of each, so
    every run makes progress however long its reads took): decisions left are planned
    again next run; a run that left drains in progress for the next one plans nothing new (new decisions
    would only queue more drains behind them).
 
 What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
-`carpool.disruption.keys`: reason, action, replacement claim names, decision time, relaunch attempts),
+`carpool.disruption.keys`: reason, action, replacement claim names, decision time, the replacements of an
+abandoned decision),
 written with `ledger.mark_launched(claim)`. The claim keeps status REGISTERED on purpose: `ledger.active()`
 omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.disrupt` would terminate the
 instance before it is drained (its id would be known to no active claim), the watcher would re-register it
@@ -32,11 +44,13 @@ node disappears. Labels survive all three untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from carpool import delivery, labels, observability
@@ -44,6 +58,7 @@ from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.app import discovery, drain, images, interrupt, pools, provision
+from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, keys, planner
@@ -54,7 +69,12 @@ from carpool.scheduling import convert
 from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
-MAX_REPLACE_ATTEMPTS = 3
+#: how long a replace decision waits for its replacement to register before it is abandoned: Karpenter's
+#: orchestration queue times a command out after `minRetryDuration` (10 minutes; more only with over 7,500
+#: commands queued), then removes the candidates' taint and keeps them (`disruption/queue.go`)
+REPLACEMENT_TIMEOUT = timedelta(minutes=10)
+#: the reasons whose decision depends on the node's pods as planned (validated again after the cordon)
+_VALIDATED = frozenset({Reason.EMPTY, Reason.UNDERUTILIZED})
 #: no new decision (launch, cordon) and no node's drain step starts once a run is this old: decisions left
 #: are planned again in the next run, drains go on there (their nodes are cordoned and recorded), and the
 #: run ends within the disruption Lambda's timeout (`carpool.delivery.TIMEOUT_SECONDS`). A run this old
@@ -100,14 +120,15 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
     clock = _Stages(summary)
     world = _observe(deps, started=time.monotonic())
     clock.lap("observe")
-    _record_pod_changes(world, deps, now)
+    _record_pod_changes(world, deps, now, summary)
     _sweep_leftovers(world, deps, summary)
     in_flight = any(keys.DISRUPTION in claim.labels for claim in world.claims)
     for claim in world.claims:
+        subject = f"node {claim.node_name or '?'} (claim {claim.name})"
         if claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED:
-            _advance_interrupted(claim, world, deps, now, summary)
+            isolated(summary, "advance", subject, partial(_advance_interrupted, claim, world, deps, now, summary))
         elif keys.DISRUPTION in claim.labels:
-            _advance(claim, world, deps, now, summary)
+            isolated(summary, "advance", subject, partial(_advance, claim, world, deps, now, summary))
     if world.touched:
         world = _refresh(world, deps)
     clock.lap("advance")
@@ -128,7 +149,8 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
             log.info("%d decisions left for the next run: this run is %.0f s old", len(plan.decisions) - i,
                      time.monotonic() - world.started)
             break
-        _start(decision, world, deps, now, summary)
+        isolated(summary, "start", ", ".join(decision.nodes),
+                 partial(_start, decision, world, deps, now, summary))
     clock.lap("start")
 
 
@@ -176,7 +198,7 @@ def _pods_to_move(deps: Dependencies, nodes: Iterable[str], wanted: set[str] | N
 
 
 # -- 1. consolidateAfter's clock ---------------------------------------------------------------------------
-def _record_pod_changes(world: _World, deps: Dependencies, now: datetime) -> None:
+def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summary: Any = None) -> None:
     """Remember when each node's set of pods last changed; written only when it changes."""
     for claim in world.claims:
         if claim.status != ClaimStatus.REGISTERED or claim.node_name not in world.nodes:
@@ -186,7 +208,7 @@ def _record_pod_changes(world: _World, deps: Dependencies, now: datetime) -> Non
             continue
         claim.labels[keys.PODS_DIGEST] = digest
         claim.labels[keys.PODS_CHANGED_AT] = now.isoformat()
-        deps.ledger.mark_launched(claim)
+        isolated(summary, "record-pods", f"claim {claim.name}", partial(deps.ledger.mark_launched, claim))
 
 
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
@@ -197,10 +219,12 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
         world.touched.add(claim.node_name or claim.name)
         _finish(claim, None, deps, summary, f"node of claim {claim.name} is gone")
         return
-    if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, world, deps, summary):
+    if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, deps, now, summary):
         return
     forceful = reason == Reason.UNHEALTHY
-    if world.pods_on(node.name):
+    # the snapshot is from before this run's cordon: a pod bound since must be drained, never terminated
+    # with its node, so an empty snapshot is checked against the API server before the node goes
+    if world.pods_on(node.name) or drain.pods_on(deps.cluster, node.name):
         if world.late() and world.steps:
             log.info("node %s (%s): its drain continues in the next run (this run is %.0f s old)", node.name,
                      reason, time.monotonic() - world.started)
@@ -248,39 +272,60 @@ def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: d
     _finish(claim, node, deps, summary, f"interrupted node {claim.node_name} drained or reclaimed")
 
 
-def _replacements_ready(claim: Claim, node: Node, world: _World, deps: Dependencies, summary: Any) -> bool:
-    """True when every replacement is registered (or has failed too often to wait for)."""
+def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datetime, summary: Any) -> bool:
+    """True when every replacement is registered. A replacement that is gone, or not registered
+    `REPLACEMENT_TIMEOUT` after the decision, abandons the decision (`_abandon`); False meanwhile."""
     names = _names(claim.labels.get(keys.REPLACED_BY, ""))
     found = {n: deps.ledger.get(n) for n in names}
     lost = [n for n, c in found.items() if c is None]
-    if lost:
-        return _relaunch(claim, node, world, deps, summary, [n for n in names if n not in lost])
     waiting = [n for n, c in found.items() if c is not None and c.status != ClaimStatus.REGISTERED]
-    if waiting:
+    if not lost and not waiting:
+        return True
+    decided = _disrupted_at(claim)
+    if lost:
+        why = f"its replacement {', '.join(lost)} is gone without registering"
+    elif decided is not None and now - decided >= REPLACEMENT_TIMEOUT:
+        why = (f"its replacement {', '.join(waiting)} has not registered "
+               f"{int(REPLACEMENT_TIMEOUT.total_seconds() // 60)} minutes after the decision")
+    else:
         log.info("node %s waits for replacement %s to register", node.name, ", ".join(waiting))
         return False
-    return True
-
-
-def _relaunch(claim: Claim, node: Node, world: _World, deps: Dependencies, summary: Any, kept: list[str]) -> bool:
-    """A replacement never registered (its claim timed out or failed): launch another, or give up waiting."""
-    attempts = int(claim.labels.get(keys.REPLACE_ATTEMPTS, "0")) + 1
-    if attempts > MAX_REPLACE_ATTEMPTS:
-        _note(summary, f"node {node.name}: no replacement registered after {MAX_REPLACE_ATTEMPTS} launches; "
-                       "draining anyway, its pods will be provisioned as pending")
-        return True
-    reason = f"disruption/{claim.labels.get(keys.DISRUPTION)}"
-    # a consolidation replacement launched again is held to the same rule as the first: cheaper than the
-    # node it replaces, priced before the launch
-    ceiling = claim.price if claim.labels.get(keys.DISRUPTION) == Reason.UNDERUTILIZED.value else None
-    outcome = provision.provision_pods(_pods_to_move(deps, [node.name]), deps, reason=reason,
-                                       exclude_claims={claim.name}, price_ceiling=ceiling)
-    claim.labels[keys.REPLACED_BY] = ",".join(sorted({*kept, *_replacement_names(outcome, deps)}))
-    claim.labels[keys.REPLACE_ATTEMPTS] = str(attempts)
-    deps.ledger.mark_launched(claim)
-    again = claim.labels[keys.REPLACED_BY] or "nothing"
-    _note(summary, f"node {node.name}: replacement lost, launched again ({again})")
+    _abandon(claim, node, deps, summary, f"{why} ({_launches(len(names))} for it)", names)
     return False
+
+
+def _launches(n: int) -> str:
+    return f"{n} launch" if n == 1 else f"{n} launches"
+
+
+def _disrupted_at(claim: Claim) -> datetime | None:
+    stamped = claim.labels.get(keys.DISRUPTED_AT)
+    try:
+        return datetime.fromisoformat(stamped) if stamped else None
+    except ValueError:
+        return None
+
+
+def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: str, replacements: list[str]) -> None:
+    """Give a decision up and keep the node: its taint and cordon removed first (a crash after that leaves
+    a decision the next run abandons again), then the decision's labels cleared from the claim. A
+    replacement still booting is left to the registration timeout, as Karpenter leaves it to its
+    NodeClaim liveness; until it is gone (or registers) the node is not decided on again
+    (`keys.ABANDONED_FOR`), or every abandonment would be followed at once by another launch."""
+    reason = claim.labels.get(keys.DISRUPTION, "")
+    drain.restore(deps.cluster, node.name)
+    for key in _DECISION_KEYS:
+        claim.labels.pop(key, None)
+    claim.labels[keys.ABANDONED_FOR] = ",".join(replacements)
+    deps.ledger.mark_launched(claim)
+    observability.emit("DisruptionsAbandoned", reason=reason)
+    _note(summary, f"{reason} disruption of node {node.name} abandoned: {why}; the node is kept, its "
+                   "taint and cordon removed")
+
+
+#: the claim labels of a decision in progress (cleared when it is abandoned)
+_DECISION_KEYS = (keys.DISRUPTION, keys.DISRUPTION_ACTION, keys.REPLACED_BY, keys.DISRUPTED_AT,
+                  keys.REPLACE_ATTEMPTS, keys.TERMINATION_DEADLINE)
 
 
 def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Any, why: str) -> None:
@@ -306,11 +351,15 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
         tainted = any(t.key == labels.DISRUPTED_TAINT for t in node.taints())
         if not tainted or deps.ledger.get(node.labels.get(labels.CLAIM, "")) is not None:
             continue
-        if (iid := node.instance_id()) is not None:
-            deps.compute.terminate_instances([iid])
-        deps.cluster.delete_node(node.name)
-        world.touched.add(node.name)
-        _note(summary, f"node {node.name} was disrupted but never deleted: deleted")
+        isolated(summary, "sweep", f"node {node.name}", partial(_sweep_one, node, world, deps, summary))
+
+
+def _sweep_one(node: Node, world: _World, deps: Dependencies, summary: Any) -> None:
+    if (iid := node.instance_id()) is not None:
+        deps.compute.terminate_instances([iid])
+    deps.cluster.delete_node(node.name)
+    world.touched.add(node.name)
+    _note(summary, f"node {node.name} was disrupted but never deleted: deleted")
 
 
 # -- 3. planning -------------------------------------------------------------------------------------------
@@ -322,6 +371,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     waiting = [p.key for p in world.pods if not p.node]
     view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),
                             deps.settings.cluster_name, now, deps.ledger.nominated(now, waiting) if waiting else {})
+    _hold_abandoned(view, world.claims)
     if not any(not c.disrupting for c in view.candidates):
         return planner.Plan()  # nothing of carpool's to judge: skip pools, AMIs and the catalog
     manifests = deps.config.load()
@@ -346,6 +396,19 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     for node, why in sorted(plan.waiting.items()):
         log.info("node %s not disrupted now: %s", node, why)
     return plan
+
+
+def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
+    """Nodes whose last decision was abandoned while its replacement still boots stay out of this plan
+    (Karpenter's simulation does not decide on the strength of an uninitialized node)."""
+    by_name = {c.name: c for c in claims}
+    for i, candidate in enumerate(view.candidates):
+        claim = by_name.get(candidate.claim)
+        names = _names(claim.labels.get(keys.ABANDONED_FOR, "")) if claim is not None else []
+        booting = [n for n in names if (r := by_name.get(n)) is not None and r.status != ClaimStatus.REGISTERED]
+        if booting and not candidate.reserved:
+            view.candidates[i] = dataclasses.replace(
+                candidate, reserved=f"the replacement {', '.join(booting)} of its abandoned disruption still boots")
 
 
 def _resolver(deps: Dependencies) -> Any:
@@ -386,29 +449,65 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
         log.info("skipping decision on %s: a claim disappeared meanwhile", ", ".join(d.nodes))
         return
     replacements: list[str] = []
+    launched: provision.ProvisionOutcome | None = None
     if d.kind == Kind.REPLACE:
         budget = sum(c.price or 0.0 for c in claims if c) if d.reason == Reason.UNDERUTILIZED else None
         got = _launch_replacement(d, world, deps, summary, budget)
         if got is None:
             return
-        replacements = got
-    for claim, node in zip(claims, d.nodes, strict=True):
-        assert claim is not None
+        replacements, launched = got
+    for node in d.nodes:
         drain.cordon(deps.cluster, node)
+    if (changed := _no_longer_holds(d, world, deps)):
+        _abort(d, launched, deps, summary, changed)
+        return
+    for claim in claims:
+        assert claim is not None
         claim.labels.update({keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
                              keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()})
+        claim.labels.pop(keys.ABANDONED_FOR, None)
         deps.ledger.mark_launched(claim)
     suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
     _note(summary, d.message + suffix, d.reason.value)
     if d.kind == Kind.DELETE or d.forceful:
         for claim in claims:
             assert claim is not None
-            _advance(claim, world, deps, now, summary)
+            isolated(summary, "advance", f"node {claim.node_name or '?'} (claim {claim.name})",
+                     partial(_advance, claim, world, deps, now, summary))
+
+
+def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
+    """Why a consolidation decision no longer holds once its nodes are cordoned ("" when it does): a pod
+    on a node now that the snapshot the plan used did not have (the kube-scheduler bound it between the
+    snapshot and the cordon; after the cordon nothing more can bind). Karpenter validates a
+    consolidation again before it acts and abandons it when the cluster changed under it."""
+    if d.reason not in _VALIDATED:
+        return ""
+    for node in d.nodes:
+        planned = {p.key for p in world.pods_on(node)}
+        bound = sorted(p.key for p in drain.pods_on(deps.cluster, node) if p.key not in planned)
+        if bound:
+            return f"pod {', '.join(bound)} was bound to {node} after the plan was made"
+    return ""
+
+
+def _abort(d: Decision, launched: provision.ProvisionOutcome | None, deps: Dependencies, summary: Any,
+           why: str) -> None:
+    """Undo a decision that failed its validation: the nodes' taint and cordon removed, a replacement
+    launched for it terminated and released."""
+    for node in d.nodes:
+        drain.restore(deps.cluster, node)
+    undone = _undo(launched, deps, summary) if launched is not None else []
+    tail = f"; its replacement {', '.join(undone)} terminated" if undone else ""
+    observability.emit("DisruptionsAbandoned", reason=d.reason.value)
+    _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): {why}; the nodes are kept, their taint "
+                   f"and cordon removed{tail}")
 
 
 def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: Any,
-                        cheaper_than: float | None) -> list[str] | None:
-    """Launch what the decision's pods need; None (and nothing launched) when that cannot be done.
+                        cheaper_than: float | None) -> tuple[list[str], provision.ProvisionOutcome] | None:
+    """Launch what the decision's pods need: the replacement claims' names and the launch's outcome;
+    None (and nothing launched) when that cannot be done.
 
     The planner chose the replacement with the offerings provisioning may use now (capacity errors
     remembered) and the same scheduler. `provision_pods` schedules again at launch time (an offering may
@@ -429,14 +528,14 @@ def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary:
         log.error("BUG: replacement of %s launched above its price ceiling: %s", ", ".join(d.nodes), problem)
         observability.emit("ReplacementAboveCeiling")
     if problem:
-        undone = _undo(outcome, deps)
+        undone = _undo(outcome, deps, summary)
         tail = f"; terminated {', '.join(undone)}" if undone else "; nothing was launched"
         ceiling = f"no replacement cheaper than ${cheaper_than:.4f}/h: " if cheaper_than is not None else ""
         tried = f" ({'; '.join(outcome.decisions)})" if outcome.decisions else ""
         _note(summary, f"not disrupting {', '.join(d.nodes)} ({d.reason}): replacement failed: "
                        f"{ceiling}{problem}{tried}{tail}")
         return None
-    return names
+    return names, outcome
 
 
 def _replacement_problem(outcome: provision.ProvisionOutcome, names: list[str]) -> str:
@@ -452,15 +551,21 @@ def _replacement_problem(outcome: provision.ProvisionOutcome, names: list[str]) 
     return "" if names else "nothing was launched"
 
 
-def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies) -> list[str]:
-    """Terminate and release what a partial replacement launched (it serves no decision)."""
-    undone = []
+def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies, summary: Any) -> list[str]:
+    """Terminate and release what a replacement launched that serves no decision. Each claim is its own
+    failure unit: one whose instance EC2 refuses to terminate keeps its claim (the registration timeout
+    or, once joined and empty, consolidation tries again)."""
+    undone: list[str] = []
     for claim in outcome.launched:
-        if claim.instance_id:
-            deps.compute.terminate_instances([claim.instance_id])
-            undone.append(claim.instance_id)
-        deps.ledger.release(claim)
+        isolated(summary, "undo-replacement", f"claim {claim.name}", partial(_undo_one, claim, deps, undone))
     return undone
+
+
+def _undo_one(claim: Claim, deps: Dependencies, undone: list[str]) -> None:
+    if claim.instance_id:
+        deps.compute.terminate_instances([claim.instance_id])
+        undone.append(claim.instance_id)
+    deps.ledger.release(claim)
 
 
 def _replacement_names(outcome: provision.ProvisionOutcome, deps: Dependencies) -> list[str]:

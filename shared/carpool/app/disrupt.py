@@ -18,9 +18,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from carpool import labels, observability
 from carpool.app import drain, profiles
+from carpool.app.isolation import isolated
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
@@ -47,6 +49,8 @@ class DisruptSummary:
     instance_profiles_deleted: list[str] = field(default_factory=list)
     #: seconds per stage of the consolidation run (observe, advance, plan, start)
     stages: dict[str, float] = field(default_factory=dict)
+    #: actions that failed in this run (each its own failure unit: `carpool.app.isolation`)
+    failures: list[str] = field(default_factory=list)
 
 
 def run(deps: Dependencies) -> DisruptSummary:
@@ -80,21 +84,32 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
                   or any(c.status in IN_FLIGHT_STATUSES and now - c.created_at >= timeout for c in claims))
     serving = _serving(deps) if needs_pods else {}
     decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps))
+    # each action is its own failure unit: one that fails is reported and the others still happen
     for repair in decisions.repairs:
-        deps.ledger.mark_launched(repair.claim)
-        summary.repaired.append(repair.claim.name)
-        _decide(summary, f"claim {repair.claim.name} repaired: {repair.why}", "repair-claim")
+        isolated(summary, "repair", f"claim {repair.claim.name}", partial(_repair, repair, deps, summary))
     for adoption in decisions.adoptions:
-        _adopt(adoption, deps, now, summary)
+        isolated(summary, "adopt", f"instance {adoption.instance.instance_id}",
+                 partial(_adopt, adoption, deps, now, summary))
     for release in decisions.releases:
-        deps.ledger.release(release.claim)
-        summary.released.append(release.claim.name)
-        _decide(summary, release.why, "launch-deadline")
+        isolated(summary, "release", f"claim {release.claim.name}", partial(_release, release, deps, summary))
     for termination in decisions.terminations:
-        _terminate(termination, deps, summary)
+        isolated(summary, termination.reason, f"instance {termination.instance_id}",
+                 partial(_terminate, termination, deps, summary))
     for subject, why in sorted(decisions.waiting.items()):
         log.info("%s left alone for now: %s", subject, why)
     return decisions
+
+
+def _repair(repair: orphans.Repair, deps: Dependencies, summary: DisruptSummary) -> None:
+    deps.ledger.mark_launched(repair.claim)
+    summary.repaired.append(repair.claim.name)
+    _decide(summary, f"claim {repair.claim.name} repaired: {repair.why}", "repair-claim")
+
+
+def _release(release: orphans.Release, deps: Dependencies, summary: DisruptSummary) -> None:
+    deps.ledger.release(release.claim)
+    summary.released.append(release.claim.name)
+    _decide(summary, release.why, "launch-deadline")
 
 
 def _serving(deps: Dependencies) -> dict[str, int]:
@@ -174,9 +189,14 @@ def _collect_launch_templates(deps: Dependencies, now: datetime, summary: Disrup
     existing = {t["LaunchTemplateName"]: _as_datetime(t.get("CreateTime"))
                 for t in deps.compute.list_launch_templates(deps.settings.cluster_name)}
     for name in templates.launch_templates_to_delete(existing, in_use, now, LAUNCH_TEMPLATE_GRACE):
-        deps.compute.delete_launch_template(name)
-        summary.launch_templates_deleted.append(name)
-        log.info("deleted unused launch template %s", name)
+        isolated(summary, "delete-launch-template", f"launch template {name}",
+                 partial(_delete_launch_template, name, deps, summary))
+
+
+def _delete_launch_template(name: str, deps: Dependencies, summary: DisruptSummary) -> None:
+    deps.compute.delete_launch_template(name)
+    summary.launch_templates_deleted.append(name)
+    log.info("deleted unused launch template %s", name)
 
 
 def _collect_instance_profiles(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:

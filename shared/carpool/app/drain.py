@@ -30,7 +30,7 @@ from carpool import labels
 from carpool.api.k8s import Pod
 from carpool.disruption import deadline as termination
 from carpool.disruption.protection import pod_protection
-from carpool.ports import Cluster, EvictionBlocked, NodeGone
+from carpool.ports import Cluster, EvictionBlocked, NodeGone, NodePatch
 from carpool.taints import NO_SCHEDULE, Taint
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,18 @@ def cordon(cluster: Cluster, node_name: str) -> bool:
         cluster.taint(node_name, DISRUPTED)
     except NodeGone:
         log.info("node %s is gone: nothing to cordon", node_name)
+        return False
+    return True
+
+
+def restore(cluster: Cluster, node_name: str) -> bool:
+    """Undo `cordon`: remove the `karpenter.sh/disrupted` taint and mark the node schedulable again (a
+    disruption abandoned: Karpenter removes its taint and keeps the node). False when the node is gone."""
+    try:
+        cluster.patch_node(node_name, NodePatch(remove_taint_keys=frozenset({DISRUPTED.key})))
+        cluster.uncordon(node_name)
+    except NodeGone:
+        log.info("node %s is gone: nothing to restore", node_name)
         return False
     return True
 

@@ -19,7 +19,8 @@ DISRUPTION_ACTION: Final = _C + "disruption-action"
 REPLACED_BY: Final = _C + "replaced-by"
 #: ISO-8601 time the decision was taken
 DISRUPTED_AT: Final = _C + "disrupted-at"
-#: how many times a replacement had to be launched again (the previous one never registered)
+#: how many times a replacement was launched again (no longer written: a decision whose replacement does not
+#: register is abandoned, never relaunched; kept so that claims written before are cleared of it)
 REPLACE_ATTEMPTS: Final = _C + "replace-attempts"
 #: digest of the set of pods on the node, and when that set last changed (consolidateAfter's clock)
 PODS_DIGEST: Final = _C + "pods-digest"
@@ -32,6 +33,11 @@ SPEC_HASH: Final = _C + "spec-hash"
 #: NodePool's terminationGracePeriod (Karpenter's `karpenter.sh/nodeclaim-termination-timestamp`)
 TERMINATION_DEADLINE: Final = _C + "termination-deadline"
 
+#: comma-separated names of the replacement claims of a decision that was abandoned because they did not
+#: register in time: while one of them is still booting, the node is not a candidate again (Karpenter's
+#: simulation refuses to rely on an uninitialized node, so it decides anew only once the replacement is gone)
+ABANDONED_FOR: Final = _C + "abandoned-for"
+
 #: every key above: the scheduler must not read them as node labels of in-flight claims
 ALL: Final = frozenset({DISRUPTION, DISRUPTION_ACTION, REPLACED_BY, DISRUPTED_AT, REPLACE_ATTEMPTS,
-                        PODS_DIGEST, PODS_CHANGED_AT, SPEC_HASH, TERMINATION_DEADLINE})
+                        PODS_DIGEST, PODS_CHANGED_AT, SPEC_HASH, TERMINATION_DEADLINE, ABANDONED_FOR})

@@ -248,6 +248,8 @@ class SimulatedCluster:
         self.waiter: Callable[[float, Callable[[], bool]], None] | None = None
         #: lets a reader's simulated time pass for decoding the bytes it read (see `_charge`)
         self.charge: Callable[[int], None] | None = None
+        #: called with the node's name before a cordon is written (the simulation's `BindRace`s)
+        self.before_cordon: Callable[[str], None] | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -404,10 +406,18 @@ class SimulatedCluster:
         }
 
     def cordon(self, node_name: str) -> None:
+        if self.before_cordon is not None:
+            self.before_cordon(node_name)
         rec = self._node(node_name)
         self.actions.append((self._elapsed(), "cordon", node_name))
         if not rec.raw.setdefault("spec", {}).get("unschedulable"):
             rec.raw["spec"]["unschedulable"] = True
+            self._record_change("MODIFIED", "Node", rec)
+
+    def uncordon(self, node_name: str) -> None:
+        rec = self._node(node_name)
+        self.actions.append((self._elapsed(), "uncordon", node_name))
+        if rec.raw.setdefault("spec", {}).pop("unschedulable", None):
             self._record_change("MODIFIED", "Node", rec)
 
     def taint(self, node_name: str, taint: Taint) -> None:

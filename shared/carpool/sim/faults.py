@@ -29,10 +29,11 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from carpool.sim.scenario import CapacityFailure, Crash
+from carpool.sim.scenario import CapacityFailure, Crash, TerminationDenial
 
 _KEY = "carpool_sim_capacity_errors"
 _ALL_FAILED = "carpool_sim_all_failed"
+_DENIED = "carpool_sim_termination_denied"
 
 _MESSAGES = {
     "InsufficientInstanceCapacity": "We currently do not have sufficient {type} capacity in the "
@@ -217,3 +218,50 @@ class CrashFaults:
                 raise InvocationFailed(str(killed)) from None
 
         return invoke
+
+
+@dataclass
+class TerminationDenials:
+    """Plays the scenario's `terminationDenials`: an explicit deny of `ec2:TerminateInstances` (a service
+    control policy) on some of carpool's instances. EC2 authorizes a call for every resource it names and
+    refuses the whole call when one is denied, with HTTP 403 `UnauthorizedOperation` and an encoded
+    authorization message; nothing is terminated. moto enforces no IAM, so this `before-call` hook on
+    carpool's EC2 client answers in EC2's place. `pool_of` gives an instance's NodePool (its tag)."""
+
+    denials: list[TerminationDenial]
+    elapsed: Callable[[], float]
+    pool_of: Callable[[str], str]
+    account: str = "123456789012"
+    #: every call refused so far: {"at", "instances"}
+    refused: list[dict[str, Any]] = field(default_factory=list)
+
+    def register(self, client: Any) -> None:
+        events = client.meta.events
+        events.register("before-parameter-build.ec2.TerminateInstances", self.before_parameter_build)
+        events.register_first("before-call.ec2.TerminateInstances", self.before_call)
+
+    def unregister(self, client: Any) -> None:
+        events = client.meta.events
+        events.unregister("before-parameter-build.ec2.TerminateInstances", self.before_parameter_build)
+        events.unregister("before-call.ec2.TerminateInstances", self.before_call)
+
+    def before_parameter_build(self, params: Mapping[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """Decide, from the request's instance ids, whether a deny applies (kept in the call's context)."""
+        at = self.elapsed()
+        ids = [str(i) for i in params.get("InstanceIds") or []]
+        denied = [i for i in ids if any(d.denies(self.pool_of(i), at) for d in self.denials)]
+        if denied:
+            context[_DENIED] = denied
+            self.refused.append({"at": at, "instances": denied})
+
+    def before_call(self, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        denied = context.get(_DENIED)
+        if not denied:
+            return None
+        message = (f"You are not authorized to perform this operation. User: arn:aws:sts::{self.account}:assumed-role/"
+                   f"carpool-disruption/carpool-disruption is not authorized to perform: ec2:TerminateInstances on "
+                   f"resource: arn:aws:ec2:us-east-1:{self.account}:instance/{denied[0]} with an explicit deny in a "
+                   "service control policy. Encoded authorization failure message: (simulated)")
+        parsed = {"Error": {"Code": "UnauthorizedOperation", "Message": message},
+                  "ResponseMetadata": {"HTTPStatusCode": 403, "RequestId": "carpool-sim", "HTTPHeaders": {}}}
+        return AWSResponse("https://ec2.local/", 403, {}, None), parsed

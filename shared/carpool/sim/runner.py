@@ -54,7 +54,7 @@ from carpool.sim.clock import RESOLUTION, SimClock, reached
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.discrete import Agenda, Processes, ProcessKilled
 from carpool.sim.event_source import SqsEventSource
-from carpool.sim.faults import CapacityFaults, CrashFaults
+from carpool.sim.faults import CapacityFaults, CrashFaults, TerminationDenials
 from carpool.sim.kubelet import InstanceFacts, Kubelets, static_node
 from carpool.sim.lambda_service import LambdaService
 from carpool.sim.own_cost import own_cost_of
@@ -109,6 +109,9 @@ class SimRunner:
         #: when the next kubelet step is on the agenda, if any
         self._kubelets_next: float | None = None
         self._bound_at = ""
+        #: the scenario's `races` already played (by index)
+        self._raced: set[int] = set()
+        self.cluster.before_cordon = self._race
         self._prices: dict[str, float] = {}
         #: carpool's AWS requests per function (what `tests/infra/test_iam_requests.py` checks IAM against)
         self.requests = RequestRecorder(enabled=recording_wanted() if record_requests is None else record_requests)
@@ -195,6 +198,9 @@ class SimRunner:
         self.crashes = CrashFaults(sc.crashes, lambda: self.clock.elapsed, lambda: self.log.source)
         self.fleet_launches = FleetLaunches.install(deps.compute.client, lambda: self.clock.elapsed)  # type: ignore[attr-defined]
         self.crashes.register(deps.compute.client)  # type: ignore[attr-defined]
+        self.denials = TerminationDenials(sc.termination_denials, lambda: self.clock.elapsed, self._pool_of,
+                                          account=self.account)
+        self.denials.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: self.crashes.guard(h) for name, h in self.handlers.items()}
 
     def _settings(self) -> Any:
@@ -237,6 +243,8 @@ class SimRunner:
                 self.fleet_launches.uninstall(self.deps.compute.client)  # type: ignore[attr-defined]
             if getattr(self, "crashes", None) is not None:
                 self.crashes.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
+            if getattr(self, "denials", None) is not None:
+                self.denials.unregister(self.deps.compute.client)  # type: ignore[attr-defined]
         from carpool.adapters.aws import session
 
         for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
@@ -398,6 +406,9 @@ class SimRunner:
             self._health_event(step.health_event)
         elif action == "publish_ami":
             self._publish_ami(step)
+        elif action == "termination_protection":
+            assert step.termination_protection is not None
+            self._protect(step.termination_protection)
 
     def _select(self, sel: InstanceSelector) -> list[dict[str, Any]]:
         out = []
@@ -425,6 +436,31 @@ class SimRunner:
             self._agenda.at(self.clock.elapsed + SPOT_NOTICE_SECONDS, self._reclaim_due, "spot reclaim")
         self.log.add("workload", f"spot interruption warning for {len(hit)} instance(s)",
                      data={"instances": [i["InstanceId"] for i in hit]})
+
+    def _pool_of(self, instance_id: str) -> str:
+        """The NodePool an instance was launched for (its tag), "" for one the simulation does not know."""
+        _seen, inst = self.kubelets.launched.get(instance_id, (0.0, {}))
+        return next((t["Value"] for t in inst.get("Tags") or [] if t["Key"] == L.NODEPOOL), "")
+
+    def _protect(self, sel: InstanceSelector) -> None:
+        """Someone turns termination protection on (local EC2 then refuses TerminateInstances, as EC2 does)."""
+        hit = [i["InstanceId"] for i in self._select(sel)]
+        for iid in hit:
+            self.ec2.modify_instance_attribute(InstanceId=iid, DisableApiTermination={"Value": True})
+        self.log.add("workload", f"termination protection turned on for {', '.join(hit) or 'no instance'}",
+                     data={"instances": hit})
+
+    def _race(self, node: str) -> None:
+        """A `BindRace` due now: its pods are created and bound just before `node` is cordoned."""
+        for i, race in enumerate(self.scenario.races):
+            if i in self._raced or race.function != self.log.source or self.clock.elapsed < race.at:
+                continue
+            self._raced.add(i)
+            _label, text = resolve_manifest(race.apply, self.scenario.base_dir, f"races[{i}]")
+            created = self.driver.apply([text])
+            bound = self.cluster.bind().bound
+            self.log.add("kube-scheduler", f"{created} pod(s) created and {bound} bound while {race.function} was "
+                                           f"between its read and its cordon of {node}")
 
     def _health_event(self, sel: InstanceSelector) -> None:
         hit = self._select(sel)

@@ -151,6 +151,20 @@ class Crash(_Model):
     function: Literal["provisioner", "interruption", "disruption"] = "provisioner"
 
 
+class TerminationDenial(_Model):
+    """A service control policy (or IAM policy) with an explicit deny of `ec2:TerminateInstances` on the
+    instances of `nodePool` (all of carpool's when unset) from `from` to `until` seconds: EC2 answers
+    `UnauthorizedOperation` (HTTP 403) and terminates nothing of that call."""
+
+    node_pool: str | None = None
+    from_: float = Field(default=0.0, alias="from", ge=0)
+    until: float | None = Field(default=None, ge=0)
+
+    def denies(self, node_pool: str, at: float) -> bool:
+        return ((self.node_pool is None or self.node_pool == node_pool) and at >= self.from_
+                and (self.until is None or at < self.until))
+
+
 class NodeGroup(_Model):
     """Nodes that exist before carpool starts (an EKS managed node group run by Cluster Autoscaler)."""
 
@@ -267,7 +281,8 @@ class PublishAmi(_Model):
 
 
 #: The action fields of a step, as written in Python (`WorkloadStep.action` answers one of them).
-STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event", "publish_ami")
+STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event", "publish_ami",
+                "termination_protection")
 
 
 class WorkloadStep(_Model):
@@ -281,6 +296,9 @@ class WorkloadStep(_Model):
     spot_interruption: InstanceSelector | None = None
     health_event: InstanceSelector | None = None
     publish_ami: PublishAmi | None = None
+    #: someone turns on termination protection for these instances (ModifyInstanceAttribute
+    #: `DisableApiTermination`): EC2 then refuses TerminateInstances with `OperationNotPermitted`
+    termination_protection: InstanceSelector | None = None
 
     @model_validator(mode="after")
     def _one_action(self) -> WorkloadStep:
@@ -350,6 +368,22 @@ class KubeletFault(NodeSelector):
     memory_short_mib: int = Field(default=0, ge=0, alias="memoryShortMiB")
 
 
+class BindRace(_Model):
+    """Pods created and bound by the kube-scheduler while a function's run is between its read of the
+    cluster and its first cordon at or after `at` seconds (once).
+
+    Deployed, the disruption function lists the pods, then plans for seconds (tens at a few thousand
+    nodes) before it cordons what it chose; the kube-scheduler binds a new pod within milliseconds to any
+    schedulable node it fits, and a node the plan judged empty is schedulable until it is cordoned. The
+    simulation runs an invocation's work in one instant, so this plays that window: just before the
+    cordon is written, the pods are created and the simulated kube-scheduler binds what it can (its own
+    filters, nothing chosen for it)."""
+
+    at: float = Field(default=0.0, ge=0)
+    function: Literal["disruption"] = "disruption"
+    apply: ManifestSource
+
+
 class Expect(_Model):
     """Optional outcome the scenario author expects; `carpool simulate` reports whether it held."""
 
@@ -373,6 +407,10 @@ class Scenario(_Model):
     agents: list[Agent] = Field(default_factory=list)
     #: kubelets that fail to join, join late or report less memory
     kubelets: list[KubeletFault] = Field(default_factory=list)
+    #: pods the kube-scheduler binds between a function's read and its cordon (see `BindRace`)
+    races: list[BindRace] = Field(default_factory=list)
+    #: explicit denies of TerminateInstances (a service control policy, see `TerminationDenial`)
+    termination_denials: list[TerminationDenial] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
     #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
     #: trigger (`carpool.sim.lambda_service`), so a scenario cannot set a schedule of its own

@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from carpool import labels
 from carpool.adapters.aws import session
+from carpool.ports import TerminationRefused
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ TEMPLATE_MISSING = frozenset(
     {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "MissingParameter"}
 )
 INSTANCE_MISSING = "InvalidInstanceID.NotFound"
+#: TerminateInstances refused for good: termination protection, or IAM / an SCP denying the call
+TERMINATION_REFUSED = frozenset({"OperationNotPermitted", "UnauthorizedOperation"})
 #: TerminateInstances accepts at most this many ids per call.
 TERMINATE_BATCH = 1000
 
@@ -102,6 +105,8 @@ class Ec2Compute:
         try:
             self.client.terminate_instances(InstanceIds=ids)
         except ClientError as e:
+            if error_code(e) in TERMINATION_REFUSED:
+                raise TerminationRefused(ids, error_code(e), str(e.response.get("Error", {}).get("Message", ""))) from e
             if error_code(e) != INSTANCE_MISSING:
                 raise
             # One unknown id fails the whole call: terminate the others one by one.

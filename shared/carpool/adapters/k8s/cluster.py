@@ -410,8 +410,15 @@ class LightkubeCluster:
     # -- writes ---------------------------------------------------------------------------------------------
     def cordon(self, node_name: str) -> None:
         """Mark the node unschedulable. Raises NodeGone when the node no longer exists (404)."""
+        self._set_unschedulable(node_name, True)
+
+    def uncordon(self, node_name: str) -> None:
+        """Mark the node schedulable again. Raises NodeGone when the node no longer exists (404)."""
+        self._set_unschedulable(node_name, False)
+
+    def _set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
         try:
-            self._client().patch(NodeResource, node_name, {"spec": {"unschedulable": True}})
+            self._client().patch(NodeResource, node_name, {"spec": {"unschedulable": unschedulable}})
         except ApiError as e:
             if status_code(e) == 404:
                 raise NodeGone(node_name) from e
