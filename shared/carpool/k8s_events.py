@@ -112,3 +112,14 @@ def initialized(node_name: str, claim: str) -> KubeEvent:
     """The node is Ready, its startup taints gone and its resources reported: pods of its claim can run."""
     return KubeEvent(node(node_name), NORMAL, "Initialized",
                      f"Status condition transitioned, Type: Initialized, Status: True, nodeclaim/{claim}")
+
+
+def disruption_blocked(node_name: str, why: str) -> KubeEvent:
+    """Karpenter's `DisruptionBlocked`: a rule applies to the node but it stays, and why (a budget, a
+    PodDisruptionBudget, a do-not-disrupt annotation, no room for its pods)."""
+    return KubeEvent(node(node_name), NORMAL, "DisruptionBlocked", f"Cannot disrupt Node: {why}")
+
+
+def disrupting(node_name: str, reason: str, decision: str) -> KubeEvent:
+    """The node is being disrupted (Karpenter's `DisruptionTerminating`), with the rule and the decision."""
+    return KubeEvent(node(node_name), NORMAL, "DisruptionTerminating", f"Disrupting Node: {reason}: {decision}")

@@ -43,3 +43,14 @@ def test_fallback_nodes_are_replaced_by_the_preferred_family_once_it_is_back(sce
     first = first_launch(scenario_result)
     assert first[0].launched_at < 30 and all(i.instance_type == "c7i.large" for i in first)
     assert all(i.terminated_at is not None and i.terminated_at >= SHORTAGE_ENDS for i in first)
+
+
+def test_kubectl_describe_node_says_which_nodes_were_disrupted_and_which_waited_for_the_budget(scenario_result):
+    """Each node consolidation replaced carries `DisruptionTerminating` with its rule; the one that waited
+    for its pool's disruption budget carries `DisruptionBlocked` naming the budget."""
+    events = scenario_result.events
+    terminating = {e.name: e for e in events if e.kind == "Node" and e.reason == "DisruptionTerminating"}
+    assert terminating and all(e.message.startswith("Disrupting Node: Underutilized: ") for e in terminating.values())
+    blocked = [e for e in events if e.reason == "DisruptionBlocked"]
+    assert any("budget for Underutilized" in e.message for e in blocked)
+    assert {e.name for e in blocked} <= set(terminating)  # each waited, then went when the budget allowed

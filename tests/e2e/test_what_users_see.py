@@ -31,3 +31,14 @@ def test_every_node_says_it_registered_and_initialized(scenario_result):
     for instance in scenario_result.instances:
         reasons = {e.reason for e in _on(scenario_result, "Node", instance.node_name)}
         assert {"Registered", "Initialized"} <= reasons, instance.node_name
+
+
+def test_a_drift_the_budget_blocks_is_said_on_each_node_and_counted_not_repeated(scenario_result):
+    """After the new AMI every node has drifted, and web's budget allows no eviction: Karpenter's
+    `DisruptionBlocked` names the budget, one event per node whose count grows with each run that waits."""
+    for instance in scenario_result.instances:
+        (blocked,) = [e for e in _on(scenario_result, "Node", instance.node_name) if e.reason == "DisruptionBlocked"]
+        assert blocked.message.startswith("Cannot disrupt Node: ")
+        assert "PodDisruptionBudget default/web" in blocked.message
+        assert blocked.count > 1
+    assert not [e for e in scenario_result.events if e.reason == "DisruptionTerminating"]

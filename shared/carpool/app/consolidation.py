@@ -53,11 +53,11 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from carpool import delivery, labels, observability
+from carpool import delivery, k8s_events, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
-from carpool.app import discovery, drain, images, interrupt, pools, provision
+from carpool.app import discovery, drain, images, interrupt, pools, provision, recorder
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
@@ -395,6 +395,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     plan = planner.plan(inputs, now)
     for node, why in sorted(plan.waiting.items()):
         log.info("node %s not disrupted now: %s", node, why)
+    recorder.record([k8s_events.disruption_blocked(node, why) for node, why in sorted(plan.waiting.items())], deps)
     return plan
 
 
@@ -469,6 +470,7 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
         deps.ledger.mark_launched(claim)
     suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
     _note(summary, d.message + suffix, d.reason.value)
+    recorder.record([k8s_events.disrupting(node, d.reason.value, d.message + suffix) for node in d.nodes], deps)
     if d.kind == Kind.DELETE or d.forceful:
         for claim in claims:
             assert claim is not None
