@@ -51,6 +51,7 @@ from carpool.disruption import deadline as termination
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
+from carpool.state import saving
 from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
@@ -184,9 +185,8 @@ def _record_pod_changes(world: _World, deps: Dependencies, now: datetime) -> Non
         digest = candidates.pods_digest(p.key for p in world.pods_on(claim.node_name or ""))
         if claim.labels.get(keys.PODS_DIGEST) == digest:
             continue
-        claim.labels[keys.PODS_DIGEST] = digest
-        claim.labels[keys.PODS_CHANGED_AT] = now.isoformat()
-        deps.ledger.mark_launched(claim)
+        stamp = {keys.PODS_DIGEST: digest, keys.PODS_CHANGED_AT: now.isoformat()}
+        saving.amend(deps.ledger, claim, lambda c: c.labels.update(stamp))  # noqa: B023 - called at once
 
 
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
@@ -233,8 +233,10 @@ def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> da
     pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
     deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
-        claim.labels[keys.TERMINATION_DEADLINE] = deadline.isoformat()
-        deps.ledger.mark_launched(claim)
+        stamp = deadline.isoformat()
+        # a deadline another run stamped meanwhile is kept: the first drain step's is the deadline
+        saving.amend(deps.ledger, claim, lambda c: c.labels.setdefault(keys.TERMINATION_DEADLINE, stamp) == stamp)
+        return datetime.fromisoformat(claim.labels.get(keys.TERMINATION_DEADLINE, stamp))
     return deadline
 
 
@@ -275,9 +277,9 @@ def _relaunch(claim: Claim, node: Node, world: _World, deps: Dependencies, summa
     ceiling = claim.price if claim.labels.get(keys.DISRUPTION) == Reason.UNDERUTILIZED.value else None
     outcome = provision.provision_pods(_pods_to_move(deps, [node.name]), deps, reason=reason,
                                        exclude_claims={claim.name}, price_ceiling=ceiling)
-    claim.labels[keys.REPLACED_BY] = ",".join(sorted({*kept, *_replacement_names(outcome, deps)}))
-    claim.labels[keys.REPLACE_ATTEMPTS] = str(attempts)
-    deps.ledger.mark_launched(claim)
+    progress = {keys.REPLACED_BY: ",".join(sorted({*kept, *_replacement_names(outcome, deps)})),
+                keys.REPLACE_ATTEMPTS: str(attempts)}
+    saving.amend(deps.ledger, claim, lambda c: c.labels.update(progress))
     again = claim.labels[keys.REPLACED_BY] or "nothing"
     _note(summary, f"node {node.name}: replacement lost, launched again ({again})")
     return False
@@ -395,9 +397,9 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
     for claim, node in zip(claims, d.nodes, strict=True):
         assert claim is not None
         drain.cordon(deps.cluster, node)
-        claim.labels.update({keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
-                             keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()})
-        deps.ledger.mark_launched(claim)
+        progress = {keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
+                    keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()}
+        saving.amend(deps.ledger, claim, lambda c: c.labels.update(progress))  # noqa: B023 - called at once
     suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
     _note(summary, d.message + suffix, d.reason.value)
     if d.kind == Kind.DELETE or d.forceful:

@@ -25,6 +25,8 @@ from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import templates
+from carpool.resources import Resources
+from carpool.sizing.allocatable import size_node
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim
 from carpool.state.ports import ReservationRefused
 
@@ -79,7 +81,8 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
     needs_pods = (any(i.instance_id not in known for i in instances)
                   or any(c.status in IN_FLIGHT_STATUSES and now - c.created_at >= timeout for c in claims))
     serving = _serving(deps) if needs_pods else {}
-    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps))
+    unknown = {i.instance_type for i in instances if i.instance_id not in known}
+    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps), _capacities(unknown, deps, now))
     for repair in decisions.repairs:
         deps.ledger.mark_launched(repair.claim)
         summary.repaired.append(repair.claim.name)
@@ -102,6 +105,15 @@ def _serving(deps: Dependencies) -> dict[str, int]:
     one read of the unfinished pods as compact views (a full `Pod` per pod would not fit the Lambda's
     memory on a large cluster)."""
     return dict(Counter(v.node for v in deps.cluster.pod_views() if v.node and v.reschedulable))
+
+
+def _capacities(instance_types: set[str], deps: Dependencies, now: datetime) -> dict[str, Resources]:
+    """What a node of each of these types has, sized as a launch sizes it: an adopted claim is charged
+    all of it (GPUs included, even before their device plugin advertises them on the node)."""
+    if not instance_types:
+        return {}
+    catalog = deps.catalog.get(now).types
+    return {name: size_node(catalog[name]).capacity for name in instance_types if name in catalog}
 
 
 def _owned_filters(deps: Dependencies) -> list[dict[str, object]]:

@@ -39,6 +39,7 @@ from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation, keys
 from carpool.disruption.decision import Reason
 from carpool.ports import EvictionBlocked, NodeGone
+from carpool.state import saving
 from carpool.state.models import Claim, ClaimStatus, UnavailableOffering
 
 log = logging.getLogger(__name__)
@@ -180,9 +181,9 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         summary.replacements.extend(c.name for c in outcome.launched)
     drain.cordon(deps.cluster, node)
     warned = _utc(event.time)
-    claim.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
-                         keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: warned.isoformat()})
-    deps.ledger.mark_launched(claim)
+    progress = {keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
+                keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: warned.isoformat()}
+    saving.amend(deps.ledger, claim, lambda c: c.labels.update(progress))  # re-read if another function wrote it
     observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
     _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
                   f"{len(pods)} pods to move, replacement {', '.join(replacements) or 'not needed'}; "

@@ -226,9 +226,21 @@ def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dep
 
 
 def _deleted(node_name: str, deps: Dependencies, summary: RegisterSummary) -> None:
-    claim = next((c for c in deps.ledger.active() if c.node_name == node_name), None)
-    if claim is None:
+    """A `Node Deleted` event is a hint, not a fact: the name may have been reused by another instance
+    (EC2 private-IP names are) or the event may be a stale duplicate. The API server decides: a claim is
+    released only when no node of that name exists, or the node that does runs another instance (its
+    providerID); the claim of the node that still runs is kept, with its usage and nominations."""
+    claims = [c for c in deps.ledger.active() if c.node_name == node_name]
+    if not claims:
         summary.ignored[node_name] = "no claim for node"
         return
-    deps.ledger.release(claim)
-    summary.deleted.append(node_name)
+    live = deps.cluster.get_node(node_name)
+    running = live.instance_id() if live is not None else None
+    for claim in claims:
+        if live is not None and (running is None or running == claim.instance_id):
+            summary.ignored[node_name] = (f"node still exists (instance {running or 'unknown'}): the deletion "
+                                          f"event is stale; claim {claim.name} kept")
+            log.warning("Node Deleted for %s, which still exists; claim %s kept", node_name, claim.name)
+            continue
+        deps.ledger.release(claim)
+        summary.deleted.append(node_name)

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from carpool import capacity as capacity_rules
 from carpool.state.models import (
     ACTIVE_STATUSES,
+    IN_FLIGHT_STATUSES,
+    LAUNCH_FACTS,
     CapacityRecord,
     Claim,
     ClaimStatus,
@@ -20,6 +22,7 @@ from carpool.state.models import (
     holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
+from carpool.state.saving import ClaimChanged, ClaimGone
 
 
 class MemoryLedger:
@@ -66,6 +69,7 @@ class MemoryLedger:
             for pod in pods:
                 self.nominations[pod] = (claim_name, until)
             claim.pods = [*claim.pods, *pods]
+            claim.version += 1
             for k, v in requests.items():
                 claim.requested[k] = claim.requested.get(k, 0) + v
 
@@ -80,7 +84,31 @@ class MemoryLedger:
         return failed
 
     def mark_launched(self, claim: Claim) -> None:
+        """The launch facts onto a stored claim still in flight and recording no other instance."""
         with self._lock:
+            stored = self.claims.get(claim.name)
+            if stored is None:
+                raise ClaimGone(claim.name)
+            if stored.instance_id is not None and stored.instance_id != claim.instance_id:
+                raise ClaimChanged(claim.name)
+            if stored.status not in IN_FLIGHT_STATUSES:
+                if stored.instance_id == claim.instance_id:
+                    return  # registered with this instance already: recorded
+                raise ClaimChanged(claim.name)
+            fresh = stored.model_copy(update={k: getattr(claim, k) for k in LAUNCH_FACTS}, deep=True)
+            fresh.labels = {**stored.labels, **claim.labels}
+            fresh.version = stored.version + 1
+            self.claims[claim.name] = fresh
+            claim.version = fresh.version
+
+    def save(self, claim: Claim) -> None:
+        with self._lock:
+            stored = self.claims.get(claim.name)
+            if stored is None:
+                raise ClaimGone(claim.name)
+            if stored.version != claim.version:
+                raise ClaimChanged(claim.name)
+            claim.version += 1
             self.claims[claim.name] = claim.model_copy(deep=True)
 
     def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
@@ -97,6 +125,7 @@ class MemoryLedger:
                 return None
             claim.status = ClaimStatus.REGISTERED
             claim.node_name = node_name
+            claim.version += 1
             if claim.registered_at is None:
                 claim.registered_at = now
             return claim.model_copy(deep=True)

@@ -52,7 +52,17 @@ class ClaimLedger(Protocol):
         ...
 
     def mark_launched(self, claim: Claim) -> None:
-        """Persist launch results (instance id/type, zone, capacity type, image, allocatable)."""
+        """Persist launch results (instance id/type, zone, capacity type, image, allocatable) on a claim
+        that still exists, is in flight and records no other instance (the expected state: a provisioner
+        or a repair recording the instance it found). Stored already with this instance (the registrar
+        repaired and registered it first): nothing to do. Raises `carpool.state.saving.ClaimGone` when
+        the claim was released, `ClaimChanged` when it records another instance."""
+        ...
+
+    def save(self, claim: Claim) -> None:
+        """Write the whole claim only if the stored one is still `claim.version` (then bumped, on `claim`
+        too). Raises `carpool.state.saving.ClaimGone` (released meanwhile: never written back) or
+        `ClaimChanged` (another function wrote it: read it again and decide again, `saving.amend`)."""
         ...
 
     def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:

@@ -43,6 +43,8 @@ from carpool import environment
 from carpool.adapters.aws import session
 from carpool.state.models import (
     ACTIVE_STATUSES,
+    IN_FLIGHT_STATUSES,
+    LAUNCH_FACTS,
     CapacityRecord,
     Claim,
     ClaimStatus,
@@ -50,6 +52,7 @@ from carpool.state.models import (
     holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
+from carpool.state.saving import ClaimChanged, ClaimGone
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +61,10 @@ GSI = "gsi1"
 TTL_ATTR = "expiresAt"
 #: TransactWriteItems' limit on items per transaction.
 MAX_TRANSACTION_ITEMS = 100
-#: BatchWriteItem's limit on items per call.
+#: BatchWriteItem's limit on items per call (and the claims `mark_launched_many` writes per transaction).
 BATCH_WRITE_ITEMS = 25
+#: how often a claim write that lost its condition to another writer reads the claim again
+SAVE_ATTEMPTS = 5
 #: `reserve` puts the claim and the usage update in its first transaction, so it has room for 98 pods.
 FIRST_CHUNK_PODS = MAX_TRANSACTION_ITEMS - 2
 #: attempts for a transaction that lost a TransactionConflict
@@ -619,14 +624,15 @@ class DynamoLedger:
         return out
 
     def _grow_claim(self, claim_name: str, pods: list[str], requests: Mapping[str, int]) -> _Op:
-        names = {"#pods": "pods", "#st": "status"}
-        vals: dict[str, Any] = {"new": chunked(pods), "empty": [], "reserved": "reserved", "launched": "launched"}
+        names = {"#pods": "pods", "#st": "status", "#ver": "version"}
+        vals: dict[str, Any] = {"new": chunked(pods), "empty": [], "reserved": "reserved", "launched": "launched",
+                                "zero": 0, "one": 1}
         if requests:  # DynamoDB rejects a name the expressions do not use (later chunks add no requests)
             names["#req"] = "requested"
-        sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)"]
+        sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)", "#ver = if_not_exists(#ver, :zero) + :one"]
         for i, (resource, delta) in enumerate(sorted(requests.items())):
             names[f"#k{i}"] = resource
-            vals.update({f"d{i}": delta, "zero": 0})
+            vals[f"d{i}"] = delta
             sets.append(f"#req.#k{i} = if_not_exists(#req.#k{i}, :zero) + :d{i}")
         request = {
             "Update": {
@@ -679,23 +685,87 @@ class DynamoLedger:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def mark_launched(self, claim: Claim) -> None:
-        """Store the whole claim as it is now (like MemoryLedger, which replaces it)."""
-        self._table.client.put_item(TableName=self._table.name, Item=serialize(claim_item(claim)))
+        """The launch facts (`LAUNCH_FACTS`, and the claim's labels added) onto the claim as stored now,
+        written only while it exists, is in flight and records no other instance (a read, then `save`
+        conditional on the version read; a lost race reads again). Already registered with this instance
+        (the registrar repaired it first): nothing to write. Never brings back a released claim."""
+        for _ in range(SAVE_ATTEMPTS):
+            item = self._table.get(claim_key(claim.name))
+            if item is None:
+                raise ClaimGone(claim.name)
+            stored = claim_from_item(item)
+            if stored.instance_id not in (None, claim.instance_id):
+                raise ClaimChanged(claim.name)
+            if stored.status not in IN_FLIGHT_STATUSES:
+                if stored.instance_id == claim.instance_id:
+                    return
+                raise ClaimChanged(claim.name)
+            fresh = stored.model_copy(update={k: getattr(claim, k) for k in LAUNCH_FACTS})
+            fresh.labels = {**stored.labels, **claim.labels}
+            try:
+                self.save(fresh)
+            except ClaimChanged:
+                continue
+            claim.version = fresh.version
+            return
+        raise ClaimChanged(claim.name)
 
     def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
-        """BatchWriteItem, 25 claims a call; a claim a batch could not write (left unprocessed past the
-        retries, or the call failed) is written alone, so only a claim whose own write fails fails."""
+        """Claims just reserved by this caller, their launches recorded: one transaction per 25 claims,
+        each Put conditional on the claim still being the version reserved (nobody else wrote it, so the
+        claim is the stored one plus its launch). A transaction refused or failed is done again claim by
+        claim (`mark_launched`, which reads what is stored), so only a claim whose own write fails fails."""
         failed: dict[str, Exception] = {}
         for start in range(0, len(claims), BATCH_WRITE_ITEMS):
             chunk = claims[start : start + BATCH_WRITE_ITEMS]
-            left = range(len(chunk)) if len(chunk) == 1 else self._table.batch_put_left(
-                [claim_item(c) for c in chunk], self._sleep)
-            for i in left:
+            if len(chunk) > 1 and self._saved_together(chunk):
+                continue
+            for claim in chunk:
                 try:
-                    self.mark_launched(chunk[i])
-                except Exception as exc:
-                    failed[chunk[i].name] = exc
+                    self.mark_launched(claim)
+                except Exception as exc:  # noqa: BLE001 - reported as this claim's failure
+                    failed[claim.name] = exc
         return failed
+
+    def _saved_together(self, chunk: Sequence[Claim]) -> bool:
+        """`save` for every claim of `chunk` in one transaction; False when it was refused or failed."""
+        try:
+            _transact(self._table, [self._versioned_put(c) for c in chunk], self._sleep)
+        except Exception:  # noqa: BLE001 - the caller writes them one by one
+            log.info("recording %d launches together failed; recording them one by one", len(chunk))
+            return False
+        for claim in chunk:
+            claim.version += 1
+        return True
+
+    def save(self, claim: Claim) -> None:
+        """The whole claim, conditional on the stored one existing at `claim.version` (bumped on success,
+        on `claim` too). Raises ClaimGone or ClaimChanged (see `carpool.state.saving`)."""
+        op = self._versioned_put(claim)
+        try:
+            self._table.client.put_item(**op.request["Put"])
+        except ClientError as e:
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise
+            if self._table.get(claim_key(claim.name)) is None:
+                raise ClaimGone(claim.name) from e
+            raise ClaimChanged(claim.name) from e
+        claim.version += 1
+
+    def _versioned_put(self, claim: Claim) -> _Op:
+        """The claim written as version `claim.version + 1` if the stored one is `claim.version`."""
+        item = claim_item(claim.model_copy(update={"version": claim.version + 1}))
+        condition, names, vals = _version_condition(claim.version)
+        request = {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": serialize(item),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": vals,
+            }
+        }
+        return _Op(request, "claim", claim.name)
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
         """One UpdateItem of the claim; its nominations are not written (their hold follows the claim's
@@ -704,15 +774,19 @@ class DynamoLedger:
             out = self._table.client.update_item(
                 TableName=self._table.name,
                 Key=claim_key(claim_name),
-                UpdateExpression="SET #s = :s, #n = :n, #r = if_not_exists(#r, :r), #gsk = :gsk",
+                UpdateExpression=("SET #s = :s, #n = :n, #r = if_not_exists(#r, :r), #gsk = :gsk, "
+                                  "#ver = if_not_exists(#ver, :zero) + :one"),
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeNames={
                     "#s": "status",
                     "#n": "nodeName",
                     "#r": "registeredAt",
                     "#gsk": "gsi1sk",
+                    "#ver": "version",
                 },
                 ExpressionAttributeValues=values(
+                    zero=0,
+                    one=1,
                     s=ClaimStatus.REGISTERED.value,
                     n=node_name,
                     r=_utc(now).isoformat(),
@@ -727,33 +801,28 @@ class DynamoLedger:
         return claim_from_item(out["Attributes"])
 
     def release(self, claim: Claim) -> None:
-        """Delete the stored claim and give back its usage in one transaction (so two releases cannot
-        both subtract), then free the nominations it still holds."""
-        item = self._table.get(claim_key(claim.name))
-        if item is None:
+        """Delete the stored claim and give back the usage it holds in one transaction, conditional on
+        the version read (so two releases cannot both subtract, and a claim written meanwhile gives back
+        what it holds now: the claim is read again), then free the nominations it still holds."""
+        for _ in range(SAVE_ATTEMPTS):
+            item = self._table.get(claim_key(claim.name))
+            if item is None:
+                return
+            stored = claim_from_item(item)
+            condition, names, vals = _version_condition(stored.version)
+            delete = {"TableName": self._table.name, "Key": claim_key(stored.name), "ConditionExpression": condition,
+                      "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}
+            ops = [_Op({"Delete": delete}, "claim", stored.name)]
+            if stored.reserved:
+                ops.append(self._usage_release(stored))
+            try:
+                _transact(self._table, ops, self._sleep)
+            except _Cancelled:
+                log.info("claim %s changed or was released while being released; reading it again", stored.name)
+                continue
+            self._release_nominations(stored.name, stored.pods)
             return
-        stored = claim_from_item(item)
-        ops = [
-            _Op(
-                {
-                    "Delete": {
-                        "TableName": self._table.name,
-                        "Key": claim_key(stored.name),
-                        "ConditionExpression": "attribute_exists(pk)",
-                    }
-                },
-                "claim",
-                stored.name,
-            )
-        ]
-        if stored.reserved:
-            ops.append(self._usage_release(stored))
-        try:
-            _transact(self._table, ops, self._sleep)
-        except _Cancelled:
-            log.info("claim %s was released concurrently", stored.name)
-            return
-        self._release_nominations(stored.name, stored.pods)
+        raise ClaimChanged(claim.name)
 
     def _usage_release(self, claim: Claim) -> _Op:
         names: dict[str, str] = {}
@@ -915,6 +984,14 @@ class _Nominations:
             }
         }
         return _Op(request, "pod", pod)
+
+
+def _version_condition(version: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The stored claim exists at `version` (0 also matches a claim written before versions existed)."""
+    condition = "attribute_exists(pk) AND #ver = :ver"
+    if version == 0:
+        condition = "attribute_exists(pk) AND (attribute_not_exists(#ver) OR #ver = :ver)"
+    return condition, {"#ver": "version"}, values(ver=version)
 
 
 def _takeover(replacing: Collection[str], lapsed: str | None) -> Collection[str]:
