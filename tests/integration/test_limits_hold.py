@@ -179,11 +179,11 @@ def test_adopted_gpu_nodes_are_charged_their_gpus(make_deps: MakeDeps, aws: Loca
     disruption_run(deps)
     adopted = deps.ledger.active()
     assert {c.instance_id for c in adopted} == {i["InstanceId"] for i in running_instances(aws)}
-    assert all(c.reserved.get(GPU) == 1 for c in adopted), [c.reserved for c in adopted]
-    assert deps.ledger.usage()["default"][GPU] == 2
 
     provision(deps, unschedulable(deps, 1, "late", **{GPU: "1"}))
     assert gpus_running(aws) == 2, "a GPU was launched past the pool's nvidia.com/gpu limit of 2"
+    assert all(c.reserved.get(GPU) == 1 for c in adopted), [c.reserved for c in adopted]
+    assert deps.ledger.usage()["default"][GPU] == 2
     assert_usage_is_what_runs(deps, "cpu", "nodes", GPU)
 
 
@@ -247,12 +247,13 @@ def test_a_node_deleted_event_for_a_node_that_still_runs_releases_nothing(make_d
     stale = [events.node_deleted_entry(CLUSTER, node.name, None, deps.clock(), "bus"),
              events.node_deleted_entry(CLUSTER, node.name, node.provider_id, deps.clock(), "bus")]
     assert registrar(sqs_batch(stale), Context()) == {"batchItemFailures": []}
-    assert deps.ledger.get(claim.name) is not None, "the claim of a running node was released"
-    assert deps.ledger.usage()["default"]["nodes"] == 1
+    kept = deps.ledger.get(claim.name)
 
     # another pod turns pending: the pool's one node runs, so nothing launches
     provision(deps, unschedulable(deps, 1, "more", cpu="1500m"))
     assert len(running_instances(aws)) == 1, "a second node was launched past the pool's nodes limit of 1"
+    assert kept is not None, "the claim of a running node was released"
+    assert deps.ledger.usage()["default"]["nodes"] == 1
 
     # the node really goes: now the claim is released
     deps.cluster.remove_node(node.name)  # type: ignore[attr-defined]
