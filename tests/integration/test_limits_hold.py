@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from carpool_env import (
     CLUSTER,
     MakeDeps,
+    helper_client,
     manifests,
     nodeclass,
     nodepool,
@@ -32,6 +34,7 @@ from carpool_env import (
     sqs_batch,
 )
 
+from carpool.adapters.aws.dynamodb_state import claim_key, usage_key
 from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
@@ -157,6 +160,37 @@ def test_a_gpu_limit_added_while_gpu_nodes_run_counts_them(make_deps: MakeDeps, 
     # the operator caps the pool at the 2 GPUs it runs; one more GPU pod turns pending
     aws.put_config(config(ONE_GPU, {"cpu": "1000", GPU: "2"}))
     deps.clock.now += timedelta(minutes=10)  # type: ignore[attr-defined]  # past the config cache
+    provision(deps, unschedulable(deps, 1, "late", **{GPU: "1"}))
+    assert gpus_running(aws) == 2, "a GPU was launched past the pool's nvidia.com/gpu limit of 2"
+    assert deps.ledger.usage()["default"][GPU] == 2
+    assert_usage_is_what_runs(deps, "cpu", "nodes", GPU)
+
+
+def as_the_previous_release_stored_them(deps: Dependencies, aws: LocalAws, resource: str) -> None:
+    """The claims and the pool's usage as a release that charged only limited resources wrote them: the
+    pool had no limit on `resource`, so neither holds any (a direct edit of the items)."""
+    client, table = helper_client(aws, "dynamodb"), os.environ["CARPOOL_TABLE"]
+    names = {"#res": "reserved", "#r": resource}
+    for claim in deps.ledger.active():
+        client.update_item(TableName=table, Key=claim_key(claim.name), UpdateExpression="REMOVE #res.#r",
+                           ExpressionAttributeNames=names)
+    client.update_item(TableName=table, Key=usage_key("default"), UpdateExpression="REMOVE #r",
+                       ExpressionAttributeNames={"#r": resource})
+
+
+def test_a_gpu_limit_added_later_counts_gpu_nodes_reserved_before_every_resource_was(
+        make_deps: MakeDeps, aws: LocalAws) -> None:
+    aws.seed_amis([AL2023_NVIDIA])
+    deps = make_deps(config(ONE_GPU, {"cpu": "1000"}))
+    wiring.use(deps)
+    provision(deps, unschedulable(deps, 2, "train", **{GPU: "1"}))
+    launched_and_registered(deps)
+    as_the_previous_release_stored_them(deps, aws, GPU)
+    assert GPU not in deps.ledger.usage()["default"]
+
+    aws.put_config(config(ONE_GPU, {"cpu": "1000", GPU: "2"}))
+    deps.clock.now += timedelta(minutes=10)  # type: ignore[attr-defined]
+    disruption_run(deps)  # every run charges the claims what their nodes have and they never held
     provision(deps, unschedulable(deps, 1, "late", **{GPU: "1"}))
     assert gpus_running(aws) == 2, "a GPU was launched past the pool's nvidia.com/gpu limit of 2"
     assert deps.ledger.usage()["default"][GPU] == 2

@@ -27,6 +27,7 @@ from carpool.disruption import orphans
 from carpool.launch import templates
 from carpool.resources import Resources
 from carpool.sizing.allocatable import size_node
+from carpool.state import saving
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim
 from carpool.state.ports import ReservationRefused
 
@@ -40,6 +41,8 @@ class DisruptSummary:
     timed_out: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    #: claims charged resources their node has and they never held (reserved before every one was)
+    charged: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     #: instances whose node is being drained before they are terminated
@@ -95,6 +98,7 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
         _decide(summary, release.why, "launch-deadline")
     for termination in decisions.terminations:
         _terminate(termination, deps, summary)
+    _charge_in_full(claims, decisions, deps, now, summary)
     for subject, why in sorted(decisions.waiting.items()):
         log.info("%s left alone for now: %s", subject, why)
     return decisions
@@ -105,6 +109,28 @@ def _serving(deps: Dependencies) -> dict[str, int]:
     one read of the unfinished pods as compact views (a full `Pod` per pod would not fit the Lambda's
     memory on a large cluster)."""
     return dict(Counter(v.node for v in deps.cluster.pod_views() if v.node and v.reschedulable))
+
+
+def _charge_in_full(claims: list[Claim], decisions: orphans.Decisions, deps: Dependencies, now: datetime,
+                    summary: DisruptSummary) -> None:
+    """Charge every launched claim what its node has and it was never charged (`orphans.uncharged`), so
+    its pool's usage counts every resource of every node that runs, whatever limit is added later.
+    Claims this run just wrote are left to the next run (their version moved); a claim another function
+    wrote meanwhile is too (it is read again then)."""
+    written = {c.claim.name for c in decisions.repairs} | {t.claim.name for t in decisions.terminations if t.claim}
+    launched = [c for c in claims if c.instance_type and c.name not in written]
+    sizes = _capacities({c.instance_type for c in launched if c.instance_type}, deps, now)
+    for claim in launched:
+        extra = orphans.uncharged(claim, sizes.get(claim.instance_type or "", {}))
+        if not extra:
+            continue
+        try:
+            deps.ledger.charge(claim, extra)
+        except saving.ClaimConflict as exc:
+            log.info("claim %s not charged this run: %s", claim.name, exc)
+            continue
+        summary.charged.append(claim.name)
+        log.info("claim %s charged what its node has and it never held: %s", claim.name, extra)
 
 
 def _capacities(instance_types: set[str], deps: Dependencies, now: datetime) -> dict[str, Resources]:

@@ -327,6 +327,18 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime, type_capac
     )
 
 
+def uncharged(claim: Claim, type_capacity: Resources) -> Resources:
+    """What a claim's node has that the claim was never charged: every resource of its instance type
+    missing from `reserved` (a claim reserved before every resource was charged, when only its pool's
+    limits of the day were; its pool may have been given a limit on one since), and its node. A limit
+    added while nodes run then counts them. Resources already charged are left as they are: a claim is
+    charged its largest option, never less than the type it launched."""
+    missing = {k: v for k, v in type_capacity.items() if v > 0 and k not in claim.reserved}
+    if NODES not in claim.reserved:
+        missing[NODES] = 1
+    return missing
+
+
 # -- time -------------------------------------------------------------------------------------------------
 def _created(tags: Mapping[str, str], inst: Mapping[str, Any]) -> datetime:
     """Launch time by carpool's clock (the `carpool.dev/created-at` tag), EC2's LaunchTime otherwise."""

@@ -101,6 +101,20 @@ class MemoryLedger:
             self.claims[claim.name] = fresh
             claim.version = fresh.version
 
+    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+        with self._lock:
+            stored = self.claims.get(claim.name)
+            if stored is None:
+                raise ClaimGone(claim.name)
+            if stored.version != claim.version:
+                raise ClaimChanged(claim.name)
+            usage = self.pool_usage.setdefault(stored.nodepool, {})
+            for k, v in extra.items():
+                stored.reserved[k] = stored.reserved.get(k, 0) + v
+                usage[k] = usage.get(k, 0) + v
+            stored.version += 1
+            claim.reserved, claim.version = dict(stored.reserved), stored.version
+
     def save(self, claim: Claim) -> None:
         with self._lock:
             stored = self.claims.get(claim.name)

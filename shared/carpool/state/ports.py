@@ -59,6 +59,13 @@ class ClaimLedger(Protocol):
         the claim was released, `ClaimChanged` when it records another instance."""
         ...
 
+    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+        """Add `extra` (resources the claim was never charged) to the claim's `reserved` and its pool's
+        usage in one transaction, conditional on the stored claim being `claim.version` (then bumped, on
+        `claim` too, whose `reserved` grows). No limit applies: the node exists. Raises `ClaimGone` or
+        `ClaimChanged` (`carpool.state.saving`)."""
+        ...
+
     def save(self, claim: Claim) -> None:
         """Write the whole claim only if the stored one is still `claim.version` (then bumped, on `claim`
         too). Raises `carpool.state.saving.ClaimGone` (released meanwhile: never written back) or

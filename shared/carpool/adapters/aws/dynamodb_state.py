@@ -738,6 +738,32 @@ class DynamoLedger:
             claim.version += 1
         return True
 
+    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+        """The claim's `reserved` and its pool's usage grown by `extra` in one transaction, conditional on
+        the claim's version (see `ClaimLedger.charge`)."""
+        if not extra:
+            return
+        condition, names, vals = _version_condition(claim.version)
+        names["#res"] = "reserved"
+        sets = ["#ver = if_not_exists(#ver, :zero) + :one"]
+        vals.update(values(zero=0, one=1))
+        for i, (resource, delta) in enumerate(sorted(extra.items())):
+            names[f"#k{i}"] = resource
+            vals.update(values(**{f"d{i}": delta}))
+            sets.append(f"#res.#k{i} = if_not_exists(#res.#k{i}, :zero) + :d{i}")
+        grow = {"Update": {"TableName": self._table.name, "Key": claim_key(claim.name),
+                           "UpdateExpression": "SET " + ", ".join(sets), "ConditionExpression": condition,
+                           "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}}
+        added = claim.model_copy(update={"reserved": dict(extra)})
+        try:
+            _transact(self._table, [_Op(grow, "claim", claim.name), self._usage_reserve(added, None)], self._sleep)
+        except _Cancelled as c:
+            if self._table.get(claim_key(claim.name)) is None:
+                raise ClaimGone(claim.name) from c
+            raise ClaimChanged(claim.name) from c
+        claim.reserved = _summed([claim.reserved, extra])
+        claim.version += 1
+
     def save(self, claim: Claim) -> None:
         """The whole claim, conditional on the stored one existing at `claim.version` (bumped on success,
         on `claim` too). Raises ClaimGone or ClaimChanged (see `carpool.state.saving`)."""
