@@ -87,7 +87,11 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
     unknown = {i.instance_type for i in instances if i.instance_id not in known}
     decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps), _capacities(unknown, deps, now))
     for repair in decisions.repairs:
-        deps.ledger.mark_launched(repair.claim)
+        try:
+            deps.ledger.mark_launched(repair.claim)
+        except saving.ClaimConflict as exc:  # released or repaired meanwhile: the next run reads it again
+            log.info("repair of claim %s skipped: %s", repair.claim.name, exc)
+            continue
         summary.repaired.append(repair.claim.name)
         _decide(summary, f"claim {repair.claim.name} repaired: {repair.why}", "repair-claim")
     for adoption in decisions.adoptions:
