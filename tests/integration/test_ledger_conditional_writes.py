@@ -74,9 +74,11 @@ def test_a_stale_save_is_refused_and_amend_applies_the_change_to_what_is_stored(
     assert stored is not None and stale.version == stored.version
     again = ledger.get("c1")
     assert again.labels["progress"] == "1" and "default/late" in again.pods  # neither write was lost
-    # the change decides again on what is stored: it may decline to write at all
-    assert saving.amend(ledger, ledger.get("c1"), lambda c: "progress" not in c.labels) is not None
-    assert ledger.get("c1").version == again.version
+    # the change decides again on what is stored: it may decline to write at all, and the caller's copy
+    # becomes what is stored
+    older = stale.model_copy(update={"version": 0, "labels": {}})
+    assert saving.amend(ledger, older, lambda c: "progress" not in c.labels) is not None
+    assert ledger.get("c1").version == again.version and older.labels["progress"] == "1"
 
 
 def test_a_late_launch_record_keeps_a_registration_made_meanwhile(ledger: Any, now: datetime) -> None:

@@ -13,8 +13,6 @@ from datetime import datetime, timedelta
 from carpool import capacity as capacity_rules
 from carpool.state.models import (
     ACTIVE_STATUSES,
-    IN_FLIGHT_STATUSES,
-    LAUNCH_FACTS,
     CapacityRecord,
     Claim,
     ClaimStatus,
@@ -22,7 +20,7 @@ from carpool.state.models import (
     holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
-from carpool.state.saving import ClaimChanged, ClaimGone
+from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
 
 
 class MemoryLedger:
@@ -84,19 +82,14 @@ class MemoryLedger:
         return failed
 
     def mark_launched(self, claim: Claim) -> None:
-        """The launch facts onto a stored claim still in flight and recording no other instance."""
+        """The launch facts onto a stored claim recording no other instance (`saving.with_launch`)."""
         with self._lock:
             stored = self.claims.get(claim.name)
             if stored is None:
                 raise ClaimGone(claim.name)
-            if stored.instance_id is not None and stored.instance_id != claim.instance_id:
-                raise ClaimChanged(claim.name)
-            if stored.status not in IN_FLIGHT_STATUSES:
-                if stored.instance_id == claim.instance_id:
-                    return  # registered with this instance already: recorded
-                raise ClaimChanged(claim.name)
-            fresh = stored.model_copy(update={k: getattr(claim, k) for k in LAUNCH_FACTS}, deep=True)
-            fresh.labels = {**stored.labels, **claim.labels}
+            fresh = with_launch(stored, claim)
+            if fresh is None:
+                return
             fresh.version = stored.version + 1
             self.claims[claim.name] = fresh
             claim.version = fresh.version

@@ -53,10 +53,11 @@ class ClaimLedger(Protocol):
 
     def mark_launched(self, claim: Claim) -> None:
         """Persist launch results (instance id/type, zone, capacity type, image, allocatable) on a claim
-        that still exists, is in flight and records no other instance (the expected state: a provisioner
-        or a repair recording the instance it found). Stored already with this instance (the registrar
-        repaired and registered it first): nothing to do. Raises `carpool.state.saving.ClaimGone` when
-        the claim was released, `ClaimChanged` when it records another instance."""
+        that still exists and records no other instance (the expected state: a provisioner or a repair
+        recording the instance it found; `carpool.state.saving.with_launch`). Stored already with this
+        instance and registered (the registrar repaired it first): nothing to do. Raises
+        `carpool.state.saving.ClaimGone` when the claim was released, `ClaimChanged` when it records
+        another instance."""
         ...
 
     def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from carpool.state.models import Claim
+from carpool.state.models import IN_FLIGHT_STATUSES, LAUNCH_FACTS, Claim
 
 #: how many times `amend` reads again after losing to another writer before it gives up
 AMEND_ATTEMPTS = 5
@@ -43,6 +43,22 @@ class ClaimChanged(ClaimConflict):
         return f"claim {self.claim_name} changed since it was read"
 
 
+def with_launch(stored: Claim, launched: Claim) -> Claim | None:
+    """The stored claim with the launch `launched` records (`LAUNCH_FACTS`, its labels added), for
+    `ClaimLedger.mark_launched`; None when there is nothing to write (already registered with that
+    instance). A claim past flight (registered without ever learning its instance, say) keeps its
+    status. Raises ClaimChanged when the stored claim records another instance."""
+    if stored.instance_id not in (None, launched.instance_id):
+        raise ClaimChanged(stored.name)
+    if stored.instance_id is not None and stored.status not in IN_FLIGHT_STATUSES:
+        return None
+    fresh = stored.model_copy(update={k: getattr(launched, k) for k in LAUNCH_FACTS}, deep=True)
+    fresh.labels = {**stored.labels, **launched.labels}
+    if stored.status not in IN_FLIGHT_STATUSES:
+        fresh.status = stored.status
+    return fresh
+
+
 class _Saves(Protocol):
     def get(self, name: str) -> Claim | None: ...
 
@@ -59,19 +75,23 @@ def amend(ledger: _Saves, claim: Claim, change: Callable[[Claim], bool | None]) 
     current: Claim | None = claim
     for _ in range(AMEND_ATTEMPTS):
         assert current is not None
-        if change(current) is False:
-            return current
-        try:
-            ledger.save(current)
-        except ClaimGone:
-            return None
-        except ClaimChanged:
-            current = ledger.get(claim.name)
-            if current is None:
+        if change(current) is not False:
+            try:
+                ledger.save(current)
+            except ClaimGone:
                 return None
-            continue
-        if current is not claim:
-            for name in type(claim).model_fields:
-                setattr(claim, name, getattr(current, name))
+            except ClaimChanged:
+                current = ledger.get(claim.name)
+                if current is None:
+                    return None
+                continue
+        _refresh(claim, current)
         return current
     raise ClaimChanged(claim.name)
+
+
+def _refresh(claim: Claim, current: Claim) -> None:
+    """`claim` becomes the stored `current` (the caller goes on with what is stored)."""
+    if current is not claim:
+        for name in type(claim).model_fields:
+            setattr(claim, name, getattr(current, name))

@@ -43,8 +43,6 @@ from carpool import environment
 from carpool.adapters.aws import session
 from carpool.state.models import (
     ACTIVE_STATUSES,
-    IN_FLIGHT_STATUSES,
-    LAUNCH_FACTS,
     CapacityRecord,
     Claim,
     ClaimStatus,
@@ -52,7 +50,7 @@ from carpool.state.models import (
     holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
-from carpool.state.saving import ClaimChanged, ClaimGone
+from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
 
 log = logging.getLogger(__name__)
 
@@ -685,23 +683,17 @@ class DynamoLedger:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def mark_launched(self, claim: Claim) -> None:
-        """The launch facts (`LAUNCH_FACTS`, and the claim's labels added) onto the claim as stored now,
-        written only while it exists, is in flight and records no other instance (a read, then `save`
-        conditional on the version read; a lost race reads again). Already registered with this instance
-        (the registrar repaired it first): nothing to write. Never brings back a released claim."""
+        """The launch facts onto the claim as stored now (`saving.with_launch`), written only while it
+        exists and records no other instance (a read, then `save` conditional on the version read; a lost
+        race reads again). Already registered with this instance (the registrar repaired it first):
+        nothing to write. Never brings back a released claim."""
         for _ in range(SAVE_ATTEMPTS):
             item = self._table.get(claim_key(claim.name))
             if item is None:
                 raise ClaimGone(claim.name)
-            stored = claim_from_item(item)
-            if stored.instance_id not in (None, claim.instance_id):
-                raise ClaimChanged(claim.name)
-            if stored.status not in IN_FLIGHT_STATUSES:
-                if stored.instance_id == claim.instance_id:
-                    return
-                raise ClaimChanged(claim.name)
-            fresh = stored.model_copy(update={k: getattr(claim, k) for k in LAUNCH_FACTS})
-            fresh.labels = {**stored.labels, **claim.labels}
+            fresh = with_launch(claim_from_item(item), claim)
+            if fresh is None:
+                return
             try:
                 self.save(fresh)
             except ClaimChanged:
