@@ -97,10 +97,10 @@ def provision(deps: Dependencies, pods: list[Pod]) -> None:
     assert answer == {"batchItemFailures": []}
 
 
-def join(deps: Dependencies, claim: Claim) -> str:
+def join(deps: Dependencies, claim: Claim, name: str | None = None) -> str:
     """The claim's instance boots and its node joins, Ready, reporting what the kubelet reports before
-    any device plugin runs (cpu, memory, pods: no GPUs yet)."""
-    name = f"ip-{claim.instance_id}.ec2.internal"
+    any device plugin runs (cpu, memory, pods: no GPUs yet). `name`: its private-IP name."""
+    name = name or f"ip-{claim.instance_id}.ec2.internal"
     allocatable = {"cpu": f"{claim.allocatable['cpu']}m", "memory": str(claim.allocatable["memory"]),
                    "pods": str(claim.allocatable.get("pods", 29))}
     deps.cluster.add_node({  # type: ignore[attr-defined]
@@ -294,3 +294,25 @@ def test_a_node_deleted_event_for_a_node_that_still_runs_releases_nothing(make_d
     gone = events.node_deleted_entry(CLUSTER, node.name, node.provider_id, deps.clock(), "bus")
     assert registrar(sqs_batch([gone]), Context()) == {"batchItemFailures": []}
     assert deps.ledger.get(claim.name) is None
+
+
+def test_a_late_node_deleted_event_for_a_reused_name_releases_only_the_gone_instances_claim(
+        make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config(ON_DEMAND_LARGE, {"cpu": "1000", "nodes": "2"}))
+    wiring.use(deps)
+    provision(deps, unschedulable(deps, 2, "web", cpu="1500m"))
+    first, second = sorted(deps.ledger.active(), key=lambda c: c.name)
+    reused = "ip-10-0-3-7.ec2.internal"
+    deps.clock.now += timedelta(seconds=60)  # type: ignore[attr-defined]
+    register(deps, join(deps, first, reused))
+    gone = deps.cluster.get_node(reused)
+    # the first instance goes; its Node Deleted event is delayed, and EC2 gives its private IP, so its
+    # name, to the second instance, whose node joins and registers under it
+    deps.cluster.remove_node(reused)  # type: ignore[attr-defined]
+    register(deps, join(deps, second, reused))
+    late = events.node_deleted_entry(CLUSTER, reused, gone.provider_id, deps.clock(), "bus")
+    assert load_handler("registrar", ROOT / "functions")(sqs_batch([late]), Context()) == {"batchItemFailures": []}
+    assert deps.ledger.get(first.name) is None, "the gone instance's claim was kept"
+    kept = deps.ledger.get(second.name)
+    assert kept is not None and kept.node_name == reused, "the claim of the node running under the name was released"
+    assert deps.ledger.usage()["default"]["nodes"] == 1
