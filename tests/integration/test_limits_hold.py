@@ -301,7 +301,8 @@ def test_a_late_node_deleted_event_for_a_reused_name_releases_only_the_gone_inst
     deps = make_deps(config(ON_DEMAND_LARGE, {"cpu": "1000", "nodes": "2"}))
     wiring.use(deps)
     provision(deps, unschedulable(deps, 2, "web", cpu="1500m"))
-    first, second = sorted(deps.ledger.active(), key=lambda c: c.name)
+    # the later name goes first: the claim a lookup by node name alone finds first is the live one
+    second, first = sorted(deps.ledger.active(), key=lambda c: c.name)
     reused = "ip-10-0-3-7.ec2.internal"
     deps.clock.now += timedelta(seconds=60)  # type: ignore[attr-defined]
     register(deps, join(deps, first, reused))

@@ -710,7 +710,7 @@ class DynamoLedger:
         failed: dict[str, Exception] = {}
         for start in range(0, len(claims), BATCH_WRITE_ITEMS):
             chunk = claims[start : start + BATCH_WRITE_ITEMS]
-            if len(chunk) > 1 and self._saved_together(chunk):
+            if self._saved_together(chunk):
                 continue
             for claim in chunk:
                 try:
@@ -720,8 +720,12 @@ class DynamoLedger:
         return failed
 
     def _saved_together(self, chunk: Sequence[Claim]) -> bool:
-        """`save` for every claim of `chunk` in one transaction; False when it was refused or failed."""
+        """`save` for every claim of `chunk` (one PutItem, or one transaction for several); False when it
+        was refused or failed."""
         try:
+            if len(chunk) == 1:
+                self.save(chunk[0])
+                return True
             _transact(self._table, [self._versioned_put(c) for c in chunk], self._sleep)
         except Exception:  # noqa: BLE001 - the caller writes them one by one
             log.info("recording %d launches together failed; recording them one by one", len(chunk))
