@@ -133,6 +133,9 @@ def _charge_in_full(claims: list[Claim], decisions: orphans.Decisions, deps: Dep
         except saving.ClaimConflict as exc:
             log.info("claim %s not charged this run: %s", claim.name, exc)
             continue
+        except Exception:  # noqa: BLE001 - one claim's bookkeeping must not stop the run; the next run retries
+            log.exception("claim %s could not be charged %s; tried again next run", claim.name, extra)
+            continue
         summary.charged.append(claim.name)
         log.info("claim %s charged what its node has and it never held: %s", claim.name, extra)
 
