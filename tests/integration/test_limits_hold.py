@@ -317,3 +317,21 @@ def test_a_late_node_deleted_event_for_a_reused_name_releases_only_the_gone_inst
     kept = deps.ledger.get(second.name)
     assert kept is not None and kept.node_name == reused, "the claim of the node running under the name was released"
     assert deps.ledger.usage()["default"]["nodes"] == 1
+
+
+def test_usage_that_drifted_below_what_runs_is_reconciled_from_the_claims(make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config(ON_DEMAND_LARGE, {"cpu": "1000", "nodes": "1"}))
+    wiring.use(deps)
+    provision(deps, unschedulable(deps, 1, "web", cpu="1500m"))
+    launched_and_registered(deps)
+    # usage as an older release left it: a claim written back after its release gave its usage back
+    client, table = helper_client(aws, "dynamodb"), os.environ["CARPOOL_TABLE"]
+    client.update_item(TableName=table, Key=usage_key("default"), UpdateExpression="SET #n = :zero, #c = :zero",
+                       ExpressionAttributeNames={"#n": "nodes", "#c": "cpu"},
+                       ExpressionAttributeValues={":zero": {"N": "0"}})
+    for _ in range(2):  # two disruption runs a minute apart: the usage stayed as it was, so it is set
+        deps.clock.now += timedelta(minutes=1)  # type: ignore[attr-defined]
+        disruption_run(deps)
+    provision(deps, unschedulable(deps, 1, "more", cpu="1500m"))
+    assert len(running_instances(aws)) == 1, "a second node was launched past the pool's nodes limit of 1"
+    assert_usage_is_what_runs(deps, "cpu", "memory", "nodes")

@@ -45,6 +45,8 @@ class DisruptSummary:
     charged: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    #: NodePools whose usage had drifted from their claims and was set to what they hold
+    reconciled: list[str] = field(default_factory=list)
     #: instances whose node is being drained before they are terminated
     draining: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
@@ -103,6 +105,7 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
     for termination in decisions.terminations:
         _terminate(termination, deps, summary)
     _charge_in_full(claims, decisions, deps, now, summary)
+    _reconcile_usage(deps, summary)
     for subject, why in sorted(decisions.waiting.items()):
         log.info("%s left alone for now: %s", subject, why)
     return decisions
@@ -138,6 +141,20 @@ def _charge_in_full(claims: list[Claim], decisions: orphans.Decisions, deps: Dep
             continue
         summary.charged.append(claim.name)
         log.info("claim %s charged what its node has and it never held: %s", claim.name, extra)
+
+
+def _reconcile_usage(deps: Dependencies, summary: DisruptSummary) -> None:
+    """Every run: each pool's usage made what its claims hold, so usage that drifted (a claim an older
+    release wrote back after its release) cannot let a pool pass its limits for long."""
+    try:
+        fixed = deps.ledger.reconcile_usage()
+    except Exception:  # noqa: BLE001 - bookkeeping; the next run tries again
+        log.exception("pool usage not reconciled this run")
+        return
+    for pool, usage in sorted(fixed.items()):
+        summary.reconciled.append(pool)
+        log.warning("NodePool %s usage had drifted from its claims; set to %s", pool, usage)
+        observability.emit("UsageReconciled", nodepool=pool)
 
 
 def _capacities(instance_types: set[str], deps: Dependencies, now: datetime) -> dict[str, Resources]:

@@ -181,6 +181,21 @@ class MemoryLedger:
             return None
         return held[0]
 
+    def reconcile_usage(self) -> dict[str, dict[str, int]]:
+        """At once: nothing here lags (DynamoLedger waits for its index, one call later)."""
+        with self._lock:
+            held: dict[str, dict[str, int]] = {}
+            for claim in self.claims.values():
+                pool = held.setdefault(claim.nodepool, {})
+                for k, v in claim.reserved.items():
+                    pool[k] = pool.get(k, 0) + v
+            out = {}
+            for name, usage in self.pool_usage.items():
+                target = {r: held.get(name, {}).get(r, 0) for r in {*usage, *held.get(name, {})}}
+                if target != usage:
+                    self.pool_usage[name] = out[name] = target
+            return {k: dict(v) for k, v in out.items()}
+
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         wanted = None if pools is None else set(pools)
         return {k: dict(v) for k, v in self.pool_usage.items() if wanted is None or k in wanted}

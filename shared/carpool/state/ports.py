@@ -101,6 +101,14 @@ class ClaimLedger(Protocol):
         """Pod key -> claim name for every nomination that holds at `now` (only `pods`' when given)."""
         ...
 
+    def reconcile_usage(self) -> dict[str, dict[str, int]]:
+        """Make each pool's usage what its claims hold (every write keeps the two equal; this repairs
+        what an older release let drift: a claim written back after its release, a release lost). A
+        pool whose usage changes meanwhile is left for the next call; a store whose claim reads lag
+        (DynamoDB's index) sets a pool only once its usage stayed the same from one call to the next.
+        Returns the pools set, with their usage now."""
+        ...
+
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         """NodePool name -> usage (cpu millis, memory bytes, nodes, and every other resource a limit of the
         pool names, e.g. `nvidia.com/gpu`); only `pools` when given."""

@@ -77,6 +77,11 @@ NOMINATION_TTL_GRACE = timedelta(hours=1)
 CLAIMS, NOMINATIONS, POOLS = "CLAIMS", "NOMINATIONS", "POOLS"
 ICE, CAP = "ICE", "CAP"
 _KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", TTL_ATTR})
+#: a pool usage item's bookkeeping beside its resources: bumped by every change of its usage, and the
+#: value the last disruption run saw (see `DynamoLedger.reconcile_usage`)
+USAGE_VERSION = "usageVersion"
+USAGE_SEEN = "usageSeen"
+_USAGE_BOOKS = frozenset({USAGE_VERSION, USAGE_SEEN})
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -658,13 +663,13 @@ class DynamoLedger:
         """Add the claim's size to its pool's usage; for each limited resource r the condition is
         `usage[r] <= limit - delta` (`attribute_not_exists` covers the pool's first claim, whose sum is
         `if_not_exists(r, 0) + delta`, already checked against the limit by `_refuse_impossible`)."""
-        names = {"#gpk": "gsi1pk", "#gsk": "gsi1sk", "#pool": "nodepool"}
-        vals: dict[str, Any] = {"pools": POOLS, "pool": claim.nodepool}
-        sets = ["#gpk = :pools", "#gsk = :pool", "#pool = :pool"]
+        names = {"#gpk": "gsi1pk", "#gsk": "gsi1sk", "#pool": "nodepool", "#uv": USAGE_VERSION}
+        vals: dict[str, Any] = {"pools": POOLS, "pool": claim.nodepool, "zero": 0, "one": 1}
+        sets = ["#gpk = :pools", "#gsk = :pool", "#pool = :pool", "#uv = if_not_exists(#uv, :zero) + :one"]
         conditions = []
         for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
             names[f"#r{i}"] = resource
-            vals.update({"zero": 0, f"d{i}": delta})
+            vals[f"d{i}"] = delta
             sets.append(f"#r{i} = if_not_exists(#r{i}, :zero) + :d{i}")
             if limits is not None and resource in limits:
                 vals[f"m{i}"] = limits[resource] - delta
@@ -847,9 +852,9 @@ class DynamoLedger:
         raise ClaimChanged(claim.name)
 
     def _usage_release(self, claim: Claim) -> _Op:
-        names: dict[str, str] = {}
-        vals: dict[str, Any] = {"zero": 0}
-        sets = []
+        names: dict[str, str] = {"#uv": USAGE_VERSION}
+        vals: dict[str, Any] = {"zero": 0, "one": 1}
+        sets = ["#uv = if_not_exists(#uv, :zero) + :one"]
         for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
             names[f"#r{i}"] = resource
             vals[f"d{i}"] = delta
@@ -950,8 +955,53 @@ class DynamoLedger:
         for item in items:
             plain = from_dynamo(deserialize(item))
             pool = plain.pop("nodepool")
-            out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS}
+            out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS and k not in _USAGE_BOOKS}
         return out
+
+    def reconcile_usage(self) -> dict[str, dict[str, int]]:
+        """Make each pool's usage what its claims hold (`ClaimLedger.reconcile_usage`). The claims are
+        read from the index, which lags writes by a moment: a pool is only set once its usage has not
+        changed since the previous call (a disruption run a minute ago), so every claim it counts was
+        written long enough ago to be read, and only if it still has not (conditional on its version).
+        A pool that changed meanwhile is looked at again next time. Returns the pools set, with their
+        usage now."""
+        held: dict[str, dict[str, int]] = {}
+        for claim in self._claims():
+            held[claim.nodepool] = _summed([held.get(claim.nodepool, {}), claim.reserved])
+        out: dict[str, dict[str, int]] = {}
+        for item in self._table.query_index(POOLS):
+            plain = from_dynamo(deserialize(item))
+            pool = str(plain.pop("nodepool"))
+            version, seen = int(plain.get(USAGE_VERSION, 0)), plain.get(USAGE_SEEN)
+            usage = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS and k not in _USAGE_BOOKS}
+            target = {r: held.get(pool, {}).get(r, 0) for r in {*usage, *held.get(pool, {})}}
+            quiet = seen is not None and int(seen) == version
+            if quiet and target != usage and self._set_usage(pool, version, target):
+                out[pool] = target
+            elif not quiet:
+                self._set_usage(pool, version, {})
+        return out
+
+    def _set_usage(self, pool: str, version: int, usage: Mapping[str, int]) -> bool:
+        """Set the pool's usage (when given: a new version) and note the version seen, if the usage is
+        still `version`; False when it changed meanwhile."""
+        names = {"#uv": USAGE_VERSION, "#seen": USAGE_SEEN}
+        vals: dict[str, Any] = {"v": version, "next": version + 1 if usage else version}
+        sets = ["#uv = :next", "#seen = :next"]
+        for i, (resource, amount) in enumerate(sorted(usage.items())):
+            names[f"#r{i}"] = resource
+            vals[f"a{i}"] = amount
+            sets.append(f"#r{i} = :a{i}")
+        condition = "#uv = :v" if version else "(attribute_not_exists(#uv) OR #uv = :v)"
+        try:
+            self._table.client.update_item(
+                TableName=self._table.name, Key=usage_key(pool), UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values(**vals))
+        except ClientError as e:
+            if error_code(e) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
 
 class _Nominations:
