@@ -350,26 +350,6 @@ class _Table:
                 raise RuntimeError(f"{left} keys left unprocessed in {self.name} (throttled)")
         return out
 
-    def batch_put_left(self, items: Sequence[Mapping[str, Any]], sleep: Callable[[float], None]) -> list[int]:
-        """BatchWriteItem of at most 25 `items`, resending unprocessed ones with backoff; returns the
-        indexes of the items still not written (the call failing as a whole leaves them all)."""
-        requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
-        if len(requests) > 25:
-            raise ValueError(f"{len(requests)} items: BatchWriteItem takes at most 25")
-        index = {_request_key(r): n for n, r in enumerate(requests)}
-        pending = requests
-        for attempt in range(UNPROCESSED_ATTEMPTS):
-            try:
-                out = self.client.batch_write_item(RequestItems={self.name: pending})
-            except ClientError:
-                log.warning("BatchWriteItem of %d items failed; they are written one by one", len(pending))
-                break
-            pending = out.get("UnprocessedItems", {}).get(self.name, [])
-            if not pending:
-                return []
-            sleep(random.random() * min(2.0, 0.05 * 2**attempt))
-        return sorted(index[_request_key(r)] for r in pending)
-
     def batch_put(self, items: Iterable[Mapping[str, Any]], sleep: Callable[[float], None]) -> None:
         """BatchWriteItem in groups of 25, resending unprocessed items with backoff."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
@@ -383,11 +363,6 @@ class _Table:
                 sleep(random.random() * min(2.0, 0.05 * 2**attempt))
             else:
                 raise RuntimeError(f"{len(pending)} items left unprocessed in {self.name}")
-
-
-def _request_key(request: Mapping[str, Any]) -> tuple[str, str]:
-    item = request["PutRequest"]["Item"]
-    return (item["pk"]["S"], item["sk"]["S"])
 
 
 # -- transactions ---------------------------------------------------------------------------------------
