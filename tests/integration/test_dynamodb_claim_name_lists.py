@@ -78,7 +78,7 @@ def test_a_claim_stored_one_element_per_pod_reads_the_same(ledger: DynamoLedger,
 
 
 def test_a_claim_without_pods_stores_an_empty_list(ledger: DynamoLedger, now: datetime) -> None:
-    ledger.mark_launched(_claim("empty", [], now).model_copy(update={"instance_types": []}))
+    ledger.reserve(_claim("empty", [], now).model_copy(update={"instance_types": []}), None, now, TTL_SECONDS)
     assert _raw(ledger, "empty")["pods"] == {"L": []} and _raw(ledger, "empty")["instanceTypes"] == {"L": []}
     stored = ledger.get("empty")
     assert stored is not None and stored.pods == [] and stored.instance_types == []

@@ -309,8 +309,12 @@ def _reserved_claims(request: Any) -> list[str] | None:
 
 
 def _written_claims(request: Any) -> list[str] | None:
-    """The claims a PutItem or BatchWriteItem writes."""
-    return re.findall(r'"S":\s*"CLAIM#([^"]+)"', _body(request)) or None
+    """The claims a launch record writes: Puts conditional on the claim's version (`#ver`), one claim's
+    PutItem or a transaction of several (a reservation's Puts are conditional on not existing, a
+    release's Delete is not a write of the claim)."""
+    body = _body(request)
+    written = '"#ver"' in body and '"Delete"' not in body
+    return (re.findall(r'"S":\s*"CLAIM#([^"]+)"', body) or None) if written else None
 
 
 FAULTS: dict[str, Callable[[], Fault]] = {
@@ -320,7 +324,7 @@ FAULTS: dict[str, Callable[[], Fault]] = {
     "RequestLimitExceeded": lambda: Fault("before-send.ec2.CreateFleet", _fleet_token,
                                           lambda: _ec2_error("RequestLimitExceeded", 503)),
     "throttled reserve": lambda: Fault("before-send.dynamodb.TransactWriteItems", _reserved_claims, _dynamodb_throttle),
-    "throttled claim write": lambda: Fault(("before-send.dynamodb.PutItem", "before-send.dynamodb.BatchWriteItem"),
+    "throttled claim write": lambda: Fault(("before-send.dynamodb.PutItem", "before-send.dynamodb.TransactWriteItems"),
                                            _written_claims, _dynamodb_throttle),
 }
 

@@ -35,7 +35,7 @@ protection or a service control policy, is reported and the run goes on with the
 What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
 `carpool.disruption.keys`: reason, action, replacement claim names, decision time, the replacements of an
 abandoned decision),
-written with `ledger.mark_launched(claim)`. The claim keeps status REGISTERED on purpose: `ledger.active()`
+written with `saving.amend` (a save conditional on the version read). The claim keeps status REGISTERED on purpose: `ledger.active()`
 omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.disrupt` would terminate the
 instance before it is drained (its id would be known to no active claim), the watcher would re-register it
 (it re-publishes Ready nodes whose claim is not REGISTERED) and the registrar could not release it when the
@@ -66,6 +66,7 @@ from carpool.disruption import deadline as termination
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
+from carpool.state import saving
 from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
@@ -206,9 +207,13 @@ def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summar
         digest = candidates.pods_digest(p.key for p in world.pods_on(claim.node_name or ""))
         if claim.labels.get(keys.PODS_DIGEST) == digest:
             continue
-        claim.labels[keys.PODS_DIGEST] = digest
-        claim.labels[keys.PODS_CHANGED_AT] = now.isoformat()
-        isolated(summary, "record-pods", f"claim {claim.name}", partial(deps.ledger.mark_launched, claim))
+        stamp = {keys.PODS_DIGEST: digest, keys.PODS_CHANGED_AT: now.isoformat()}
+        isolated(summary, "record-pods", f"claim {claim.name}", partial(saving.amend, deps.ledger, claim,
+                                                                         partial(_stamp, stamp)))
+
+
+def _stamp(labels: Mapping[str, str], claim: Claim) -> None:
+    claim.labels.update(labels)
 
 
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
@@ -257,8 +262,10 @@ def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> da
     pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
     deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
-        claim.labels[keys.TERMINATION_DEADLINE] = deadline.isoformat()
-        deps.ledger.mark_launched(claim)
+        stamp = deadline.isoformat()
+        # a deadline another run stamped meanwhile is kept: the first drain step's is the deadline
+        saving.amend(deps.ledger, claim, lambda c: c.labels.setdefault(keys.TERMINATION_DEADLINE, stamp) == stamp)
+        return datetime.fromisoformat(claim.labels.get(keys.TERMINATION_DEADLINE, stamp))
     return deadline
 
 
@@ -314,10 +321,13 @@ def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: st
     (`keys.ABANDONED_FOR`), or every abandonment would be followed at once by another launch."""
     reason = claim.labels.get(keys.DISRUPTION, "")
     drain.restore(deps.cluster, node.name)
-    for key in _DECISION_KEYS:
-        claim.labels.pop(key, None)
-    claim.labels[keys.ABANDONED_FOR] = ",".join(replacements)
-    deps.ledger.mark_launched(claim)
+
+    def abandon(c: Claim) -> None:
+        for key in _DECISION_KEYS:
+            c.labels.pop(key, None)
+        c.labels[keys.ABANDONED_FOR] = ",".join(replacements)
+
+    saving.amend(deps.ledger, claim, abandon)
     observability.emit("DisruptionsAbandoned", reason=reason)
     _note(summary, f"{reason} disruption of node {node.name} abandoned: {why}; the node is kept, its "
                    "taint and cordon removed")
@@ -464,10 +474,14 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
         return
     for claim in claims:
         assert claim is not None
-        claim.labels.update({keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
-                             keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()})
-        claim.labels.pop(keys.ABANDONED_FOR, None)
-        deps.ledger.mark_launched(claim)
+        progress = {keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
+                    keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()}
+
+        def start(c: Claim, progress: dict[str, str] = progress) -> None:
+            c.labels.update(progress)
+            c.labels.pop(keys.ABANDONED_FOR, None)
+
+        saving.amend(deps.ledger, claim, start)
     suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
     _note(summary, d.message + suffix, d.reason.value)
     recorder.record([k8s_events.disrupting(node, d.reason.value, d.message + suffix) for node in d.nodes], deps)

@@ -27,6 +27,9 @@ from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import templates
+from carpool.resources import Resources
+from carpool.sizing.allocatable import size_node
+from carpool.state import saving
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim
 from carpool.state.ports import ReservationRefused
 
@@ -40,8 +43,12 @@ class DisruptSummary:
     timed_out: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    #: claims charged resources their node has and they never held (reserved before every one was)
+    charged: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    #: NodePools whose usage had drifted from their claims and was set to what they hold
+    reconciled: list[str] = field(default_factory=list)
     #: instances whose node is being drained before they are terminated
     draining: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
@@ -83,7 +90,8 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
     needs_pods = (any(i.instance_id not in known for i in instances)
                   or any(c.status in IN_FLIGHT_STATUSES and now - c.created_at >= timeout for c in claims))
     serving = _serving(deps) if needs_pods else {}
-    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps))
+    unknown = {i.instance_type for i in instances if i.instance_id not in known}
+    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps), _capacities(unknown, deps, now))
     # each action is its own failure unit: one that fails is reported and the others still happen
     for repair in decisions.repairs:
         isolated(summary, "repair", f"claim {repair.claim.name}", partial(_repair, repair, deps, summary))
@@ -95,13 +103,19 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
     for termination in decisions.terminations:
         isolated(summary, termination.reason, f"instance {termination.instance_id}",
                  partial(_terminate, termination, deps, summary))
+    _charge_in_full(claims, decisions, deps, now, summary)
+    _reconcile_usage(deps, summary)
     for subject, why in sorted(decisions.waiting.items()):
         log.info("%s left alone for now: %s", subject, why)
     return decisions
 
 
 def _repair(repair: orphans.Repair, deps: Dependencies, summary: DisruptSummary) -> None:
-    deps.ledger.mark_launched(repair.claim)
+    try:
+        deps.ledger.mark_launched(repair.claim)
+    except saving.ClaimConflict as exc:  # released or repaired meanwhile: the next run reads it again
+        log.info("repair of claim %s skipped: %s", repair.claim.name, exc)
+        return
     summary.repaired.append(repair.claim.name)
     _decide(summary, f"claim {repair.claim.name} repaired: {repair.why}", "repair-claim")
 
@@ -117,6 +131,54 @@ def _serving(deps: Dependencies) -> dict[str, int]:
     one read of the unfinished pods as compact views (a full `Pod` per pod would not fit the Lambda's
     memory on a large cluster)."""
     return dict(Counter(v.node for v in deps.cluster.pod_views() if v.node and v.reschedulable))
+
+
+def _charge_in_full(claims: list[Claim], decisions: orphans.Decisions, deps: Dependencies, now: datetime,
+                    summary: DisruptSummary) -> None:
+    """Charge every launched claim what its node has and it was never charged (`orphans.uncharged`), so
+    its pool's usage counts every resource of every node that runs, whatever limit is added later.
+    Claims this run just wrote are left to the next run (their version moved); a claim another function
+    wrote meanwhile is too (it is read again then)."""
+    written = {c.claim.name for c in decisions.repairs} | {t.claim.name for t in decisions.terminations if t.claim}
+    launched = [c for c in claims if c.instance_type and c.name not in written]
+    sizes = _capacities({c.instance_type for c in launched if c.instance_type}, deps, now)
+    for claim in launched:
+        extra = orphans.uncharged(claim, sizes.get(claim.instance_type or "", {}))
+        if not extra:
+            continue
+        try:
+            deps.ledger.charge(claim, extra)
+        except saving.ClaimConflict as exc:
+            log.info("claim %s not charged this run: %s", claim.name, exc)
+            continue
+        except Exception:  # noqa: BLE001 - one claim's bookkeeping must not stop the run; the next run retries
+            log.exception("claim %s could not be charged %s; tried again next run", claim.name, extra)
+            continue
+        summary.charged.append(claim.name)
+        log.info("claim %s charged what its node has and it never held: %s", claim.name, extra)
+
+
+def _reconcile_usage(deps: Dependencies, summary: DisruptSummary) -> None:
+    """Every run: each pool's usage made what its claims hold, so usage that drifted (a claim an older
+    release wrote back after its release) cannot let a pool pass its limits for long."""
+    try:
+        fixed = deps.ledger.reconcile_usage()
+    except Exception:  # noqa: BLE001 - bookkeeping; the next run tries again
+        log.exception("pool usage not reconciled this run")
+        return
+    for pool, usage in sorted(fixed.items()):
+        summary.reconciled.append(pool)
+        log.warning("NodePool %s usage had drifted from its claims; set to %s", pool, usage)
+        observability.emit("UsageReconciled", nodepool=pool)
+
+
+def _capacities(instance_types: set[str], deps: Dependencies, now: datetime) -> dict[str, Resources]:
+    """What a node of each of these types has, sized as a launch sizes it: an adopted claim is charged
+    all of it (GPUs included, even before their device plugin advertises them on the node)."""
+    if not instance_types:
+        return {}
+    catalog = deps.catalog.get(now).types
+    return {name: size_node(catalog[name]).capacity for name in instance_types if name in catalog}
 
 
 def _owned_filters(deps: Dependencies) -> list[dict[str, object]]:

@@ -53,6 +53,7 @@ from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation, keys
 from carpool.disruption.decision import Reason
 from carpool.ports import EvictionBlocked, NodeGone
+from carpool.state import saving
 from carpool.state.models import Claim, ClaimStatus, UnavailableOffering
 
 log = logging.getLogger(__name__)
@@ -219,11 +220,14 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         summary.replacements.extend(c.name for c in outcome.launched)
     drain.cordon(deps.cluster, node)
     warned = _utc(event.time)
-    stored = deps.ledger.get(claim.name)
-    replacements |= set(_replaced_by(stored)) if stored is not None else set()  # what another invocation recorded
-    claim.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
+    def start(c: Claim) -> None:
+        # what another invocation recorded is kept: the save is conditional on the version read, and a
+        # lost race applies this again to the claim as stored now (`saving.amend`)
+        replacements.update(_replaced_by(c))
+        c.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
                          keys.REPLACED_BY: ",".join(sorted(replacements)), keys.DISRUPTED_AT: warned.isoformat()})
-    deps.ledger.mark_launched(claim)
+
+    saving.amend(deps.ledger, claim, start)
     observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
     _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
                   f"{len(pods)} pods to move, replacement {', '.join(replacements) or 'not needed'}; "

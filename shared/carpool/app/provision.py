@@ -51,8 +51,8 @@ from carpool.state.ports import ReservationRefused
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 5
-#: resources every claim reserves against its pool, limited or not (Karpenter's limits: cpu, memory,
-#: nodes); a claim also reserves every other resource its pool limits (`nvidia.com/gpu`, pods...)
+#: resources every claim reserves against its pool even when its types lack them (Karpenter's limits:
+#: cpu, memory, nodes); every other resource its largest option has is reserved too (see `reservation`)
 ALWAYS_RESERVED = (CPU, MEMORY)
 NODES = "nodes"
 DEADLINE_REASON = "not started before the invocation's deadline; retried on redelivery"
@@ -710,12 +710,12 @@ def _release(claim: Claim, deps: Dependencies) -> None:
 
 
 def reservation(largest: Resources, limits: Resources | None) -> Resources:
-    """What a claim holds against its pool: cpu, memory, one node, and every other resource the pool
-    limits, each at the largest capacity the claim may still become (Karpenter counts a claim as its
-    largest option), so a `nvidia.com/gpu` limit holds across batches and concurrent provisioners."""
-    out = {name: largest.get(name, 0) for name in ALWAYS_RESERVED}
-    for name in limits or {}:
-        out[name] = 1 if name == NODES else largest.get(name, 0)
+    """What a claim holds against its pool: one node and every resource its largest option has (Karpenter
+    counts a claim as its largest option and a NodePool's usage as all its nodes' capacity), whether the
+    pool limits it today or not, so a limit added later (`nvidia.com/gpu`, pods) counts what already runs.
+    A resource the pool limits that no option has is held as 0 (it still takes part in the condition)."""
+    out = {name: 0 for name in (*ALWAYS_RESERVED, *(limits or {}))}
+    out.update(largest)
     out[NODES] = 1
     return out
 

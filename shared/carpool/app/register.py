@@ -74,7 +74,7 @@ def run(batch: dict[str, NodeRegisteredEvent | NodeDeletedEvent], deps: Dependen
                 log.exception("registering node %s failed; the event will be retried", event.detail.node.name)
                 retry[message_id] = f"{type(exc).__name__}: {exc}"
         else:
-            _deleted(event.detail.node_name, deps, summary)
+            _deleted(event.detail.node_name, event.detail.provider_id, deps, summary)
     return summary, retry
 
 
@@ -229,10 +229,35 @@ def learn(node: Node, nodeclass_name: str, launched_image: str | None, deps: Dep
     return None
 
 
-def _deleted(node_name: str, deps: Dependencies, summary: RegisterSummary) -> None:
-    claim = next((c for c in deps.ledger.active() if c.node_name == node_name), None)
-    if claim is None:
+def _deleted(node_name: str, provider_id: str | None, deps: Dependencies, summary: RegisterSummary) -> None:
+    """A `Node Deleted` event is a hint, not a fact: the name may have been reused by another instance
+    (EC2 private-IP names are) or the event may be a stale duplicate. A claim is released only when the
+    event is about its instance (the event's providerID, when it carries one) and the API server confirms
+    it: no node of that name exists, or the one that does runs another instance (its providerID). The
+    claim of a node that still runs keeps its usage and nominations."""
+    claims = [c for c in deps.ledger.active() if c.node_name == node_name]
+    if not claims:
         summary.ignored[node_name] = "no claim for node"
         return
-    deps.ledger.release(claim)
-    summary.deleted.append(node_name)
+    live = deps.cluster.get_node(node_name)
+    running = live.instance_id() if live is not None else None
+    deleted = _instance_in(provider_id)
+    for claim in claims:
+        if deleted is not None and deleted != claim.instance_id:
+            summary.ignored[node_name] = f"the deleted node ran {deleted}, not {claim.instance_id} of claim {claim.name}"
+            continue
+        if live is not None and running in (None, claim.instance_id):
+            summary.ignored[node_name] = (f"node still exists (instance {running or 'unknown'}): the deletion "
+                                          f"event is stale; claim {claim.name} kept")
+            log.warning("Node Deleted for %s, which still exists; claim %s kept", node_name, claim.name)
+            continue
+        deps.ledger.release(claim)
+        summary.deleted.append(node_name)
+
+
+def _instance_in(provider_id: str | None) -> str | None:
+    """The instance id a providerID names (`aws:///us-east-1a/i-0abc`), None when it names none."""
+    if not provider_id or not provider_id.startswith("aws://"):
+        return None
+    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    return last if last.startswith("i-") else None

@@ -32,9 +32,11 @@ from typing import Any
 
 from carpool import labels
 from carpool.api.k8s import Node
-from carpool.resources import CPU, MEMORY
+from carpool.resources import Resources
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim, ClaimStatus
 
+#: the resource a claim is charged one of (Karpenter's `nodes` limit)
+NODES = "nodes"
 #: EC2 tag carrying carpool's own clock at launch (instance age is judged with the clock claims use)
 CREATED_AT_TAG = "carpool.dev/created-at"
 
@@ -169,12 +171,14 @@ class _Nodes:
 
 
 def decide(instances: Sequence[InstanceView], claims: Sequence[Claim], nodes: Iterable[Node],
-           serving: Mapping[str, int], now: datetime, limits: Limits) -> Decisions:
+           serving: Mapping[str, int], now: datetime, limits: Limits,
+           capacities: Mapping[str, Resources] | None = None) -> Decisions:
     """All clean-up decisions of one run.
 
     `instances` are the running/pending instances (only those carrying our ownership tags are judged),
     `claims` the live ones, `serving` the number of pods each node runs that would need a new home (not
-    DaemonSet, static or finished pods)."""
+    DaemonSet, static or finished pods), `capacities` what a node of each instance type has (as a launch
+    sizes it), which an adopted claim is charged."""
     out = Decisions()
     known = _Nodes.of(nodes)
     owned = [i for i in instances if i.owned_by(limits.cluster)]
@@ -190,7 +194,8 @@ def decide(instances: Sequence[InstanceView], claims: Sequence[Claim], nodes: It
                 repaired.add(tagged.name)
                 by_name[tagged.name] = out.repairs[-1].claim  # a second instance with that tag is not its
             continue
-        _unclaimed(inst, tagged, known, serving, set(by_name), now, limits, out)
+        _unclaimed(inst, tagged, known, serving, set(by_name), now, limits, out,
+                   (capacities or {}).get(inst.instance_type, {}))
     _stale_reservations(claims, owned, repaired, now, limits, out)
     _registration_timeouts(claims, owned, known, serving, now, limits, out)
     return out
@@ -209,7 +214,7 @@ def _repair(inst: InstanceView, claim: Claim, known: _Nodes, now: datetime, limi
 
 
 def _unclaimed(inst: InstanceView, tagged: Claim | None, known: _Nodes, serving: Mapping[str, int],
-               names: set[str], now: datetime, limits: Limits, out: Decisions) -> None:
+               names: set[str], now: datetime, limits: Limits, out: Decisions, type_capacity: Resources) -> None:
     """An instance no live claim records: adopted when its node joined or serves pods, else an orphan."""
     registered = known.registered(inst)
     pending = known.pending(inst)
@@ -219,7 +224,7 @@ def _unclaimed(inst: InstanceView, tagged: Claim | None, known: _Nodes, serving:
         what = f"{serving.get(node.name, 0)} pods" if serving.get(node.name, 0) else "no pods yet"
         why = (f"instance {inst.instance_id} is known to no claim but node {node.name} joined from it ({what}): "
                f"adopted as claim {name}")
-        out.adoptions.append(Adoption(adopted(inst, node, name, now), inst, node.name, why))
+        out.adoptions.append(Adoption(adopted(inst, node, name, now, type_capacity), inst, node.name, why))
         return
     if tagged is not None:  # its tag names a claim that records another instance
         why = f"instance {inst.instance_id} is tagged for claim {tagged.name}, which records {tagged.instance_id}"
@@ -289,18 +294,20 @@ def repaired(claim: Claim, inst: InstanceView) -> Claim:
     return fixed
 
 
-def adopted(inst: InstanceView, node: Node, name: str, now: datetime) -> Claim:
+def adopted(inst: InstanceView, node: Node, name: str, now: datetime, type_capacity: Resources | None = None) -> Claim:
     """A claim for a node no claim knows, from its instance's tags and the node's labels and capacity.
 
     It is REGISTERED when the node is past registration (no `karpenter.sh/unregistered` taint), else
-    LAUNCHED so the registrar finishes registering it. It reserves the node's real cpu and memory
-    against its pool's limits (a node that exists counts, whatever the limit). It records no allocatable:
+    LAUNCHED so the registrar finishes registering it. It is charged against its pool's limits for
+    everything the node has, as a launch charges a claim (`carpool.app.provision.reservation`): every
+    resource its instance type has (`type_capacity`: GPUs before their device plugin advertises them),
+    the node's own reported capacity where it has one, and one node (a node that exists counts, whatever
+    the limit). It records no allocatable:
     that is what offers an in-flight claim's room to pending pods, and this node's room is whatever its
     running pods leave, which the scheduler sees on the node itself."""
     node_labels = node.labels
     unregistered = any(t.key == labels.UNREGISTERED_TAINT for t in node.taints())
-    capacity = node.capacity()
-    reserved = {k: capacity[k] for k in (CPU, MEMORY) if k in capacity}
+    reserved = {**(type_capacity or {}), **node.capacity(), NODES: 1}
     return Claim(
         name=name,
         nodepool=inst.tags.get(labels.TAG_NODEPOOL) or node_labels.get(labels.NODEPOOL, ""),
@@ -310,7 +317,7 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime) -> Claim:
         instance_types=[inst.instance_type] if inst.instance_type else [],
         capacity_type=node_labels.get(labels.CAPACITY_TYPE) or inst.capacity_type,
         zone=inst.zone or node_labels.get(labels.ZONE),
-        reserved={**reserved, "nodes": 1},
+        reserved=reserved,
         instance_id=inst.instance_id,
         instance_type=inst.instance_type or node_labels.get(labels.INSTANCE_TYPE),
         image_id=inst.image_id or node_labels.get(labels.IMAGE_ID),
@@ -318,6 +325,18 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime) -> Claim:
         registered_at=None if unregistered else now,
         node_name=None if unregistered else node.name,
     )
+
+
+def uncharged(claim: Claim, type_capacity: Resources) -> Resources:
+    """What a claim's node has that the claim was never charged: every resource of its instance type
+    missing from `reserved` (a claim reserved before every resource was charged, when only its pool's
+    limits of the day were; its pool may have been given a limit on one since), and its node. A limit
+    added while nodes run then counts them. Resources already charged are left as they are: a claim is
+    charged its largest option, never less than the type it launched."""
+    missing = {k: v for k, v in type_capacity.items() if v > 0 and k not in claim.reserved}
+    if NODES not in claim.reserved:
+        missing[NODES] = 1
+    return missing
 
 
 # -- time -------------------------------------------------------------------------------------------------

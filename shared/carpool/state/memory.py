@@ -20,6 +20,7 @@ from carpool.state.models import (
     holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
+from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
 
 
 class MemoryLedger:
@@ -66,6 +67,7 @@ class MemoryLedger:
             for pod in pods:
                 self.nominations[pod] = (claim_name, until)
             claim.pods = [*claim.pods, *pods]
+            claim.version += 1
             for k, v in requests.items():
                 claim.requested[k] = claim.requested.get(k, 0) + v
 
@@ -80,7 +82,40 @@ class MemoryLedger:
         return failed
 
     def mark_launched(self, claim: Claim) -> None:
+        """The launch facts onto a stored claim recording no other instance (`saving.with_launch`)."""
         with self._lock:
+            stored = self.claims.get(claim.name)
+            if stored is None:
+                raise ClaimGone(claim.name)
+            fresh = with_launch(stored, claim)
+            if fresh is None:
+                return
+            fresh.version = stored.version + 1
+            self.claims[claim.name] = fresh
+            claim.version = fresh.version
+
+    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+        with self._lock:
+            stored = self.claims.get(claim.name)
+            if stored is None:
+                raise ClaimGone(claim.name)
+            if stored.version != claim.version:
+                raise ClaimChanged(claim.name)
+            usage = self.pool_usage.setdefault(stored.nodepool, {})
+            for k, v in extra.items():
+                stored.reserved[k] = stored.reserved.get(k, 0) + v
+                usage[k] = usage.get(k, 0) + v
+            stored.version += 1
+            claim.reserved, claim.version = dict(stored.reserved), stored.version
+
+    def save(self, claim: Claim) -> None:
+        with self._lock:
+            stored = self.claims.get(claim.name)
+            if stored is None:
+                raise ClaimGone(claim.name)
+            if stored.version != claim.version:
+                raise ClaimChanged(claim.name)
+            claim.version += 1
             self.claims[claim.name] = claim.model_copy(deep=True)
 
     def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
@@ -97,6 +132,7 @@ class MemoryLedger:
                 return None
             claim.status = ClaimStatus.REGISTERED
             claim.node_name = node_name
+            claim.version += 1
             if claim.registered_at is None:
                 claim.registered_at = now
             return claim.model_copy(deep=True)
@@ -144,6 +180,21 @@ class MemoryLedger:
         if claim is None or not holds_nominations(claim.status, claim.registered_at, now):
             return None
         return held[0]
+
+    def reconcile_usage(self) -> dict[str, dict[str, int]]:
+        """At once: nothing here lags (DynamoLedger waits for its index, one call later)."""
+        with self._lock:
+            held: dict[str, dict[str, int]] = {}
+            for claim in self.claims.values():
+                pool = held.setdefault(claim.nodepool, {})
+                for k, v in claim.reserved.items():
+                    pool[k] = pool.get(k, 0) + v
+            out = {}
+            for name, usage in self.pool_usage.items():
+                target = {r: held.get(name, {}).get(r, 0) for r in {*usage, *held.get(name, {})}}
+                if target != usage:
+                    self.pool_usage[name] = out[name] = target
+            return {k: dict(v) for k, v in out.items()}
 
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         wanted = None if pools is None else set(pools)

@@ -26,6 +26,10 @@ class ClaimStatus(StrEnum):
 
 ACTIVE_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED})
 IN_FLIGHT_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED})
+#: what recording a launch writes onto a claim (`ClaimLedger.mark_launched`): only these, so a launch
+#: recorded late never undoes what another function wrote meanwhile (pods nominated, labels)
+LAUNCH_FACTS = ("status", "instance_id", "instance_type", "zone", "capacity_type", "image_id", "max_pods",
+                "allocatable", "launched_at", "price")
 
 #: How long a registered claim's nominations keep holding its pods, counted from the claim's
 #: `registered_at` (see `holds_nominations`). A late duplicate of a `Pod Unschedulable` event (or a
@@ -89,6 +93,11 @@ class Claim(BaseModel):
     #: which readers such as the watcher learn from the claim alone, without a read per pod. None for
     #: claims written before the field existed (they are treated as holding nothing).
     nominated_until: datetime | None = None
+    #: how many times the stored claim was written: `ClaimLedger.save` writes the claim only while the
+    #: stored one is still the version read, so a save never undoes another function's write (a release,
+    #: a registration, pods nominated) nor brings a released claim back. 0 for a claim not stored yet
+    #: and for claims written before the field existed.
+    version: int = 0
 
 
 class UnavailableOffering(BaseModel):

@@ -52,7 +52,25 @@ class ClaimLedger(Protocol):
         ...
 
     def mark_launched(self, claim: Claim) -> None:
-        """Persist launch results (instance id/type, zone, capacity type, image, allocatable)."""
+        """Persist launch results (instance id/type, zone, capacity type, image, allocatable) on a claim
+        that still exists and records no other instance (the expected state: a provisioner or a repair
+        recording the instance it found; `carpool.state.saving.with_launch`). Stored already with this
+        instance and registered (the registrar repaired it first): nothing to do. Raises
+        `carpool.state.saving.ClaimGone` when the claim was released, `ClaimChanged` when it records
+        another instance."""
+        ...
+
+    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+        """Add `extra` (resources the claim was never charged) to the claim's `reserved` and its pool's
+        usage in one transaction, conditional on the stored claim being `claim.version` (then bumped, on
+        `claim` too, whose `reserved` grows). No limit applies: the node exists. Raises `ClaimGone` or
+        `ClaimChanged` (`carpool.state.saving`)."""
+        ...
+
+    def save(self, claim: Claim) -> None:
+        """Write the whole claim only if the stored one is still `claim.version` (then bumped, on `claim`
+        too). Raises `carpool.state.saving.ClaimGone` (released meanwhile: never written back) or
+        `ClaimChanged` (another function wrote it: read it again and decide again, `saving.amend`)."""
         ...
 
     def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
@@ -81,6 +99,14 @@ class ClaimLedger(Protocol):
 
     def nominated(self, now: datetime, pods: Iterable[str] | None = None) -> dict[str, str]:
         """Pod key -> claim name for every nomination that holds at `now` (only `pods`' when given)."""
+        ...
+
+    def reconcile_usage(self) -> dict[str, dict[str, int]]:
+        """Make each pool's usage what its claims hold (every write keeps the two equal; this repairs
+        what an older release let drift: a claim written back after its release, a release lost). A
+        pool whose usage changes meanwhile is left for the next call; a store whose claim reads lag
+        (DynamoDB's index) sets a pool only once its usage stayed the same from one call to the next.
+        Returns the pools set, with their usage now."""
         ...
 
     def usage(self, pools: Iterable[str] | None = None) -> dict[str, dict[str, int]]:

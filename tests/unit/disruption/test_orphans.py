@@ -11,8 +11,11 @@ from carpool import labels as L
 from carpool.api.k8s import Node
 from carpool.app import disrupt
 from carpool.app.settings import Settings
+from carpool.app.sources import StaticCatalogSource
+from carpool.catalog import Catalog
 from carpool.disruption import orphans
 from carpool.sim.cluster import SimulatedCluster
+from carpool.sizing.allocatable import size_node
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus
 
@@ -91,8 +94,20 @@ def test_an_orphan_serving_pods_is_adopted_not_killed_however_old() -> None:
         assert (c.name, c.status, c.instance_id, c.node_name) == ("c1", ClaimStatus.REGISTERED, "i-1", n.name)
         assert (c.nodepool, c.nodeclass, c.instance_type, c.zone, c.image_id) == (
             "default", "default", "m5.xlarge", "us-east-1b", "ami-0123")
-        assert c.reserved == {"cpu": 4000, "memory": 15 * GIB, "nodes": 1}  # the node's real capacity
+        assert c.reserved == {"cpu": 4000, "memory": 15 * GIB, "pods": 58, "nodes": 1}  # the node's real capacity
         assert c.allocatable == {}  # never offered as an in-flight node's free room
+
+
+def test_an_adopted_node_is_charged_every_resource_its_type_has_even_before_the_node_reports_it() -> None:
+    gpu_type = {"cpu": 4000, "memory": 15 * GIB, "nvidia.com/gpu": 1, "ephemeral-storage": 20 * GIB, "pods": 29}
+    inst = view("i-1")
+    out = orphans.decide([inst], [], [node("i-1")], {}, T0 + timedelta(seconds=60), LIMITS,
+                         {inst.instance_type: gpu_type})
+    (adoption,) = out.adoptions
+    # the node's own figures win where it reports them; the GPU its device plugin has not advertised yet
+    # is charged from the type, as a launch charges it
+    assert adoption.claim.reserved == {"cpu": 4000, "memory": 15 * GIB, "nvidia.com/gpu": 1,
+                                       "ephemeral-storage": 20 * GIB, "pods": 58, "nodes": 1}
 
 
 def test_a_registered_node_without_pods_is_adopted_too() -> None:
@@ -244,7 +259,7 @@ def world(instances: list[dict[str, Any]], nodes: list[dict[str, Any]], claims: 
         ledger.reserve(c, None, c.created_at, 900)
         ledger.mark_launched(c)
     return SimpleNamespace(cluster=cluster, compute=FakeEc2(cluster, instances), ledger=ledger, clock=lambda: now,
-                           settings=Settings(cluster_name=CLUSTER))
+                           settings=Settings(cluster_name=CLUSTER), catalog=StaticCatalogSource("us-east-1"))
 
 
 def bound_pod(name: str, node_name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -287,7 +302,9 @@ def test_the_executor_adopts_a_node_serving_pods_and_never_terminates_it() -> No
     assert summary.adopted == ["i-1"] and summary.orphans == [] and deps.cluster.actions == []
     stored = deps.ledger.find_by_instance("i-1")
     assert stored is not None and stored.status == ClaimStatus.REGISTERED and stored.node_name == name
-    assert deps.ledger.usage()["default"] == {"cpu": 4000, "memory": 15 * GIB, "nodes": 1}
+    # everything the node has: its reported capacity, and what its type has that it does not report yet
+    sized = size_node(Catalog.snapshot("us-east-1").types["m5.xlarge"]).capacity
+    assert deps.ledger.usage()["default"] == {**sized, "cpu": 4000, "memory": 15 * GIB, "pods": 58, "nodes": 1}
     again = disrupt.DisruptSummary()
     disrupt.clean_up(deps, deps.clock(), again)  # the next run finds it known: nothing to do
     assert again == disrupt.DisruptSummary()

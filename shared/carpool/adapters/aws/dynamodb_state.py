@@ -50,6 +50,7 @@ from carpool.state.models import (
     holds_nominations,
 )
 from carpool.state.ports import ReservationRefused
+from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,10 @@ GSI = "gsi1"
 TTL_ATTR = "expiresAt"
 #: TransactWriteItems' limit on items per transaction.
 MAX_TRANSACTION_ITEMS = 100
-#: BatchWriteItem's limit on items per call.
+#: BatchWriteItem's limit on items per call (and the claims `mark_launched_many` writes per transaction).
 BATCH_WRITE_ITEMS = 25
+#: how often a claim write that lost its condition to another writer reads the claim again
+SAVE_ATTEMPTS = 5
 #: `reserve` puts the claim and the usage update in its first transaction, so it has room for 98 pods.
 FIRST_CHUNK_PODS = MAX_TRANSACTION_ITEMS - 2
 #: attempts for a transaction that lost a TransactionConflict
@@ -74,6 +77,11 @@ NOMINATION_TTL_GRACE = timedelta(hours=1)
 CLAIMS, NOMINATIONS, POOLS = "CLAIMS", "NOMINATIONS", "POOLS"
 ICE, CAP = "ICE", "CAP"
 _KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", TTL_ATTR})
+#: a pool usage item's bookkeeping beside its resources: bumped by every change of its usage, and the
+#: value the last disruption run saw (see `DynamoLedger.reconcile_usage`)
+USAGE_VERSION = "usageVersion"
+USAGE_SEEN = "usageSeen"
+_USAGE_BOOKS = frozenset({USAGE_VERSION, USAGE_SEEN})
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -342,26 +350,6 @@ class _Table:
                 raise RuntimeError(f"{left} keys left unprocessed in {self.name} (throttled)")
         return out
 
-    def batch_put_left(self, items: Sequence[Mapping[str, Any]], sleep: Callable[[float], None]) -> list[int]:
-        """BatchWriteItem of at most 25 `items`, resending unprocessed ones with backoff; returns the
-        indexes of the items still not written (the call failing as a whole leaves them all)."""
-        requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
-        if len(requests) > 25:
-            raise ValueError(f"{len(requests)} items: BatchWriteItem takes at most 25")
-        index = {_request_key(r): n for n, r in enumerate(requests)}
-        pending = requests
-        for attempt in range(UNPROCESSED_ATTEMPTS):
-            try:
-                out = self.client.batch_write_item(RequestItems={self.name: pending})
-            except ClientError:
-                log.warning("BatchWriteItem of %d items failed; they are written one by one", len(pending))
-                break
-            pending = out.get("UnprocessedItems", {}).get(self.name, [])
-            if not pending:
-                return []
-            sleep(random.random() * min(2.0, 0.05 * 2**attempt))
-        return sorted(index[_request_key(r)] for r in pending)
-
     def batch_put(self, items: Iterable[Mapping[str, Any]], sleep: Callable[[float], None]) -> None:
         """BatchWriteItem in groups of 25, resending unprocessed items with backoff."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
@@ -375,11 +363,6 @@ class _Table:
                 sleep(random.random() * min(2.0, 0.05 * 2**attempt))
             else:
                 raise RuntimeError(f"{len(pending)} items left unprocessed in {self.name}")
-
-
-def _request_key(request: Mapping[str, Any]) -> tuple[str, str]:
-    item = request["PutRequest"]["Item"]
-    return (item["pk"]["S"], item["sk"]["S"])
 
 
 # -- transactions ---------------------------------------------------------------------------------------
@@ -619,14 +602,15 @@ class DynamoLedger:
         return out
 
     def _grow_claim(self, claim_name: str, pods: list[str], requests: Mapping[str, int]) -> _Op:
-        names = {"#pods": "pods", "#st": "status"}
-        vals: dict[str, Any] = {"new": chunked(pods), "empty": [], "reserved": "reserved", "launched": "launched"}
+        names = {"#pods": "pods", "#st": "status", "#ver": "version"}
+        vals: dict[str, Any] = {"new": chunked(pods), "empty": [], "reserved": "reserved", "launched": "launched",
+                                "zero": 0, "one": 1}
         if requests:  # DynamoDB rejects a name the expressions do not use (later chunks add no requests)
             names["#req"] = "requested"
-        sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)"]
+        sets = ["#pods = list_append(if_not_exists(#pods, :empty), :new)", "#ver = if_not_exists(#ver, :zero) + :one"]
         for i, (resource, delta) in enumerate(sorted(requests.items())):
             names[f"#k{i}"] = resource
-            vals.update({f"d{i}": delta, "zero": 0})
+            vals[f"d{i}"] = delta
             sets.append(f"#req.#k{i} = if_not_exists(#req.#k{i}, :zero) + :d{i}")
         request = {
             "Update": {
@@ -654,13 +638,13 @@ class DynamoLedger:
         """Add the claim's size to its pool's usage; for each limited resource r the condition is
         `usage[r] <= limit - delta` (`attribute_not_exists` covers the pool's first claim, whose sum is
         `if_not_exists(r, 0) + delta`, already checked against the limit by `_refuse_impossible`)."""
-        names = {"#gpk": "gsi1pk", "#gsk": "gsi1sk", "#pool": "nodepool"}
-        vals: dict[str, Any] = {"pools": POOLS, "pool": claim.nodepool}
-        sets = ["#gpk = :pools", "#gsk = :pool", "#pool = :pool"]
+        names = {"#gpk": "gsi1pk", "#gsk": "gsi1sk", "#pool": "nodepool", "#uv": USAGE_VERSION}
+        vals: dict[str, Any] = {"pools": POOLS, "pool": claim.nodepool, "zero": 0, "one": 1}
+        sets = ["#gpk = :pools", "#gsk = :pool", "#pool = :pool", "#uv = if_not_exists(#uv, :zero) + :one"]
         conditions = []
         for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
             names[f"#r{i}"] = resource
-            vals.update({"zero": 0, f"d{i}": delta})
+            vals[f"d{i}"] = delta
             sets.append(f"#r{i} = if_not_exists(#r{i}, :zero) + :d{i}")
             if limits is not None and resource in limits:
                 vals[f"m{i}"] = limits[resource] - delta
@@ -679,23 +663,111 @@ class DynamoLedger:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def mark_launched(self, claim: Claim) -> None:
-        """Store the whole claim as it is now (like MemoryLedger, which replaces it)."""
-        self._table.client.put_item(TableName=self._table.name, Item=serialize(claim_item(claim)))
+        """The launch facts onto the claim as stored now (`saving.with_launch`), written only while it
+        exists and records no other instance (a read, then `save` conditional on the version read; a lost
+        race reads again). Already registered with this instance (the registrar repaired it first):
+        nothing to write. Never brings back a released claim."""
+        for _ in range(SAVE_ATTEMPTS):
+            item = self._table.get(claim_key(claim.name))
+            if item is None:
+                raise ClaimGone(claim.name)
+            fresh = with_launch(claim_from_item(item), claim)
+            if fresh is None:
+                return
+            try:
+                self.save(fresh)
+            except ClaimChanged:
+                continue
+            claim.version = fresh.version
+            return
+        raise ClaimChanged(claim.name)
 
     def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
-        """BatchWriteItem, 25 claims a call; a claim a batch could not write (left unprocessed past the
-        retries, or the call failed) is written alone, so only a claim whose own write fails fails."""
+        """Claims just reserved by this caller, their launches recorded: one transaction per 25 claims,
+        each Put conditional on the claim still being the version reserved (nobody else wrote it, so the
+        claim is the stored one plus its launch). A transaction refused or failed is done again claim by
+        claim (`mark_launched`, which reads what is stored), so only a claim whose own write fails fails."""
         failed: dict[str, Exception] = {}
         for start in range(0, len(claims), BATCH_WRITE_ITEMS):
             chunk = claims[start : start + BATCH_WRITE_ITEMS]
-            left = range(len(chunk)) if len(chunk) == 1 else self._table.batch_put_left(
-                [claim_item(c) for c in chunk], self._sleep)
-            for i in left:
+            if self._saved_together(chunk):
+                continue
+            for claim in chunk:
                 try:
-                    self.mark_launched(chunk[i])
-                except Exception as exc:
-                    failed[chunk[i].name] = exc
+                    self.mark_launched(claim)
+                except Exception as exc:  # noqa: BLE001 - reported as this claim's failure
+                    failed[claim.name] = exc
         return failed
+
+    def _saved_together(self, chunk: Sequence[Claim]) -> bool:
+        """`save` for every claim of `chunk` (one PutItem, or one transaction for several); False when it
+        was refused or failed."""
+        try:
+            if len(chunk) == 1:
+                self.save(chunk[0])
+                return True
+            _transact(self._table, [self._versioned_put(c) for c in chunk], self._sleep)
+        except Exception:  # noqa: BLE001 - the caller writes them one by one
+            log.info("recording %d launches together failed; recording them one by one", len(chunk))
+            return False
+        for claim in chunk:
+            claim.version += 1
+        return True
+
+    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+        """The claim's `reserved` and its pool's usage grown by `extra` in one transaction, conditional on
+        the claim's version (see `ClaimLedger.charge`)."""
+        if not extra:
+            return
+        condition, names, vals = _version_condition(claim.version)
+        names["#res"] = "reserved"
+        sets = ["#ver = if_not_exists(#ver, :zero) + :one"]
+        vals.update(values(zero=0, one=1))
+        for i, (resource, delta) in enumerate(sorted(extra.items())):
+            names[f"#k{i}"] = resource
+            vals.update(values(**{f"d{i}": delta}))
+            sets.append(f"#res.#k{i} = if_not_exists(#res.#k{i}, :zero) + :d{i}")
+        grow = {"Update": {"TableName": self._table.name, "Key": claim_key(claim.name),
+                           "UpdateExpression": "SET " + ", ".join(sets), "ConditionExpression": condition,
+                           "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}}
+        added = claim.model_copy(update={"reserved": dict(extra)})
+        try:
+            _transact(self._table, [_Op(grow, "claim", claim.name), self._usage_reserve(added, None)], self._sleep)
+        except _Cancelled as c:
+            if self._table.get(claim_key(claim.name)) is None:
+                raise ClaimGone(claim.name) from c
+            raise ClaimChanged(claim.name) from c
+        claim.reserved = _summed([claim.reserved, extra])
+        claim.version += 1
+
+    def save(self, claim: Claim) -> None:
+        """The whole claim, conditional on the stored one existing at `claim.version` (bumped on success,
+        on `claim` too). Raises ClaimGone or ClaimChanged (see `carpool.state.saving`)."""
+        op = self._versioned_put(claim)
+        try:
+            self._table.client.put_item(**op.request["Put"])
+        except ClientError as e:
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise
+            if self._table.get(claim_key(claim.name)) is None:
+                raise ClaimGone(claim.name) from e
+            raise ClaimChanged(claim.name) from e
+        claim.version += 1
+
+    def _versioned_put(self, claim: Claim) -> _Op:
+        """The claim written as version `claim.version + 1` if the stored one is `claim.version`."""
+        item = claim_item(claim.model_copy(update={"version": claim.version + 1}))
+        condition, names, vals = _version_condition(claim.version)
+        request = {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": serialize(item),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": vals,
+            }
+        }
+        return _Op(request, "claim", claim.name)
 
     def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
         """One UpdateItem of the claim; its nominations are not written (their hold follows the claim's
@@ -704,15 +776,19 @@ class DynamoLedger:
             out = self._table.client.update_item(
                 TableName=self._table.name,
                 Key=claim_key(claim_name),
-                UpdateExpression="SET #s = :s, #n = :n, #r = if_not_exists(#r, :r), #gsk = :gsk",
+                UpdateExpression=("SET #s = :s, #n = :n, #r = if_not_exists(#r, :r), #gsk = :gsk, "
+                                  "#ver = if_not_exists(#ver, :zero) + :one"),
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeNames={
                     "#s": "status",
                     "#n": "nodeName",
                     "#r": "registeredAt",
                     "#gsk": "gsi1sk",
+                    "#ver": "version",
                 },
                 ExpressionAttributeValues=values(
+                    zero=0,
+                    one=1,
                     s=ClaimStatus.REGISTERED.value,
                     n=node_name,
                     r=_utc(now).isoformat(),
@@ -727,38 +803,33 @@ class DynamoLedger:
         return claim_from_item(out["Attributes"])
 
     def release(self, claim: Claim) -> None:
-        """Delete the stored claim and give back its usage in one transaction (so two releases cannot
-        both subtract), then free the nominations it still holds."""
-        item = self._table.get(claim_key(claim.name))
-        if item is None:
+        """Delete the stored claim and give back the usage it holds in one transaction, conditional on
+        the version read (so two releases cannot both subtract, and a claim written meanwhile gives back
+        what it holds now: the claim is read again), then free the nominations it still holds."""
+        for _ in range(SAVE_ATTEMPTS):
+            item = self._table.get(claim_key(claim.name))
+            if item is None:
+                return
+            stored = claim_from_item(item)
+            condition, names, vals = _version_condition(stored.version)
+            delete = {"TableName": self._table.name, "Key": claim_key(stored.name), "ConditionExpression": condition,
+                      "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}
+            ops = [_Op({"Delete": delete}, "claim", stored.name)]
+            if stored.reserved:
+                ops.append(self._usage_release(stored))
+            try:
+                _transact(self._table, ops, self._sleep)
+            except _Cancelled:
+                log.info("claim %s changed or was released while being released; reading it again", stored.name)
+                continue
+            self._release_nominations(stored.name, stored.pods)
             return
-        stored = claim_from_item(item)
-        ops = [
-            _Op(
-                {
-                    "Delete": {
-                        "TableName": self._table.name,
-                        "Key": claim_key(stored.name),
-                        "ConditionExpression": "attribute_exists(pk)",
-                    }
-                },
-                "claim",
-                stored.name,
-            )
-        ]
-        if stored.reserved:
-            ops.append(self._usage_release(stored))
-        try:
-            _transact(self._table, ops, self._sleep)
-        except _Cancelled:
-            log.info("claim %s was released concurrently", stored.name)
-            return
-        self._release_nominations(stored.name, stored.pods)
+        raise ClaimChanged(claim.name)
 
     def _usage_release(self, claim: Claim) -> _Op:
-        names: dict[str, str] = {}
-        vals: dict[str, Any] = {"zero": 0}
-        sets = []
+        names: dict[str, str] = {"#uv": USAGE_VERSION}
+        vals: dict[str, Any] = {"zero": 0, "one": 1}
+        sets = ["#uv = if_not_exists(#uv, :zero) + :one"]
         for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
             names[f"#r{i}"] = resource
             vals[f"d{i}"] = delta
@@ -859,8 +930,53 @@ class DynamoLedger:
         for item in items:
             plain = from_dynamo(deserialize(item))
             pool = plain.pop("nodepool")
-            out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS}
+            out[pool] = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS and k not in _USAGE_BOOKS}
         return out
+
+    def reconcile_usage(self) -> dict[str, dict[str, int]]:
+        """Make each pool's usage what its claims hold (`ClaimLedger.reconcile_usage`). The claims are
+        read from the index, which lags writes by a moment: a pool is only set once its usage has not
+        changed since the previous call (a disruption run a minute ago), so every claim it counts was
+        written long enough ago to be read, and only if it still has not (conditional on its version).
+        A pool that changed meanwhile is looked at again next time. Returns the pools set, with their
+        usage now."""
+        held: dict[str, dict[str, int]] = {}
+        for claim in self._claims():
+            held[claim.nodepool] = _summed([held.get(claim.nodepool, {}), claim.reserved])
+        out: dict[str, dict[str, int]] = {}
+        for item in self._table.query_index(POOLS):
+            plain = from_dynamo(deserialize(item))
+            pool = str(plain.pop("nodepool"))
+            version, seen = int(plain.get(USAGE_VERSION, 0)), plain.get(USAGE_SEEN)
+            usage = {k: int(v) for k, v in plain.items() if k not in _KEY_ATTRS and k not in _USAGE_BOOKS}
+            target = {r: held.get(pool, {}).get(r, 0) for r in {*usage, *held.get(pool, {})}}
+            quiet = seen is not None and int(seen) == version
+            if quiet and target != usage and self._set_usage(pool, version, target):
+                out[pool] = target
+            elif not quiet:
+                self._set_usage(pool, version, {})
+        return out
+
+    def _set_usage(self, pool: str, version: int, usage: Mapping[str, int]) -> bool:
+        """Set the pool's usage (when given: a new version) and note the version seen, if the usage is
+        still `version`; False when it changed meanwhile."""
+        names = {"#uv": USAGE_VERSION, "#seen": USAGE_SEEN}
+        vals: dict[str, Any] = {"v": version, "next": version + 1 if usage else version}
+        sets = ["#uv = :next", "#seen = :next"]
+        for i, (resource, amount) in enumerate(sorted(usage.items())):
+            names[f"#r{i}"] = resource
+            vals[f"a{i}"] = amount
+            sets.append(f"#r{i} = :a{i}")
+        condition = "#uv = :v" if version else "(attribute_not_exists(#uv) OR #uv = :v)"
+        try:
+            self._table.client.update_item(
+                TableName=self._table.name, Key=usage_key(pool), UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values(**vals))
+        except ClientError as e:
+            if error_code(e) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
 
 class _Nominations:
@@ -915,6 +1031,14 @@ class _Nominations:
             }
         }
         return _Op(request, "pod", pod)
+
+
+def _version_condition(version: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The stored claim exists at `version` (0 also matches a claim written before versions existed)."""
+    condition = "attribute_exists(pk) AND #ver = :ver"
+    if version == 0:
+        condition = "attribute_exists(pk) AND (attribute_not_exists(#ver) OR #ver = :ver)"
+    return condition, {"#ver": "version"}, values(ver=version)
 
 
 def _takeover(replacing: Collection[str], lapsed: str | None) -> Collection[str]:
