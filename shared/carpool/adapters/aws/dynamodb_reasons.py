@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from carpool.adapters.aws.dynamodb_state import TTL_ATTR, _Table, deserialize, epoch, from_epoch, ttl_epoch
+from carpool.adapters.aws.dynamodb_state import TTL_ATTR, StateTable, deserialize, epoch, from_epoch, ttl_epoch
 from carpool.state.reasons import TTL, PodReasons
 
 WHY = "WHY"
@@ -21,7 +21,7 @@ WHY = "WHY"
 class DynamoPodReasons:
     def __init__(self, table_name: str | None = None, client: Any | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self._table = _Table(table_name, client)
+        self._table = StateTable(table_name, client)
         self._sleep = sleep
 
     def all(self, now: datetime) -> list[PodReasons]:

@@ -300,7 +300,7 @@ class Projection:
 CLAIM_HOLD = Projection("pk, #st, registeredAt", {"#st": "status"})
 
 
-class _Table:
+class StateTable:
     """The state table: name from `CARPOOL_TABLE` unless given, client from `session` unless given."""
 
     def __init__(self, table_name: str | None = None, client: Any | None = None) -> None:
@@ -389,7 +389,7 @@ class _Cancelled(Exception):
         return _Cancelled([f for f in self.failures if not (f[0].what == "pod" and f[0].subject in pods)])
 
 
-def _transact(table: _Table, ops: list[_Op], sleep: Callable[[float], None]) -> None:
+def _transact(table: StateTable, ops: list[_Op], sleep: Callable[[float], None]) -> None:
     """TransactWriteItems, retried while the only reason is a TransactionConflict (another transaction
     touching the same items right now); conditional failures raise `_Cancelled` with the failed ops."""
     for attempt in range(CONFLICT_ATTEMPTS):
@@ -437,7 +437,7 @@ class DynamoLedger:
         client: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._table = _Table(table_name, client)
+        self._table = StateTable(table_name, client)
         self._sleep = sleep
 
     # -- reserve --------------------------------------------------------------------------------------
@@ -1144,7 +1144,7 @@ class DynamoOfferings:
         client: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._table = _Table(table_name, client)
+        self._table = StateTable(table_name, client)
         self._sleep = sleep
 
     def mark_unavailable(self, offerings: Iterable[UnavailableOffering]) -> None:
@@ -1194,7 +1194,7 @@ class DynamoCapacityCache:
         sleep: Callable[[float], None] = time.sleep,
         attempts: int = OBSERVE_ATTEMPTS,
     ) -> None:
-        self._table = _Table(table_name, client)
+        self._table = StateTable(table_name, client)
         self._sleep = sleep
         self._attempts = attempts
 
