@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from carpool.adapters.aws.dynamodb_state import TTL_ATTR, StateTable, deserialize, epoch, from_epoch, ttl_epoch
+from carpool.adapters.aws.dynamodb_state import (
+    TTL_ATTR,
+    StateTable,
+    deserialize,
+    epoch,
+    from_epoch,
+    ttl_epoch,
+)
 from carpool.state.reasons import TTL, PodReasons
 
 WHY = "WHY"
