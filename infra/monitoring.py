@@ -31,6 +31,7 @@ PodPendingToLaunchSeconds  nodepool              karpenter_pods_startup_duration
 NodeRegistrationSeconds    nodepool              (Karpenter: nodeclaim registration duration)
 DisruptionActionFailures   action                (carpool: one disruption action failed, e.g. a refused terminate)
 DisruptionsAbandoned       reason                karpenter_voluntary_disruption_queue_failures_total
+UsageReconciled            nodepool              (carpool: a pool's usage corrected from its claims)
 ========================== ==================== ===============================================
 
 Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
@@ -98,6 +99,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "WatcherRuns": (),
     "Disruptions": ("reason",),
     "PodsServedBy": ("server",),
+    "UsageReconciled": ("nodepool",),
     "PodEventsDropped": (),
     "ConfigInvalid": ("function",),
     "ClusterFactsUnresolved": (),
@@ -584,6 +586,10 @@ class Monitoring(Construct):
             graph("Failed disruption actions (by action)", [lines("DisruptionActionFailures", "Sum")], width=12),
             logged("Disruptions abandoned (by reason)", ["DisruptionsAbandoned"], "sum(value) as abandoned by reason",
                    table=True),
+        )
+        self.dashboard.add_widgets(
+            logged("Pool usage reconciled from the claims (by nodepool)", ["UsageReconciled"],
+                   "sum(value) as reconciled by nodepool", table=True),
         )
         names = list(functions)
         self.dashboard.add_widgets(

@@ -123,3 +123,12 @@ def disruption_blocked(node_name: str, why: str) -> KubeEvent:
 def disrupting(node_name: str, reason: str, decision: str) -> KubeEvent:
     """The node is being disrupted (Karpenter's `DisruptionTerminating`), with the rule and the decision."""
     return KubeEvent(node(node_name), NORMAL, "DisruptionTerminating", f"Disrupting Node: {reason}: {decision}")
+
+
+def insufficient_capacity(pod_key: str, uid: str, claim: str, offerings: list[tuple[str, str, str]]) -> KubeEvent:
+    """Karpenter's `InsufficientCapacityError` (written on its NodeClaim; carpool has no NodeClaim object,
+    so on the pods the claim was for): EC2 had no capacity for the offerings tried, others are tried next."""
+    shown = ", ".join(f"{t} ({ct}, {z})" for t, z, ct in sorted(offerings)[:5])
+    more = f" and {len(offerings) - 5} more" if len(offerings) > 5 else ""
+    return KubeEvent(pod(pod_key, uid), WARNING, "InsufficientCapacityError",
+                     f"nodeclaim/{claim}: insufficient capacity for {shown}{more}; launching from other offerings")

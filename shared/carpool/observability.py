@@ -70,7 +70,7 @@ CLUSTER_TOTALS = frozenset({"LaunchFailures", "NodeClaimsCreated", "Interruption
 #: from the logs and its tests check that no alarm reads one.
 LOG_ONLY = frozenset({
     "SchedulingDurationSeconds", "PodsServedBy", "CapacityCacheHits", "CapacityCacheDefaults", "EstimatedHourlyCost",
-    "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks", "DisruptionsAbandoned",
+    "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks", "DisruptionsAbandoned", "UsageReconciled",
 })  # fmt: skip
 tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 log = logging.getLogger(__name__)

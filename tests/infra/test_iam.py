@@ -297,7 +297,8 @@ def test_access_entries_with_managed_access_policies_when_asked(full: Synth) -> 
         entry = functions["${" + full.logical_id(role) + ".Arn}"]
         (policy,) = entry["AccessPolicies"]
         expected = "AmazonEKSAdminViewPolicy" if name in {"watcher", "provisioner"} else "AmazonEKSClusterAdminPolicy"
-        assert policy["PolicyArn"] == f"arn:${{AWS::Partition}}:eks::aws:cluster-access-policy/{expected}"
+        assert re.fullmatch(rf"arn:(aws|\$\{{AWS::Partition\}}):eks::aws:cluster-access-policy/{expected}",
+                            policy["PolicyArn"]), policy["PolicyArn"]
         assert policy["AccessScope"] == {"Type": "cluster"}
 
 
