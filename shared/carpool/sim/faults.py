@@ -1,4 +1,5 @@
-"""Fault injection for local EC2: capacity errors, and Lambda invocations killed around CreateFleet.
+"""Fault injection for local EC2: capacity errors, lost CreateFleet answers, and Lambda invocations killed
+around CreateFleet.
 
 moto launches whatever it is asked for, so on its own it can never show carpool falling back from an
 offering without capacity. These botocore event hooks, registered on the provisioner's EC2 client, play
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from carpool.sim.scenario import CapacityFailure, Crash
 
@@ -152,6 +154,31 @@ def _error(config: Mapping[str, Any], override: Mapping[str, Any], itype: str, z
         "ErrorCode": code,
         "ErrorMessage": template.format(type=itype, zone=zone or "?"),
     }
+
+
+@dataclass
+class LostAnswers:
+    """CreateFleet answers lost after EC2 acted on them: the request reaches EC2, which launches, and the
+    answer never comes back (a read timeout; botocore's retries carry the same ClientToken, on which EC2
+    is idempotent, so they launch nothing more and time out the same way). The caller sees the
+    `ReadTimeoutError` botocore raises once its retries are spent, while the instances boot. The first
+    `times` calls are lost (None: every call)."""
+
+    times: int | None = None
+    #: the instance ids of every launch whose answer was lost
+    lost: list[list[str]] = field(default_factory=list)
+
+    def register(self, client: Any) -> None:
+        client.meta.events.register("after-call.ec2.CreateFleet", self.after_call)
+
+    def unregister(self, client: Any) -> None:
+        client.meta.events.unregister("after-call.ec2.CreateFleet", self.after_call)
+
+    def after_call(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
+        if self.times is not None and len(self.lost) >= self.times:
+            return
+        self.lost.append([i for group in (parsed or {}).get("Instances") or [] for i in group.get("InstanceIds") or []])
+        raise ReadTimeoutError(endpoint_url="https://ec2.us-east-1.amazonaws.com/ (simulated)")
 
 
 class InvocationKilled(BaseException):
