@@ -1,0 +1,47 @@
+"""A provisioner killed after a batched CreateFleet, nodes that boot slowly (example 015), played through
+the real handlers: every instance of the batch is traced back to its claim (the request's claims tag,
+paired as the launch paired them), no claim is released while its instance boots, nothing launches twice,
+no serving node is killed."""
+
+from __future__ import annotations
+
+import pytest
+
+from carpool.sim.scenario import load_scenario
+
+from .conftest import EXAMPLES
+from .test_crash_recovery import Run, _Runner
+
+
+@pytest.fixture(scope="module")
+def batched() -> Run:
+    runner = _Runner(load_scenario(EXAMPLES / "015-crash-after-batched-launch.yaml"))
+    return Run(runner.run(), runner)
+
+
+def test_the_crash_came_after_one_create_fleet_launched_four(batched: Run) -> None:
+    (fired,) = batched.runner.crashes.fired
+    assert (fired["point"], fired["function"]) == ("after-create-fleet", "provisioner")
+    (killed,) = batched.logged("invocation killed after CreateFleet launched i-")
+    assert killed.count("i-") == 4, killed
+
+
+def test_four_instances_for_four_pods_none_terminated(batched: Run) -> None:
+    result = batched.result
+    assert result.pods.total == 4 and result.pods.pending == 0
+    assert len(result.launches) == 4, [(i.instance_id, i.launched_at, i.terminated_at) for i in result.launches]
+    assert all(i.joined and i.terminated_at is None for i in result.launches)
+    assert not batched.logged("launch deadline"), "a claim was released while its instance booted"
+
+
+def test_every_claim_records_its_own_instance(batched: Run) -> None:
+    claims = batched.runner.claims
+    assert sorted(c.instance_id or "" for c in claims) == sorted(i.instance_id for i in batched.result.launches)
+    assert all(c.name.startswith("default-") for c in claims), [c.name for c in claims]  # repaired, not adopted
+    assert sorted(p for c in claims for p in c.pods) == sorted({p for c in claims for p in c.pods})
+
+
+def test_no_pod_killed_no_node_deleted(batched: Run) -> None:
+    assert batched.killed_pods() == []
+    assert batched.api_actions("evict") == [] and batched.api_actions("delete-node") == []
+    assert not batched.logged("terminated as an orphan")
