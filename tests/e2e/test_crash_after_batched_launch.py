@@ -13,9 +13,14 @@ from .conftest import EXAMPLES
 from .test_crash_recovery import Run, _Runner
 
 
-@pytest.fixture(scope="module")
-def batched() -> Run:
-    runner = _Runner(load_scenario(EXAMPLES / "015-crash-after-batched-launch.yaml"))
+@pytest.fixture(scope="module", params=["slow boots", "prompt boots"])
+def batched(request: pytest.FixtureRequest) -> Run:
+    """As the example has it (kubelets joining past the launch deadline: the orphan sweep repairs the
+    claims), and with prompt boots (the nodes join first: the registrar repairs them)."""
+    scenario = load_scenario(EXAMPLES / "015-crash-after-batched-launch.yaml")
+    if request.param == "prompt boots":
+        scenario = scenario.model_copy(update={"kubelets": []})
+    runner = _Runner(scenario)
     return Run(runner.run(), runner)
 
 
@@ -36,6 +41,7 @@ def test_four_instances_for_four_pods_none_terminated(batched: Run) -> None:
 
 def test_every_claim_records_its_own_instance(batched: Run) -> None:
     claims = batched.runner.claims
+    assert [m for m in batched.logged("repaired")], "no claim was repaired"
     assert sorted(c.instance_id or "" for c in claims) == sorted(i.instance_id for i in batched.result.launches)
     assert all(c.name.startswith("default-") for c in claims), [c.name for c in claims]  # repaired, not adopted
     assert sorted(p for c in claims for p in c.pods) == sorted({p for c in claims for p in c.pods})

@@ -195,7 +195,9 @@ def decide(instances: Sequence[InstanceView], claims: Sequence[Claim], nodes: It
                 by_name[tagged.name] = out.repairs[-1].claim  # a second instance with that tag is not its
             continue
         _unclaimed(inst, tagged, known, serving, set(by_name), now, limits, out)
-    _stale_reservations(claims, set(named.values()), repaired, now, limits, out)
+    # a claim keeps its reservation while an instance launched for it runs that no other claim records
+    launched_for = {named[i.instance_id] for i in owned if i.instance_id in named and i.instance_id not in by_instance}
+    _stale_reservations(claims, launched_for, repaired, now, limits, out)
     _registration_timeouts(claims, owned, known, serving, now, limits, out)
     return out
 
