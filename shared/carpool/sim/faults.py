@@ -14,7 +14,9 @@ Three hooks share the request's `context` dict:
 - `after-call` adds the errors to a real response when some overrides were launched.
 
 `CrashFaults` plays the scenario's `crashes` section: a Lambda that dies (timeout, out of memory) just
-before CreateFleet is sent, or just after it returned and before anything was written about it. The hook
+before CreateFleet is sent, or just after it returned and before anything was written about it; or a
+CreateFleet that launched but whose answer was lost (`answer-lost-after-create-fleet`: botocore's
+`ReadTimeoutError` once its retries, idempotent on the request's ClientToken, are spent; `LostAnswers`). The hook
 raises `InvocationKilled`, a `BaseException` so that no `except Exception` in carpool can catch it and
 carry on (a dead process runs nothing more); `CrashFaults.guard` turns it into the failed invocation the
 Lambda service sees, so the SQS batch is redelivered after its visibility timeout.
@@ -222,16 +224,25 @@ class CrashFaults:
 
     def after_call(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
         launched = [i for group in (parsed or {}).get("Instances") or [] for i in group.get("InstanceIds") or []]
-        self._maybe_die("after-create-fleet", f"after CreateFleet launched {', '.join(launched) or 'nothing'}")
+        where = f"after CreateFleet launched {', '.join(launched) or 'nothing'}"
+        if self._fires("answer-lost-after-create-fleet"):  # as `LostAnswers` plays it
+            raise ReadTimeoutError(endpoint_url=f"https://ec2.amazonaws.com/: answer lost {where} (simulated)")
+        self._maybe_die("after-create-fleet", where)
 
-    def _maybe_die(self, point: str, where: str) -> None:
+    def _fires(self, point: str) -> bool:
+        """Whether a crash of `point` is due now (and count it)."""
         function, at = self.running(), self.elapsed()
         for i, crash in enumerate(self.crashes):
             if crash.point != point or crash.function != function or at < crash.at or self._left[i] <= 0:
                 continue
             self._left[i] -= 1
             self.fired.append({"at": at, "point": point, "function": function})
-            raise InvocationKilled(f"{function} invocation killed {where} (simulated crash)")
+            return True
+        return False
+
+    def _maybe_die(self, point: str, where: str) -> None:
+        if self._fires(point):
+            raise InvocationKilled(f"{self.running()} invocation killed {where} (simulated crash)")
 
     # -- the Lambda service's view ------------------------------------------------------------------
     def guard(self, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
