@@ -41,7 +41,10 @@ def test_four_instances_for_four_pods_none_terminated(batched: Run) -> None:
 
 def test_every_claim_records_its_own_instance(batched: Run) -> None:
     claims = batched.runner.claims
-    assert [m for m in batched.logged("repaired")], "no claim was repaired"
+    # each claim repaired from its instance's tags: by the orphan sweep (slow boots: past the launch
+    # deadline, no node yet) or by the registrar (prompt boots: the node joined first)
+    repaired = {c.name for c in claims if any(f"claim {c.name} " in m for m in batched.logged("repaired"))}
+    assert repaired == {c.name for c in claims}, batched.logged("repaired")
     assert sorted(c.instance_id or "" for c in claims) == sorted(i.instance_id for i in batched.result.launches)
     assert all(c.name.startswith("default-") for c in claims), [c.name for c in claims]  # repaired, not adopted
     assert sorted(p for c in claims for p in c.pods) == sorted({p for c in claims for p in c.pods})
