@@ -16,8 +16,9 @@ Flow per batch (one Lambda invocation):
 Failure isolation: each claim is its own unit. Whatever fails while launching it (an EC2 error, a denied
 call, a throttled write past its retries) releases its reservation at once (and terminates its instance
 if one was launched but could not be recorded), and only its pods are reported for retry (`failed`);
-the other claims go on. An unknown outcome is not a failure: a CreateFleet whose answer was lost keeps
-its reservations, which are repaired from the instances' claim tags (`_outcome_unknown`). Claims not started before the invocation's deadline are reported the same way.
+the other claims go on. Claims not started before the invocation's deadline are reported the same way.
+An unknown outcome is not a failure: a CreateFleet whose answer was lost keeps its reservations, which
+are repaired from the instances' claim tags (`_outcome_unknown`).
 """
 
 from __future__ import annotations
