@@ -32,6 +32,11 @@ class WatchEvent:
     resource_version: str | None = None
 
 
+class OutcomeUnknown(Exception):
+    """A call was sent but its answer never came (read timeouts on every retry, the connection closed
+    mid-answer): it may or may not have taken effect. Not a failure: what it did is read back from AWS."""
+
+
 class EvictionBlocked(Exception):
     """The API refused an eviction (a PodDisruptionBudget would be violated)."""
 

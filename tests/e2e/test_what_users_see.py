@@ -3,7 +3,7 @@ NodePool can serve carries `FailedScheduling` with each pool's reason; pods carp
 `Nominated`; nodes carry their lifecycle; a capacity error and a disruption a PodDisruptionBudget blocks are
 said on the objects they concern."""
 
-SCENARIO = "020-what-users-see.yaml"
+SCENARIO = "019-what-users-see.yaml"
 
 
 def _on(result, kind, name):
@@ -42,3 +42,13 @@ def test_a_drift_the_budget_blocks_is_said_on_each_node_and_counted_not_repeated
         assert "PodDisruptionBudget default/web" in blocked.message
         assert blocked.count > 1
     assert not [e for e in scenario_result.events if e.reason == "DisruptionTerminating"]
+
+
+def test_the_capacity_error_is_said_on_the_pods_that_waited_for_it(scenario_result):
+    """c7i-flex had no capacity: the pods the flex claim was for carry `InsufficientCapacityError` naming
+    the offerings tried, and are then nominated to the claim that launched instead."""
+    ice = [e for e in scenario_result.events if e.reason == "InsufficientCapacityError"]
+    assert ice and all(e.kind == "Pod" and e.type == "Warning" for e in ice)
+    assert all("insufficient capacity for c7i-flex." in e.message for e in ice)
+    nominated = {e.name for e in scenario_result.events if e.reason == "Nominated"}
+    assert {e.name for e in ice} <= nominated

@@ -5,8 +5,9 @@ learns its instance id. An instance launched for one claim alone still says whic
 CreateFleet request tags it with the claim's name (`karpenter.sh/nodeclaim`) and with carpool's ownership
 tag for the cluster. From the node's `spec.providerID` (its instance id), DescribeInstances gives both, and
 the claim can be repaired with the instance's facts instead of the instance being taken for an orphan.
-(Instances launched together by one request are named only once their nodes register; one whose claim
-was never written is adopted when its node joins, `carpool.disruption.orphans`.)
+Instances launched together by one request carry the request's claims instead (`fleet.FLEET_CLAIMS_TAG`):
+the instance's claim is the one the launch paired it with, computed again from the request's instances
+(`fleet.claims_of_instances`), as the orphan sweep computes it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
+from carpool.launch import fleet
 from carpool.state.models import ACTIVE_STATUSES, Claim
 
 log = logging.getLogger(__name__)
@@ -27,15 +29,31 @@ def describe(instance_id: str, deps: Dependencies) -> dict[str, Any] | None:
     return next((i for i in found if i.get("InstanceId") == instance_id), None)
 
 
+def _claim_named(instance: orphans.InstanceView, deps: Dependencies) -> str | None:
+    """The claim the instance was launched for: its claim tag, or its batched request's pairing, from the
+    request's pending and running instances (the ones the orphan sweep pairs)."""
+    if instance.nodeclaim:
+        return instance.nodeclaim
+    value = instance.tags.get(fleet.FLEET_CLAIMS_TAG)
+    if not value:
+        return None
+    batch = deps.compute.describe_instances([
+        {"Name": f"tag:{fleet.FLEET_CLAIMS_TAG}", "Values": [value]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    views = [orphans.InstanceView.from_ec2(i) for i in batch]
+    owned = [(v.instance_id, v.tags) for v in views if v.owned_by(deps.settings.cluster_name)]
+    return fleet.claims_of_instances(owned).get(instance.instance_id)
+
+
 def claim_by_tag(instance_id: str, deps: Dependencies) -> tuple[Claim, bool] | None:
-    """The claim the instance's `karpenter.sh/nodeclaim` tag names, and whether it had to be repaired
+    """The claim the instance was launched for (`_claim_named`), and whether it had to be repaired
     (stored with the instance's facts because it never learned its instance). None when the instance is
     not carpool's for this cluster, names no live claim, or names a claim that belongs to another instance."""
     found = describe(instance_id, deps)
     instance = orphans.InstanceView.from_ec2(found) if found is not None else None
     if instance is None or not instance.owned_by(deps.settings.cluster_name):
         return None
-    name = instance.nodeclaim
+    name = _claim_named(instance, deps)
     claim = deps.ledger.get(name) if name else None
     if claim is None or claim.status not in ACTIVE_STATUSES or claim.instance_id not in (None, instance_id):
         return None

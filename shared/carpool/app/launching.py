@@ -221,15 +221,19 @@ def _request(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str,
 def launch_group(names: Sequence[str], plan: FleetPlan, ctx: PoolContext, deps: Dependencies) -> dict[str, LaunchAttempt]:
     """One CreateFleet for every claim of `names` (their plans are identical), one instance each.
 
-    A claim alone is tagged with its name by the request itself. A batch cannot be (the request's tags
-    are the same for every instance): each instance gets its claim's name once its node registers
-    (`carpool.app.register`, as Karpenter's tagging controller does), and each claim records its instance
-    from the sorted pairing (`fleet.distribute`). The claims EC2 had no instance for get the response's
-    errors: capacity errors fail them over like a single launch's, alone."""
+    A claim alone is tagged with its name by the request itself. A batch's instances carry the claims of
+    the request (`fleet.FLEET_CLAIMS_TAG`, one set of tags for all), and each claim records its instance
+    from the sorted pairing (`fleet.distribute`), which the orphan sweep computes again from the tags
+    when the answer never arrived or was never written (`fleet.claims_of_instances`); each instance gets
+    its claim's own name once its node registers (`carpool.app.register`, as Karpenter's tagging
+    controller does). The claims EC2 had no instance for get the response's errors: capacity errors fail
+    them over like a single launch's, alone."""
     names = sorted(names)
     tags = dict(plan.tags)
     if len(names) == 1:
         tags[labels.TAG_NODECLAIM] = names[0]
+    else:
+        tags[fleet.FLEET_CLAIMS_TAG] = fleet.fleet_claims_value(ctx.nodepool.name, names)
     request = fleet.build_fleet_request("|".join(names), plan.capacity_type, plan.overrides, tags, len(names),
                                         plan.context)
     outcome = fleet.parse_fleet_response(_create_fleet(request, plan, deps))

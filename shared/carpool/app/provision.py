@@ -17,6 +17,8 @@ Failure isolation: each claim is its own unit. Whatever fails while launching it
 call, a throttled write past its retries) releases its reservation at once (and terminates its instance
 if one was launched but could not be recorded), and only its pods are reported for retry (`failed`);
 the other claims go on. Claims not started before the invocation's deadline are reported the same way.
+An unknown outcome is not a failure: a CreateFleet whose answer was lost keeps its reservations, which
+are repaired from the instances' claim tags (`_outcome_unknown`).
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ from carpool.app.deadline import Deadline, allows_a_claim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
 from carpool.disruption.keys import SPEC_HASH
+from carpool.launch import fleet
+from carpool.ports import OutcomeUnknown
 from carpool.resources import CPU, MEMORY, PODS, Resources, add, maximum
 from carpool.scheduling import convert, scheduler
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.volumetopology import VolumeTopology
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim, ClaimStatus, UnavailableOffering
-from carpool.state.ports import ReservationRefused
+from carpool.state.ports import Refusal, ReservationRefused
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 5
@@ -65,6 +69,8 @@ class ProvisionOutcome:
     already_nominated: list[str] = field(default_factory=list)
     unschedulable: dict[str, dict[str, str]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    #: pod key -> (claim, the offerings EC2 had no capacity for) of a launch that fell back for it
+    capacity_errors: dict[str, tuple[str, list[tuple[str, str, str]]]] = field(default_factory=dict)
     launch_failures: list[str] = field(default_factory=list)
     ignored: dict[str, str] = field(default_factory=dict)
     #: pod key -> why its event was dropped after confirming it against the cluster
@@ -97,7 +103,7 @@ def run(
     cluster = deps.settings.cluster_name
     outcome = ProvisionOutcome()
     records: dict[str, list[str]] = {}
-    events: dict[str, tuple[Pod, datetime | None]] = {}
+    events: dict[tuple[str, str], tuple[Pod, datetime | None]] = {}
     for mid, event in batch.items():
         if event.detail.cluster != cluster:
             outcome.ignored[mid] = f"event for cluster {event.detail.cluster!r}, this is {cluster!r}"
@@ -105,16 +111,17 @@ def run(
             continue
         pod, observed = event.detail.pod, event.detail.observed_at
         records.setdefault(pod.key, []).append(mid)
-        seen = events.get(pod.key)
+        seen = events.get(_incarnation(pod))
         if seen is None or seen[1] is None or observed >= seen[1]:
-            events[pod.key] = (pod, observed)  # the newest event of a pod speaks for it
+            events[_incarnation(pod)] = (pod, observed)  # the newest event of a pod speaks for it
     if not events:
         return outcome, {}
     problem = _unusable_config(deps) or None
     confirmed = None
     if problem is None:
         try:
-            confirmed = confirm.confirm(events, {p.key: p for p in deps.cluster.pending_pods()})
+            live = {p.key: p for p in deps.cluster.pending_pods()}
+            confirmed = confirm.confirm(_speaking(events, live), live)
         except Exception as exc:  # nothing was started: every record is retried
             problem = f"cannot read the cluster's pending pods: {type(exc).__name__}: {exc}"
             log.exception("provisioner: %s", problem)
@@ -122,11 +129,41 @@ def run(
         return outcome, {mid: problem or "" for mids in records.values() for mid in mids}
     _note_dropped(confirmed.dropped, outcome)
     found = provision_pods(confirmed.pods.values(), deps, reason="provisioning", deadline=deadline)
-    reasons.note(found.unschedulable, found.served(), {k: p.metadata.uid or "" for k, p in confirmed.pods.items()}, deps)
+    reasons.note(found.unschedulable, found.served(), found.capacity_errors,
+                 {k: p.metadata.uid or "" for k, p in confirmed.pods.items()}, deps)
     found.ignored.update(outcome.ignored)
     found.dropped.update(outcome.dropped)
     retry = {mid: reason for key, reason in found.failed.items() for mid in records.get(key, [])}
     return found, retry
+
+
+def _incarnation(pod: Pod) -> tuple[str, str]:
+    """A pod's events are told apart by name and uid: a pod deleted and created again under its name
+    (a StatefulSet's, a bare pod's) is another pod, whose events are not its predecessor's."""
+    return pod.key, pod.metadata.uid or ""
+
+
+def _speaking(events: Mapping[tuple[str, str], tuple[Pod, datetime | None]],
+              live: Mapping[str, Pod]) -> dict[str, tuple[Pod, datetime | None]]:
+    """One event per pod key: the newest about the pod the cluster has under that name (its uid), else
+    the newest of all. A deleted predecessor's event, however late it was stamped, never hides the
+    live pod's own."""
+    out: dict[str, tuple[Pod, datetime | None]] = {}
+    for (key, uid), (pod, observed) in events.items():
+        current = live.get(key)
+        own = current is not None and bool(uid) and uid == (current.metadata.uid or "")
+        seen = out.get(key)
+        if seen is None or own or not _is_own(seen[0], current) and _newer(observed, seen[1]):
+            out[key] = (pod, observed)
+    return out
+
+
+def _is_own(pod: Pod, live: Pod | None) -> bool:
+    return live is not None and bool(pod.metadata.uid) and pod.metadata.uid == live.metadata.uid
+
+
+def _newer(observed: datetime | None, than: datetime | None) -> bool:
+    return than is None or (observed is not None and observed >= than)
 
 
 def _unusable_config(deps: Dependencies) -> str:
@@ -571,11 +608,16 @@ def _not_launched(group: list[_Reserved], deps: Dependencies, outcome: Provision
 
 
 def _groups(reserved: list[_Reserved]) -> list[list[_Reserved]]:
-    """Claims of one pool whose CreateFleet requests are identical, in the order they were planned."""
+    """Claims of one pool whose CreateFleet requests are identical, in the order they were planned, as
+    many to a request as its instances' tags can name (`fleet.batches`: every instance carries its claim)."""
     groups: dict[tuple[str, str], list[_Reserved]] = {}
     for r in reserved:
         groups.setdefault((r.planned.pool, r.plan.key if r.plan else r.claim.name), []).append(r)
-    return list(groups.values())
+    out = []
+    for (pool, _), group in groups.items():
+        by_name = {r.claim.name: r for r in group}
+        out += [[by_name[n] for n in names] for names in fleet.batches(pool, list(by_name))]
+    return out
 
 
 def _reserve_all(started: list[_Reserved], deps: Dependencies, now: datetime, outcome: ProvisionOutcome,
@@ -603,7 +645,7 @@ def _reserve_all(started: list[_Reserved], deps: Dependencies, now: datetime, ou
                 outcome.decisions.append(f"claim for {len(r.planned.pods)} pods in {pool} refused: {why.reason}")
                 # a concurrent provisioner took some of its pods (or the same claim): the next round sees its
                 # nominations and schedules what is left, instead of leaving those pods for the next watcher run
-                retry.extend([] if "limit" in why.reason else r.planned.pods)
+                retry.extend([] if why.kind is Refusal.LIMIT else r.planned.pods)
             else:
                 _claim_failed(r.claim, r.planned, deps, outcome, why)
     return [r for r in started if r.claim.name in ok]
@@ -618,6 +660,9 @@ def _launch_group(group: list[_Reserved], deps: Dependencies, now: datetime, una
     assert first.plan is not None
     try:
         attempts = launching.launch_group([r.claim.name for r in group], first.plan, first.ctx, deps)
+    except OutcomeUnknown as exc:
+        _outcome_unknown(group, outcome, exc)
+        return []
     except Exception as exc:
         for r in group:
             _claim_failed(r.claim, r.planned, deps, outcome, exc)
@@ -634,6 +679,20 @@ def _launch_group(group: list[_Reserved], deps: Dependencies, now: datetime, una
     return retry
 
 
+def _outcome_unknown(group: list[_Reserved], outcome: ProvisionOutcome, exc: OutcomeUnknown) -> None:
+    """CreateFleet was sent and its answer lost: its instances may be booting. Nothing is released or
+    terminated: the reservations keep holding their pods (a redelivery finds them nominated and
+    launches nothing more) and the instances' claim tags repair the claims (`carpool.disruption.orphans`:
+    the orphan sweep records each instance on its claim; a claim EC2 launched nothing for is released
+    at its launch deadline, and its pods provisioned again). The records are retried."""
+    why = f"the outcome of CreateFleet is unknown ({exc}); its claims are repaired from EC2"
+    for r in group:
+        _fail(outcome, r.planned.pods, why)
+    outcome.decisions.append(f"{len(group)} claims of {group[0].planned.pool} kept reserved: {why}")
+    observability.emit("LaunchOutcomesUnknown", len(group))
+    log.error("%d claims (%s) kept reserved: %s", len(group), ", ".join(r.claim.name for r in group), why)
+
+
 def _settle(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, now: datetime,
             unavailable: set[tuple[str, str, str]], outcome: ProvisionOutcome) -> list[str]:
     """Give back the reservation of a claim that got no instance; returns its pods when they should be
@@ -644,6 +703,7 @@ def _settle(r: _Reserved, attempt: launching.LaunchAttempt, deps: Dependencies, 
         return list(planned.pods)  # its options were used up by this round's capacity errors
     if attempt.capacity_errors:
         _mark_unavailable(attempt.capacity_errors, deps, now, unavailable)
+        outcome.capacity_errors.update(dict.fromkeys(planned.pods, (claim.name, list(attempt.capacity_errors))))
         outcome.decisions.append(
             f"{planned.pool}: insufficient capacity for {len(attempt.capacity_errors)} offerings; retrying {len(planned.pods)} pods"
         )

@@ -23,12 +23,19 @@ from carpool.state.reasons import changes
 log = logging.getLogger(__name__)
 
 
+#: pod key -> (the claim whose launch hit capacity errors, the offerings EC2 had no capacity for)
+CapacityErrors = Mapping[str, tuple[str, list[tuple[str, str, str]]]]
+
+
 def note(unschedulable: Mapping[str, Mapping[str, str]], served: Mapping[str, str | None],
-         uids: Mapping[str, str], deps: Dependencies) -> None:
+         capacity_errors: CapacityErrors, uids: Mapping[str, str], deps: Dependencies) -> None:
     """Log and write (as events) the pods whose reasons are new or changed, remember them, forget the pods
-    `served` (pod -> the claim it will run on, None when not known here) and write their `Nominated`."""
+    `served` (pod -> the claim it will run on, None when not known here) and write their `Nominated`; a
+    launch that hit capacity errors and fell back says so on its pods (`InsufficientCapacityError`)."""
     changed = _changed(unschedulable, served, deps)
-    events = [k8s_events.failed_scheduling(pod, uids.get(pod, ""), reasons) for pod, reasons in changed.items()]
+    events = [k8s_events.insufficient_capacity(pod, uids.get(pod, ""), claim, errors)
+              for pod, (claim, errors) in capacity_errors.items()]
+    events += [k8s_events.failed_scheduling(pod, uids.get(pod, ""), reasons) for pod, reasons in changed.items()]
     events += [k8s_events.nominated(pod, uids.get(pod, ""), claim) for pod, claim in served.items() if claim]
     recorder.record(events, deps)
 

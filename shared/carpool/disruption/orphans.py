@@ -6,7 +6,8 @@ the claim holds its pods' nominations with no instance coming; after it, an inst
 the cluster and run pods while no claim knows it. These rules put each case right, and are written so a
 node that runs pods is never the one that pays for the lost bookkeeping:
 
-- **Repair**: an instance whose `karpenter.sh/nodeclaim` tag names a live claim without an instance id
+- **Repair**: an instance whose tags name a live claim without an instance id (its `karpenter.sh/nodeclaim`
+  tag, or its batched request's claims paired as the launch paired them: `fleet.claims_of_instances`)
   gets recorded on that claim (once its node joined, or once the launch deadline has passed, so a
   provisioner still writing its claim is not raced).
 - **Adopt**: an instance no claim knows whose node joined (has its providerID) or serves pods gets a claim
@@ -32,6 +33,7 @@ from typing import Any
 
 from carpool import labels
 from carpool.api.k8s import Node
+from carpool.launch import fleet
 from carpool.resources import Resources
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim, ClaimStatus
 
@@ -182,13 +184,15 @@ def decide(instances: Sequence[InstanceView], claims: Sequence[Claim], nodes: It
     out = Decisions()
     known = _Nodes.of(nodes)
     owned = [i for i in instances if i.owned_by(limits.cluster)]
+    # each instance's claim from its tags: its own claim tag, or its batched request's pairing
+    named = fleet.claims_of_instances((i.instance_id, i.tags) for i in owned)
     by_instance = {c.instance_id: c for c in claims if c.instance_id}
     by_name = {c.name: c for c in claims}
     repaired: set[str] = set()
     for inst in owned:
         if inst.instance_id in by_instance:
             continue
-        tagged = by_name.get(inst.nodeclaim or "")
+        tagged = by_name.get(named.get(inst.instance_id, ""))
         if tagged is not None and not tagged.instance_id:
             if _repair(inst, tagged, known, now, limits, out):
                 repaired.add(tagged.name)
@@ -196,7 +200,9 @@ def decide(instances: Sequence[InstanceView], claims: Sequence[Claim], nodes: It
             continue
         _unclaimed(inst, tagged, known, serving, set(by_name), now, limits, out,
                    (capacities or {}).get(inst.instance_type, {}))
-    _stale_reservations(claims, owned, repaired, now, limits, out)
+    # a claim keeps its reservation while an instance launched for it runs that no other claim records
+    launched_for = {named[i.instance_id] for i in owned if i.instance_id in named and i.instance_id not in by_instance}
+    _stale_reservations(claims, launched_for, repaired, now, limits, out)
     _registration_timeouts(claims, owned, known, serving, now, limits, out)
     return out
 
@@ -237,11 +243,13 @@ def _unclaimed(inst: InstanceView, tagged: Claim | None, known: _Nodes, serving:
                                         node=pending.name if pending is not None else None))
 
 
-def _stale_reservations(claims: Sequence[Claim], owned: Sequence[InstanceView], repaired: set[str],
+def _stale_reservations(claims: Sequence[Claim], tagged: set[str], repaired: set[str],
                         now: datetime, limits: Limits, out: Decisions) -> None:
     """RESERVED claims with no instance past the launch deadline: released unless EC2 has an instance
-    tagged with their name (then `_repair` took care of them)."""
-    tagged = {i.nodeclaim for i in owned if i.nodeclaim}
+    launched for them, `tagged` (its claim tag, or its batched request's tag paired to them: then
+    `_repair` takes care of them once the deadline passed or the node joined, however slowly it boots).
+    The deadline counts from the invocation's start, and outlasts any invocation: past it, no CreateFleet
+    for the claim can still be sent, and one that was sent launched an instance that carries the claim."""
     for claim in claims:
         if claim.status != ClaimStatus.RESERVED or claim.instance_id or claim.name in repaired:
             continue

@@ -9,6 +9,13 @@ fewer interruptions), on-demand `lowest-price`. The overrides are capped at the 
 types (Karpenter's limit; larger requests are slow and rejected past the API's override cap), and each
 zone gets exactly one subnet (EC2 rejects the same type+zone in two subnets of one request).
 
+Every instance carries its claim from the moment it exists, so a crash or a lost answer never leaves
+one that cannot be traced back: a claim alone is named by the request's `karpenter.sh/nodeclaim` tag; the
+instances of a batched request (one set of tags for all) carry `FLEET_CLAIMS_TAG`, the claims of the
+request, and each instance's claim is the one `distribute` pairs it with, which anyone holding the
+instances of the request (the orphan sweep, `claims_of_instances`) computes again the same way. A batch
+is at most as many claims as that tag's value can name (`batches`).
+
 Tags: the request tags the fleet, the instance and its volumes (`FLEET_TAGGED_RESOURCES`, what an instant
 fleet's own tag specifications accept); the launch template tags the network interface and the spot
 request (`carpool.launch.templates.instance_tag_specifications`). Together they put the ownership tags on
@@ -30,6 +37,12 @@ SPOT_STRATEGY: Final = "price-capacity-optimized"
 ON_DEMAND_STRATEGY: Final = "lowest-price"
 #: Resource types the CreateFleet request itself tags (Karpenter's CreateFleet input tags the same three).
 FLEET_TAGGED_RESOURCES: Final = ("instance", "volume", "fleet")
+
+#: Tag naming the claims of a batched CreateFleet (their names less the `<nodepool>-` prefix they share),
+#: space-separated and sorted: every instance of the request carries it (see the module).
+FLEET_CLAIMS_TAG: Final = "carpool.dev/fleet-claims"
+#: EC2's longest tag value
+MAX_TAG_VALUE: Final = 256
 
 #: Errors that mean "no capacity for this offering right now" (reference.md section 6): the offering is
 #: marked unavailable for a few minutes and the claim retried elsewhere, instead of failing the claim.
@@ -210,6 +223,47 @@ def distribute(outcome: FleetOutcome, claims: Sequence[str]) -> tuple[dict[str, 
     ordered = sorted(outcome.instances, key=lambda i: i.instance_id)
     names = sorted(claims)
     return dict(zip(names, ordered, strict=False)), ordered[len(names):]
+
+
+def fleet_claims_value(nodepool: str, claims: Sequence[str]) -> str:
+    """`FLEET_CLAIMS_TAG`'s value for a request launching `claims` of `nodepool`."""
+    prefix = f"{nodepool}-"
+    return " ".join(c.removeprefix(prefix) for c in sorted(claims))
+
+
+def fleet_claims(nodepool: str, value: str) -> list[str]:
+    """The claims a `FLEET_CLAIMS_TAG` value names, sorted (`fleet_claims_value` undone)."""
+    prefix = f"{nodepool}-"
+    return sorted(f"{prefix}{part}" for part in value.split())
+
+
+def batches(nodepool: str, claims: Sequence[str]) -> list[list[str]]:
+    """`claims` (in their order) cut into runs whose `FLEET_CLAIMS_TAG` value fits in one tag."""
+    out: list[list[str]] = []
+    for claim in claims:
+        if out and len(fleet_claims_value(nodepool, [*out[-1], claim])) <= MAX_TAG_VALUE:
+            out[-1].append(claim)
+        else:
+            out.append([claim])
+    return out
+
+
+def claims_of_instances(instances: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, str]:
+    """Instance id -> the claim it was launched for, from the tags alone: its `karpenter.sh/nodeclaim`
+    tag, else its batched request's `FLEET_CLAIMS_TAG` paired as `distribute` paired it (the instances of
+    one request sorted by id against its claims sorted by name, less those a claim tag already pairs)."""
+    out: dict[str, str] = {}
+    requests: dict[tuple[str, str], list[str]] = {}
+    for instance_id, tags in instances:
+        if tags.get(wk.TAG_NODECLAIM):
+            out[instance_id] = tags[wk.TAG_NODECLAIM]
+        elif tags.get(FLEET_CLAIMS_TAG):
+            requests.setdefault((tags.get(wk.TAG_NODEPOOL, ""), tags[FLEET_CLAIMS_TAG]), []).append(instance_id)
+    taken = set(out.values())
+    for (nodepool, value), ids in requests.items():
+        names = [c for c in fleet_claims(nodepool, value) if c not in taken]
+        out.update(zip(sorted(ids), names, strict=False))
+    return out
 
 
 def _overrides(item: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,4 +1,5 @@
-"""Fault injection for local EC2: capacity errors, and Lambda invocations killed around CreateFleet.
+"""Fault injection for local EC2: capacity errors, lost CreateFleet answers, and Lambda invocations killed
+around CreateFleet.
 
 moto launches whatever it is asked for, so on its own it can never show carpool falling back from an
 offering without capacity. These botocore event hooks, registered on the provisioner's EC2 client, play
@@ -13,7 +14,9 @@ Three hooks share the request's `context` dict:
 - `after-call` adds the errors to a real response when some overrides were launched.
 
 `CrashFaults` plays the scenario's `crashes` section: a Lambda that dies (timeout, out of memory) just
-before CreateFleet is sent, or just after it returned and before anything was written about it. The hook
+before CreateFleet is sent, or just after it returned and before anything was written about it; or a
+CreateFleet that launched but whose answer was lost (`answer-lost-after-create-fleet`: botocore's
+`ReadTimeoutError` once its retries, idempotent on the request's ClientToken, are spent; `LostAnswers`). The hook
 raises `InvocationKilled`, a `BaseException` so that no `except Exception` in carpool can catch it and
 carry on (a dead process runs nothing more); `CrashFaults.guard` turns it into the failed invocation the
 Lambda service sees, so the SQS batch is redelivered after its visibility timeout.
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from carpool.sim.scenario import CapacityFailure, Crash, TerminationDenial
 
@@ -155,6 +159,31 @@ def _error(config: Mapping[str, Any], override: Mapping[str, Any], itype: str, z
     }
 
 
+@dataclass
+class LostAnswers:
+    """CreateFleet answers lost after EC2 acted on them: the request reaches EC2, which launches, and the
+    answer never comes back (a read timeout; botocore's retries carry the same ClientToken, on which EC2
+    is idempotent, so they launch nothing more and time out the same way). The caller sees the
+    `ReadTimeoutError` botocore raises once its retries are spent, while the instances boot. The first
+    `times` calls are lost (None: every call)."""
+
+    times: int | None = None
+    #: the instance ids of every launch whose answer was lost
+    lost: list[list[str]] = field(default_factory=list)
+
+    def register(self, client: Any) -> None:
+        client.meta.events.register("after-call.ec2.CreateFleet", self.after_call)
+
+    def unregister(self, client: Any) -> None:
+        client.meta.events.unregister("after-call.ec2.CreateFleet", self.after_call)
+
+    def after_call(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
+        if self.times is not None and len(self.lost) >= self.times:
+            return
+        self.lost.append([i for group in (parsed or {}).get("Instances") or [] for i in group.get("InstanceIds") or []])
+        raise ReadTimeoutError(endpoint_url="https://ec2.us-east-1.amazonaws.com/ (simulated)")
+
+
 class InvocationKilled(BaseException):
     """The Lambda's process died at this point (raised from inside a boto3 call by `CrashFaults`)."""
 
@@ -196,16 +225,25 @@ class CrashFaults:
 
     def after_call(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
         launched = [i for group in (parsed or {}).get("Instances") or [] for i in group.get("InstanceIds") or []]
-        self._maybe_die("after-create-fleet", f"after CreateFleet launched {', '.join(launched) or 'nothing'}")
+        where = f"after CreateFleet launched {', '.join(launched) or 'nothing'}"
+        if self._fires("answer-lost-after-create-fleet"):  # as `LostAnswers` plays it
+            raise ReadTimeoutError(endpoint_url=f"https://ec2.amazonaws.com/: answer lost {where} (simulated)")
+        self._maybe_die("after-create-fleet", where)
 
-    def _maybe_die(self, point: str, where: str) -> None:
+    def _fires(self, point: str) -> bool:
+        """Whether a crash of `point` is due now (and count it)."""
         function, at = self.running(), self.elapsed()
         for i, crash in enumerate(self.crashes):
             if crash.point != point or crash.function != function or at < crash.at or self._left[i] <= 0:
                 continue
             self._left[i] -= 1
             self.fired.append({"at": at, "point": point, "function": function})
-            raise InvocationKilled(f"{function} invocation killed {where} (simulated crash)")
+            return True
+        return False
+
+    def _maybe_die(self, point: str, where: str) -> None:
+        if self._fires(point):
+            raise InvocationKilled(f"{self.running()} invocation killed {where} (simulated crash)")
 
     # -- the Lambda service's view ------------------------------------------------------------------
     def guard(self, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

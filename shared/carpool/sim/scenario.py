@@ -135,8 +135,10 @@ class CapacityFailure(_Model):
         return not (self.capacity_type is not None and capacity_type is not None and self.capacity_type != capacity_type)
 
 
-#: Where a Lambda invocation can die around a CreateFleet call (see `carpool.sim.faults.CrashFaults`).
-CrashPoint = Literal["before-create-fleet", "after-create-fleet"]
+#: Where a Lambda invocation can die around a CreateFleet call (see `carpool.sim.faults.CrashFaults`);
+#: `answer-lost-after-create-fleet` is not a death: EC2 launched and the answer never came back (read
+#: timeouts on every retry), so the invocation goes on with botocore's `ReadTimeoutError`.
+CrashPoint = Literal["before-create-fleet", "after-create-fleet", "answer-lost-after-create-fleet"]
 
 
 class Crash(_Model):

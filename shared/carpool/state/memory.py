@@ -19,7 +19,7 @@ from carpool.state.models import (
     UnavailableOffering,
     holds_nominations,
 )
-from carpool.state.ports import ReservationRefused
+from carpool.state.ports import Refusal, ReservationRefused
 from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
 
 
@@ -36,16 +36,16 @@ class MemoryLedger:
         that object whole later (`mark_launched`)."""
         with self._lock:
             if claim.name in self.claims:
-                raise ReservationRefused(f"claim {claim.name} already exists")
+                raise ReservationRefused(f"claim {claim.name} already exists", Refusal.CLAIM_EXISTS)
             for pod in claim.pods:
                 holder = self._holder(pod, now)
                 if holder is not None and holder not in replacing:
-                    raise ReservationRefused(f"pod {pod} already nominated to {holder}")
+                    raise ReservationRefused(f"pod {pod} already nominated to {holder}", Refusal.POD_NOMINATED)
             usage = dict(self.pool_usage.get(claim.nodepool, {}))
             for k, v in claim.reserved.items():
                 usage[k] = usage.get(k, 0) + v
                 if limits is not None and k in limits and usage[k] > limits[k]:
-                    raise ReservationRefused(f"limit {k} exhausted for nodepool {claim.nodepool}")
+                    raise ReservationRefused(f"limit {k} exhausted for nodepool {claim.nodepool}", Refusal.LIMIT)
             self.pool_usage[claim.nodepool] = usage
             until = now + timedelta(seconds=ttl_seconds)
             for pod in claim.pods:
@@ -58,11 +58,11 @@ class MemoryLedger:
         with self._lock:
             claim = self.claims.get(claim_name)
             if claim is None or claim.status not in (ClaimStatus.RESERVED, ClaimStatus.LAUNCHED):
-                raise ReservationRefused(f"claim {claim_name} is not in flight")
+                raise ReservationRefused(f"claim {claim_name} is not in flight", Refusal.NOT_IN_FLIGHT)
             for pod in pods:
                 holder = self._holder(pod, now)
                 if holder is not None:
-                    raise ReservationRefused(f"pod {pod} already nominated to {holder}")
+                    raise ReservationRefused(f"pod {pod} already nominated to {holder}", Refusal.POD_NOMINATED)
             until = now + timedelta(seconds=ttl_seconds)
             for pod in pods:
                 self.nominations[pod] = (claim_name, until)

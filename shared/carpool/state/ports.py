@@ -15,17 +15,36 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from carpool.state.models import CapacityRecord, Claim, UnavailableOffering
 
 
-class ReservationRefused(Exception):
-    """`reserve` refused: a pod is already nominated, or a pool limit would be exceeded."""
+class Refusal(StrEnum):
+    """Why a reservation or nomination was refused. Callers decide on this, never on the reason's text
+    (which names pods and pools, and so can contain any word)."""
 
-    def __init__(self, reason: str) -> None:
+    #: a pool limit would be exceeded: scheduling the pods again this invocation cannot help
+    LIMIT = "limit"
+    #: a pod's nomination still holds for another claim: the pods left can be scheduled again
+    POD_NOMINATED = "pod-nominated"
+    #: a claim of that name exists already (the same batch reserved concurrently)
+    CLAIM_EXISTS = "claim-exists"
+    #: the claim to nominate to is no longer in flight
+    NOT_IN_FLIGHT = "not-in-flight"
+    #: a concurrent write of the same item won: try again
+    CONFLICT = "conflict"
+
+
+class ReservationRefused(Exception):
+    """`reserve` refused: a pod is already nominated, or a pool limit would be exceeded. `kind` says
+    which, for decisions; `reason` says it for people."""
+
+    def __init__(self, reason: str, kind: Refusal) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
 
 
 class ClaimLedger(Protocol):

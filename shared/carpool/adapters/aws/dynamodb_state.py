@@ -49,7 +49,7 @@ from carpool.state.models import (
     UnavailableOffering,
     holds_nominations,
 )
-from carpool.state.ports import ReservationRefused
+from carpool.state.ports import Refusal, ReservationRefused
 from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
 
 log = logging.getLogger(__name__)
@@ -456,14 +456,14 @@ class DynamoLedger:
         try:
             self._transact_nominating(head, first, claim.name, now, until, replacing)
         except _Cancelled as c:
-            raise ReservationRefused(_refusal_reason(c, claim, limits)) from c
+            raise ReservationRefused(*_refusal_reason(c, claim, limits)) from c
         for start in range(0, len(rest), MAX_TRANSACTION_ITEMS):
             chunk = rest[start : start + MAX_TRANSACTION_ITEMS]
             try:
                 self._transact_nominating([], chunk, claim.name, now, until, replacing)
             except _Cancelled as c:
                 self.release(claim)
-                raise ReservationRefused(_refusal_reason(c, claim, limits)) from c
+                raise ReservationRefused(*_refusal_reason(c, claim, limits)) from c
             except Exception:
                 # Not a refusal (the network, throttling past retries): undo what we can, then fail.
                 with contextlib.suppress(Exception):
@@ -530,7 +530,7 @@ class DynamoLedger:
                 break
             for claim in chunk:
                 if claim.name in refused:
-                    failed[claim.name] = ReservationRefused(_refusal_reason(refused[claim.name], claim, limits))
+                    failed[claim.name] = ReservationRefused(*_refusal_reason(refused[claim.name], claim, limits))
             chunk = [c for c in chunk if c.name not in refused]
         for claim in chunk:
             self._reserve_alone(claim, limits, now, ttl_seconds, replacing, failed)
@@ -548,7 +548,7 @@ class DynamoLedger:
             try:
                 self._transact_nominating([self._grow_claim(claim_name, chunk, share)], chunk, claim_name, now, until)
             except _Cancelled as c:
-                raise ReservationRefused(_nominate_refusal(c, claim_name)) from c
+                raise ReservationRefused(*_nominate_refusal(c, claim_name)) from c
 
     def _transact_nominating(self, head: list[_Op], pods: list[str], claim_name: str, now: datetime,
                              until: datetime, replacing: Collection[str] = ()) -> None:
@@ -1096,32 +1096,32 @@ def _refuse_impossible(claim: Claim, limits: Mapping[str, int] | None) -> None:
     """A claim larger than a limit on its own can never fit; say so without a transaction."""
     for resource, delta in sorted(claim.reserved.items()):
         if limits is not None and resource in limits and delta > limits[resource]:
-            raise ReservationRefused(f"limit {resource} exhausted for nodepool {claim.nodepool}")
+            raise ReservationRefused(f"limit {resource} exhausted for nodepool {claim.nodepool}", Refusal.LIMIT)
 
 
-def _refusal_reason(cancelled: _Cancelled, claim: Claim, limits: Mapping[str, int] | None) -> str:
-    """The first cause, in MemoryLedger's order (claim, pods, limits), worded like MemoryLedger."""
+def _refusal_reason(cancelled: _Cancelled, claim: Claim, limits: Mapping[str, int] | None) -> tuple[str, Refusal]:
+    """The first cause, in MemoryLedger's order (claim, pods, limits), worded like MemoryLedger, and its kind."""
     order = {"claim": 0, "pod": 1, "usage": 2}
     op, code, old = min(cancelled.failures, key=lambda f: order[f[0].what])
     if code == "TransactionConflict":
-        return f"concurrent update of {op.what} {op.subject}, try again"
+        return f"concurrent update of {op.what} {op.subject}, try again", Refusal.CONFLICT
     if op.what == "claim":
-        return f"claim {claim.name} already exists"
+        return f"claim {claim.name} already exists", Refusal.CLAIM_EXISTS
     if op.what == "pod":
         holder = from_dynamo(deserialize(old)).get("claim") if old else None
-        return f"pod {op.subject} already nominated to {holder or 'another claim'}"
-    return f"limit {_exhausted(claim, limits, old)} exhausted for nodepool {claim.nodepool}"
+        return f"pod {op.subject} already nominated to {holder or 'another claim'}", Refusal.POD_NOMINATED
+    return f"limit {_exhausted(claim, limits, old)} exhausted for nodepool {claim.nodepool}", Refusal.LIMIT
 
 
-def _nominate_refusal(cancelled: _Cancelled, claim_name: str) -> str:
-    """Why `nominate` was refused, worded like MemoryLedger (the claim first, then the first pod)."""
+def _nominate_refusal(cancelled: _Cancelled, claim_name: str) -> tuple[str, Refusal]:
+    """Why `nominate` was refused, worded like MemoryLedger (the claim first, then the first pod), and its kind."""
     op, code, old = min(cancelled.failures, key=lambda f: f[0].what != "claim")
     if code == "TransactionConflict":
-        return f"concurrent update of {op.what} {op.subject}, try again"
+        return f"concurrent update of {op.what} {op.subject}, try again", Refusal.CONFLICT
     if op.what == "claim":
-        return f"claim {claim_name} is not in flight"
+        return f"claim {claim_name} is not in flight", Refusal.NOT_IN_FLIGHT
     holder = from_dynamo(deserialize(old)).get("claim") if old else None
-    return f"pod {op.subject} already nominated to {holder or 'another claim'}"
+    return f"pod {op.subject} already nominated to {holder or 'another claim'}", Refusal.POD_NOMINATED
 
 
 def _exhausted(claim: Claim, limits: Mapping[str, int] | None, old: Mapping[str, Any] | None) -> str:

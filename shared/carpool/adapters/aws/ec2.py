@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
 from carpool import labels
 from carpool.adapters.aws import session
-from carpool.ports import TerminationRefused
+from carpool.ports import OutcomeUnknown, TerminationRefused
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +74,14 @@ class Ec2Compute:
 
     # -- fleets and instances -------------------------------------------------------------------------
     def create_fleet(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """CreateFleet (type instant), retrying only throttling; other errors propagate unchanged."""
+        """CreateFleet (type instant), retrying only throttling; other errors propagate unchanged, but for
+        an answer lost after the request was sent (botocore's retries, with the same ClientToken, all
+        timed out): `OutcomeUnknown`, as the instances may well be booting."""
         for attempt in range(self._fleet_attempts):
             try:
                 return dict(self.client.create_fleet(**request))
+            except (ReadTimeoutError, ConnectionClosedError) as e:
+                raise OutcomeUnknown(f"CreateFleet sent, its answer lost: {e}") from e
             except ClientError as e:
                 if error_code(e) not in THROTTLING_CODES or attempt == self._fleet_attempts - 1:
                     raise
