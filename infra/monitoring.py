@@ -13,6 +13,7 @@ PodsUnboundSeconds         -                     karpenter_pods_unbound_time_sec
 SchedulingDurationSeconds  -                     karpenter_scheduler_scheduling_duration_seconds
 NodeClaimsCreated          nodepool, reason      karpenter_nodeclaims_created_total
 LaunchFailures             reason                karpenter_cloudprovider_instance_launch_failures
+LaunchOutcomesUnknown      -                     (carpool: a CreateFleet answer lost; its instances repaired from EC2)
 InterruptionsReceived      kind                  karpenter_interruption_received_messages_total
 InterruptionsStale         kind                  (Karpenter: its queue's 300 s retention)
 NodePoolUsage              nodepool, resource    karpenter_nodepools_usage (limits: the config's)
@@ -90,6 +91,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "SchedulingDurationSeconds": (),
     "NodeClaimsCreated": ("nodepool", "reason"),
     "LaunchFailures": ("reason",),
+    "LaunchOutcomesUnknown": (),
     "InterruptionsReceived": ("kind",),
     "InterruptionsStale": ("kind",),
     "NodePoolUsage": ("nodepool", "resource"),
@@ -554,7 +556,9 @@ class Monitoring(Construct):
             graph("Node created -> registered (s, by pool)", spread("NodeRegistrationSeconds"), width=12),
         )
         self.dashboard.add_widgets(
-            graph("Launch failures (by reason)", [lines("LaunchFailures", "Sum")]),
+            graph("Launch failures (by reason) / answers lost", [
+                lines("LaunchFailures", "Sum"),
+                lines("LaunchOutcomesUnknown", "Sum", prefix="CreateFleet answer lost (repaired from EC2)")]),
             graph("Interruptions dropped as stale (by kind)", [lines("InterruptionsStale", "Sum", prefix="stale")]),
             graph("NodePool usage and limits", [lines("NodePoolUsage", "Maximum", prefix="usage")], annotations=limits),
         )

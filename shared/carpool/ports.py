@@ -37,6 +37,15 @@ class OutcomeUnknown(Exception):
     mid-answer): it may or may not have taken effect. Not a failure: what it did is read back from AWS."""
 
 
+class LaunchTemplateMissing(Exception):
+    """CreateFleet named a launch template EC2 does not have (deleted by the clean-up, or by hand)."""
+
+
+#: CreateFleet's per-override error codes for a launch template EC2 does not have
+LAUNCH_TEMPLATE_MISSING_CODES = frozenset({"InvalidLaunchTemplateName.NotFoundException",
+                                           "InvalidLaunchTemplateId.NotFound"})
+
+
 class EvictionBlocked(Exception):
     """The API refused an eviction (a PodDisruptionBudget would be violated)."""
 

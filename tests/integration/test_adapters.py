@@ -26,6 +26,7 @@ from carpool.adapters.aws.images import AwsAmiSource
 from carpool.adapters.aws.pricing import OnDemandPrices
 from carpool.adapters.aws.ssm import SsmParameters
 from carpool.capacity import TTL
+from carpool.ports import LaunchTemplateMissing
 from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
 from carpool.state.models import CapacityRecord
 
@@ -257,9 +258,21 @@ def test_create_fleet_does_not_retry_other_errors(
     compute: tuple[Ec2Compute, list[float]], network: Network
 ) -> None:
     ec2, sleeps = compute
-    hook, calls = fail_with("InvalidLaunchTemplateName.NotFoundException", times=100)
+    hook, calls = fail_with("InvalidParameterValue", times=100)
     ec2.client.meta.events.register("before-call.ec2.CreateFleet", hook)
     with pytest.raises(ClientError):
+        ec2.create_fleet(fleet_request("missing", network, "claim-y"))
+    assert calls[0] == 1 and sleeps == []
+
+
+def test_create_fleet_names_a_missing_launch_template_by_type_not_by_its_text(
+    compute: tuple[Ec2Compute, list[float]], network: Network
+) -> None:
+    """The launch path recreates a template EC2 lost on this typed error (issue 30: no decision on text)."""
+    ec2, sleeps = compute
+    hook, calls = fail_with("InvalidLaunchTemplateName.NotFoundException", times=100)
+    ec2.client.meta.events.register("before-call.ec2.CreateFleet", hook)
+    with pytest.raises(LaunchTemplateMissing):
         ec2.create_fleet(fleet_request("missing", network, "claim-y"))
     assert calls[0] == 1 and sleeps == []
 

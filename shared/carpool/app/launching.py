@@ -27,6 +27,7 @@ from carpool.catalog import InstanceType
 from carpool.launch import fleet, templates
 from carpool.launch.templates import LaunchTemplateSpec
 from carpool.launch.userdata.bootstrap import NodeBootstrap
+from carpool.ports import LAUNCH_TEMPLATE_MISSING_CODES, LaunchTemplateMissing
 from carpool.scheduling.result import PlannedClaim
 from carpool.sizing import NodeSize
 
@@ -260,19 +261,13 @@ def _create_fleet(request: Mapping[str, Any], plan: FleetPlan, deps: Dependencie
     this process still had it cached) is created again and the request sent once more."""
     try:
         response = deps.compute.create_fleet(request)
-    except Exception as exc:
-        if not _template_missing(str(exc)):
-            raise
-        response = {"Errors": [{"ErrorCode": "InvalidLaunchTemplateName.NotFoundException"}]}
-    if not any(_template_missing(str(e.get("ErrorCode", ""))) for e in response.get("Errors") or []):
+    except LaunchTemplateMissing:
+        response = {"Errors": [{"ErrorCode": next(iter(LAUNCH_TEMPLATE_MISSING_CODES))}]}
+    if not any(e.get("ErrorCode") in LAUNCH_TEMPLATE_MISSING_CODES for e in response.get("Errors") or []):
         return response
     log.warning("a launch template of the request is gone; creating it again")
     _ensure_again(deps, set(plan.templates.values()))
     return dict(deps.compute.create_fleet(request))
-
-
-def _template_missing(text: str) -> bool:
-    return "InvalidLaunchTemplateName.NotFound" in text or "InvalidLaunchTemplateId.NotFound" in text
 
 
 def launch(

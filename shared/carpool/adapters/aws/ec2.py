@@ -21,7 +21,12 @@ from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutE
 
 from carpool import labels
 from carpool.adapters.aws import session
-from carpool.ports import OutcomeUnknown, TerminationRefused
+from carpool.ports import (
+    LAUNCH_TEMPLATE_MISSING_CODES,
+    LaunchTemplateMissing,
+    OutcomeUnknown,
+    TerminationRefused,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +81,16 @@ class Ec2Compute:
     def create_fleet(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """CreateFleet (type instant), retrying only throttling; other errors propagate unchanged, but for
         an answer lost after the request was sent (botocore's retries, with the same ClientToken, all
-        timed out): `OutcomeUnknown`, as the instances may well be booting."""
+        timed out): `OutcomeUnknown`, as the instances may well be booting; and for a launch template EC2
+        does not have: `LaunchTemplateMissing`."""
         for attempt in range(self._fleet_attempts):
             try:
                 return dict(self.client.create_fleet(**request))
             except (ReadTimeoutError, ConnectionClosedError) as e:
                 raise OutcomeUnknown(f"CreateFleet sent, its answer lost: {e}") from e
             except ClientError as e:
+                if error_code(e) in LAUNCH_TEMPLATE_MISSING_CODES:
+                    raise LaunchTemplateMissing(str(e)) from e
                 if error_code(e) not in THROTTLING_CODES or attempt == self._fleet_attempts - 1:
                     raise
                 delay = backoff_delay(attempt, self._backoff_base, self._backoff_cap, self._rand)
