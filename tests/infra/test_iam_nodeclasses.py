@@ -256,3 +256,18 @@ def test_the_kms_authorizations_of_an_encrypted_launch_are_allowed_for_granted_k
                                            "kms:ReEncryptTo"}
     assert all(evaluate(found, c.action, c.resource, c.context).allowed for c in granted)
     assert not any(evaluate(found, c.action, c.resource, c.context).allowed for c in launch(OTHER_KEY))
+
+
+@pytest.mark.parametrize(("alias", "extra", "field"), [
+    ("bottlerocket@latest", "  kubelet: {podsPerCore: 10}\n", "spec.kubelet.podsPerCore"),
+    ("windows2022@latest", "  instanceStorePolicy: RAID0\n", "spec.instanceStorePolicy"),
+    ("al2023@latest", "  amiFamily: Custom\n  userData: 'x'\n  kubelet: {clusterDNS: [10.0.0.10]}\n",
+     "spec.kubelet.clusterDNS"),
+], ids=["bottlerocket-podsPerCore", "windows-raid0", "custom-clusterDNS"])
+def test_synth_names_a_field_the_ami_family_cannot_carry(synth: Callable[..., Synth], tmp_path: Path, alias: str,
+                                                         extra: str, field: str) -> None:
+    """What a family's user data cannot carry is refused at synth as at `carpool validate`, by field."""
+    text = config(nodeclass("team", "role: team-a-nodes", extra).replace("al2023@latest", alias))
+    with pytest.raises(ConfigError) as info:
+        synth(_context(tmp_path, text), nag=False)
+    assert field in str(info.value)
