@@ -773,3 +773,48 @@ def test_a_pod_bound_before_the_cordon_aborts_a_replacement_and_terminates_what_
     assert len(h.compute.terminated) == 1 and h.compute.terminated[0] != (big.spec.provider_id or "").rsplit("/", 1)[-1]
     assert h.disrupting() == [] and h.cluster.evicted_from == []
     assert [c.node_name for c in h.ledger.active()] == [big.name]
+
+
+class _Died(BaseException):
+    """The function's process died (a Lambda timeout, an out-of-memory kill): no `except Exception` sees it."""
+
+
+def test_a_crash_just_after_the_cordon_leaves_a_decision_the_next_run_carries_on():
+    """Issue 30, a crash between any two steps: the run that decided a consolidation dies right after it
+    cordoned and tainted the node. The decision was recorded first, so the next runs carry it on (the
+    replacement registers, the node is drained and goes); no node stays cordoned with no decision on it."""
+    h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
+    catalog = h.deps.catalog.get(T0)
+    h.deps.offerings.mark_unavailable(
+        UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))
+        for t in ("m5.large", "m5.xlarge", "m5.2xlarge") for o in catalog.types[t].offerings)
+    for i in range(9):
+        h.cluster.add_pod(deployment_pod("web", i, cpu="700m"))
+    h.settle()
+    [big] = h.owned_nodes()
+    for i in range(1, 9):
+        del h.cluster.pods[f"default/web-{i}"]
+    taint, died = h.cluster.taint, []
+
+    def taint_then_die(node: str, what: Any) -> None:
+        taint(node, what)
+        if node == big.name and not died:
+            died.append(node)
+            raise _Died(f"disruption function killed after cordoning {node}")
+
+    h.cluster.taint = taint_then_die  # type: ignore[method-assign]
+    for _ in range(6):
+        try:
+            h.minute()
+        except _Died:
+            break
+    assert died == [big.name]
+    recorded = [c for c in h.ledger.active() if c.node_name == big.name and keys.DISRUPTION in c.labels]
+    assert recorded, "the decision was recorded before the cordon"
+    h.run_until_quiet(limit=30)
+    for node in h.cluster.nodes.values():  # nothing left cordoned that no decision explains
+        claim = next((c for c in h.ledger.active() if c.node_name == node.metadata.name), None)
+        assert not node.spec.unschedulable or (claim is not None and keys.DISRUPTION in claim.labels)
+    assert big.name not in h.cluster.nodes and h.disrupting() == []
+    [small] = h.owned_nodes()
+    assert small.labels[L.INSTANCE_TYPE] == "m5.large"

@@ -216,6 +216,11 @@ def _stamp(labels: Mapping[str, str], claim: Claim) -> None:
     claim.labels.update(labels)
 
 
+def _without_decision(claim: Claim) -> None:
+    for key in _DECISION_KEYS:
+        claim.labels.pop(key, None)
+
+
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
 def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
     node = world.nodes.get(claim.node_name or "")
@@ -224,6 +229,8 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
         world.touched.add(claim.node_name or claim.name)
         _finish(claim, None, deps, summary, f"node of claim {claim.name} is gone")
         return
+    if not node.spec.unschedulable:  # its decision was recorded, then the run that made it stopped
+        drain.cordon(deps.cluster, node.name)
     if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, deps, now, summary):
         return
     forceful = reason == Reason.UNHEALTHY
@@ -274,6 +281,8 @@ def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: d
     stopped), and finish the node once it is empty or its reclaim time has passed."""
     node = world.nodes.get(claim.node_name or "")
     world.touched.add(claim.node_name or "")
+    if node is not None and not node.spec.unschedulable:  # recorded, then the interruption function stopped
+        drain.cordon(deps.cluster, node.name)
     if node is not None and interrupt.continue_drain(claim, deps, now):
         return
     _finish(claim, node, deps, summary, f"interrupted node {claim.node_name} drained or reclaimed")
@@ -467,11 +476,9 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
         if got is None:
             return
         replacements, launched = got
-    for node in d.nodes:
-        drain.cordon(deps.cluster, node)
-    if (changed := _no_longer_holds(d, world, deps)):
-        _abort(d, launched, deps, summary, changed)
-        return
+    # the decision is recorded before anything is done to its nodes: a crash after the cordon then leaves
+    # a decision the next run carries on (`_advance` cordons what it finds uncordoned), never a cordoned,
+    # tainted node that no decision explains and no run would ever restore
     for claim in claims:
         assert claim is not None
         progress = {keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
@@ -482,6 +489,11 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
             c.labels.pop(keys.ABANDONED_FOR, None)
 
         saving.amend(deps.ledger, claim, start)
+    for node in d.nodes:
+        drain.cordon(deps.cluster, node)
+    if (changed := _no_longer_holds(d, world, deps)):
+        _abort(d, [c for c in claims if c is not None], launched, deps, summary, changed)
+        return
     suffix = f" (replacement claims {', '.join(replacements)})" if replacements else ""
     _note(summary, d.message + suffix, d.reason.value)
     recorder.record([k8s_events.disrupting(node, d.reason.value, d.message + suffix) for node in d.nodes], deps)
@@ -507,12 +519,15 @@ def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
     return ""
 
 
-def _abort(d: Decision, launched: provision.ProvisionOutcome | None, deps: Dependencies, summary: Any,
-           why: str) -> None:
-    """Undo a decision that failed its validation: the nodes' taint and cordon removed, a replacement
-    launched for it terminated and released."""
+def _abort(d: Decision, claims: list[Claim], launched: provision.ProvisionOutcome | None, deps: Dependencies,
+           summary: Any, why: str) -> None:
+    """Undo a decision that failed its validation: the nodes' taint and cordon removed, then the decision's
+    labels cleared from their claims (a crash between leaves a decision the next run carries on), a
+    replacement launched for it terminated and released."""
     for node in d.nodes:
         drain.restore(deps.cluster, node)
+    for claim in claims:
+        saving.amend(deps.ledger, claim, _without_decision)
     undone = _undo(launched, deps, summary) if launched is not None else []
     tail = f"; its replacement {', '.join(undone)} terminated" if undone else ""
     observability.emit("DisruptionsAbandoned", reason=d.reason.value)

@@ -218,8 +218,8 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         replacements = ({c.name for c in outcome.launched} | set(outcome.nominated_in_flight)
                         | {held[k] for k in outcome.already_nominated if k in held})
         summary.replacements.extend(c.name for c in outcome.launched)
-    drain.cordon(deps.cluster, node)
     warned = _utc(event.time)
+
     def start(c: Claim) -> None:
         # what another invocation recorded is kept: the save is conditional on the version read, and a
         # lost race applies this again to the claim as stored now (`saving.amend`)
@@ -227,7 +227,10 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         c.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
                          keys.REPLACED_BY: ",".join(sorted(replacements)), keys.DISRUPTED_AT: warned.isoformat()})
 
+    # recorded before the cordon, as a consolidation decision is (`carpool.app.consolidation`): a crash
+    # between leaves a recorded interruption the next step or the disruption run carries on
     saving.amend(deps.ledger, claim, start)
+    drain.cordon(deps.cluster, node)
     observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
     _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
                   f"{len(pods)} pods to move, replacement {', '.join(replacements) or 'not needed'}; "
