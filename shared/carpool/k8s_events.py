@@ -132,3 +132,9 @@ def insufficient_capacity(pod_key: str, uid: str, claim: str, offerings: list[tu
     more = f" and {len(offerings) - 5} more" if len(offerings) > 5 else ""
     return KubeEvent(pod(pod_key, uid), WARNING, "InsufficientCapacityError",
                      f"nodeclaim/{claim}: insufficient capacity for {shown}{more}; launching from other offerings")
+
+
+def unconsolidatable(node_name: str, why: str) -> KubeEvent:
+    """Karpenter's `Unconsolidatable`: the node was looked at for consolidation and is kept, with why (its
+    pods fit nowhere cheaper, no cheaper replacement exists...)."""
+    return KubeEvent(node(node_name), NORMAL, "Unconsolidatable", why)

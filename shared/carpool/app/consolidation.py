@@ -415,6 +415,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     for node, why in sorted(plan.waiting.items()):
         log.info("node %s not disrupted now: %s", node, why)
     recorder.record([k8s_events.disruption_blocked(node, why) for node, why in sorted(plan.waiting.items())], deps)
+    recorder.record([k8s_events.unconsolidatable(node, why) for node, why in sorted(plan.kept.items()) if why], deps)
     return plan
 
 
