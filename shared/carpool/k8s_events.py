@@ -101,6 +101,15 @@ def node(name: str) -> InvolvedObject:
     return InvolvedObject("Node", name, "", name)
 
 
+def launched(node_name: str, claim: str, instance: str, instance_type: str, at: datetime | None) -> KubeEvent:
+    """The claim's launch, said on its node once the node exists (before, there is no object to say it on:
+    carpool has no NodeClaim objects): which instance, of which type, when."""
+    when = f" at {at.isoformat().replace('+00:00', 'Z')}" if at is not None else ""
+    return KubeEvent(node(node_name), NORMAL, "Launched",
+                     f"Status condition transitioned, Type: Launched, Status: True, nodeclaim/{claim} "
+                     f"({instance_type}, {instance}){when}")
+
+
 def registered(node_name: str, claim: str, instance: str, instance_type: str) -> KubeEvent:
     """The node joined for its claim and carpool registered it (unregistered taint lifted, labels synced)."""
     return KubeEvent(node(node_name), NORMAL, "Registered",

@@ -101,4 +101,5 @@ def test_kubectl_describe_shows_carpools_events_on_the_pods_and_the_nodes(scenar
     joined = {i.node_name for i in scenario_result.instances if i.node_name}
     for reason in ("Registered", "Initialized"):
         assert {e.name for e in events if e.kind == "Node" and e.reason == reason} >= joined, reason
-    assert all(e.count == 1 for e in events)
+    # said once each; only what holds run after run (a node kept, a disruption blocked) is counted again
+    assert all(e.count == 1 for e in events if e.reason not in ("Unconsolidatable", "DisruptionBlocked"))

@@ -30,7 +30,7 @@ def test_every_served_pod_is_nominated_to_its_claim(scenario_result):
 def test_every_node_says_it_registered_and_initialized(scenario_result):
     for instance in scenario_result.instances:
         reasons = {e.reason for e in _on(scenario_result, "Node", instance.node_name)}
-        assert {"Registered", "Initialized"} <= reasons, instance.node_name
+        assert {"Launched", "Registered", "Initialized"} <= reasons, instance.node_name
 
 
 def test_a_drift_the_budget_blocks_is_said_on_each_node_and_counted_not_repeated(scenario_result):

@@ -139,9 +139,10 @@ def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencie
     startup.node_registered(before, node, claim.nodepool, deps.clock())
     summary.registered.append(node.name)
     log.info("registered node %s for claim %s", node.name, claim.name)
-    recorder.record([k8s_events.registered(node.name, claim.name,
-                                           node.instance_id() or claim.instance_id or "-",
-                                           node.labels.get(labels.INSTANCE_TYPE) or claim.instance_type or "-")], deps)
+    instance = node.instance_id() or claim.instance_id or "-"
+    instance_type = node.labels.get(labels.INSTANCE_TYPE) or claim.instance_type or "-"
+    recorder.record([k8s_events.launched(node.name, claim.name, instance, instance_type, claim.launched_at),
+                     k8s_events.registered(node.name, claim.name, instance, instance_type)], deps)
     _tag_instance(node, claim, deps, summary)
     return node
 
