@@ -36,3 +36,11 @@ def test_carpool_nodes_do_not_pose_as_the_node_group(scenario_result):
 def test_allocatable_parity(scenario_result):
     """Every node launched offers what the scheduler packed it for (max pods, reserved resources)."""
     assert_allocatable_parity(scenario_result, SCENARIO)
+
+
+def test_a_pod_left_to_cluster_autoscaler_says_so_once(scenario_result):
+    """`kubectl describe pod` on a pod a node group serves: carpool's `FailedScheduling` says it is not
+    carpool's to serve and why (written once, though the watcher publishes the pod every minute)."""
+    left = [e for e in scenario_result.events if e.reason == "FailedScheduling" and "not carpool's to serve" in e.message]
+    assert left and all("eks.amazonaws.com/nodegroup" in e.message and e.count == 1 for e in left)
+    assert not [e for e in scenario_result.events if e.reason == "Nominated" and e.name in {x.name for x in left}]

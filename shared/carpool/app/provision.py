@@ -129,7 +129,9 @@ def run(
         return outcome, {mid: problem or "" for mids in records.values() for mid in mids}
     _note_dropped(confirmed.dropped, outcome)
     found = provision_pods(confirmed.pods.values(), deps, reason="provisioning", deadline=deadline)
-    reasons.note(found.unschedulable, found.served(), found.capacity_errors,
+    # a pod left to another autoscaler is pending for a reason too, said like the others
+    left = {k: {"*": f"not carpool's to serve: {why}"} for k, why in found.ignored.items() if k in confirmed.pods}
+    reasons.note({**left, **found.unschedulable}, found.served(), found.capacity_errors,
                  {k: p.metadata.uid or "" for k, p in confirmed.pods.items()}, deps)
     found.ignored.update(outcome.ignored)
     found.dropped.update(outcome.dropped)
