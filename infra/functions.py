@@ -545,9 +545,9 @@ class Functions(Construct):
         if capability is Capability.TAG_INSTANCES:
             return [
                 iam.PolicyStatement(
-                    # an instance gets its claim's name once its node registers (claims launched together
-                    # by one CreateFleet cannot be named by the request): only the cluster's own
-                    # instances, only the claim-name tag
+                    # an instance gets its own claim's name once its node registers (at launch a batched
+                    # CreateFleet tags every instance with the claims of its request, `carpool.dev/fleet-claims`):
+                    # only the cluster's own instances, only the claim-name tag
                     sid="TagOwnInstancesWithTheirClaim",
                     actions=["ec2:CreateTags"],
                     resources=ec2_arns("instance", account=stack.account),

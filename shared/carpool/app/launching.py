@@ -270,20 +270,6 @@ def _create_fleet(request: Mapping[str, Any], plan: FleetPlan, deps: Dependencie
     return dict(deps.compute.create_fleet(request))
 
 
-def launch(
-    claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, unavailable: set[tuple[str, str, str]], now: datetime,
-    claim_name: str,
-) -> LaunchAttempt:
-    """One CreateFleet for `claim` alone, tagged with the ledger's `claim_name` (how orphans are traced back)."""
-    plan = plan_fleet(claim, ctx, deps, unavailable, now)
-    if isinstance(plan, LaunchAttempt):
-        return plan
-    failed = ensure_templates([plan], deps)
-    if failed:
-        raise next(iter(failed.values()))
-    return launch_group([claim_name], plan, ctx, deps)[claim_name]
-
-
 #: how long this process trusts that a launch template it created or found still exists (garbage
 #: collection deletes only templates no live claim uses, after a grace period; a miss is repaired);
 #: counted on the dependencies' clock

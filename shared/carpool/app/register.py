@@ -11,9 +11,10 @@ then the kube-scheduler cannot bind those pods, and the provisioner must go on c
 for them rather than launch another node.
 
 Once the node is registered its instance gets its claim's name (`karpenter.sh/nodeclaim`), as Karpenter's
-nodeclaim tagging controller tags instances after registration instead of in the launch path: claims
-launched together by one CreateFleet cannot be named by the request. By then the claim records its
-instance, so nothing in crash recovery waits on this tag; it is what operators filter instances by.
+nodeclaim tagging controller tags instances after registration instead of in the launch path: at launch
+an instance of a batched CreateFleet carries only the claims of its request (`carpool.dev/fleet-claims`),
+paired with its own claim by the same rule everywhere (`carpool.app.instances`). By then the claim records
+its instance, so nothing in crash recovery waits on this tag; it is what operators filter instances by.
 
 Learning is the fix for the capacity-cache seed bug: the observation is keyed by the instance type and
 the AMI the node actually runs, and it is stored only when that AMI is the one the strict mapping picks

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from carpool import labels
 from carpool.disruption.candidates import Candidate, ClusterView
 from carpool.disruption.decision import Decision, Kind, Reason, Replacement
-from carpool.resources import Resources, add, subtract
+from carpool.resources import subtract
 from carpool.scheduling import inputs as si
 from carpool.scheduling.claim import NODE
 from carpool.scheduling.indexcache import IndexCache
@@ -283,8 +283,3 @@ def relocate(c: Candidate, sim: Simulator, reason: Reason, why: str, exclude: It
 
 def pods_of(cands: Iterable[Candidate]) -> dict[str, si.PodSpec]:
     return {p.key: p for c in cands for p in c.pods}
-
-
-def free_room(existing: Iterable[si.ExistingNode]) -> Resources:
-    """Total free room (for messages and tests)."""
-    return add(*(n.remaining for n in existing))

@@ -43,14 +43,6 @@ def pdb_key(pdb: PodDisruptionBudget) -> str:
     return f"{pdb.namespace}/{pdb.name}"
 
 
-def is_healthy(pod: Pod) -> bool:
-    """Counts as healthy for a PDB: running and Ready (running is enough when no conditions are reported)."""
-    if pod.status.phase != "Running" or pod.is_terminating():
-        return False
-    ready = pod.condition("Ready")
-    return ready is None or ready.status == "True"
-
-
 class PdbIndex:
     """Which PDBs select a pod, looked up by namespace and asked once per distinct label set: the pods
     of one workload share their labels, so a cluster of 150,000 pods asks a few hundred times."""

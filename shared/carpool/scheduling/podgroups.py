@@ -10,7 +10,7 @@ better); ties by the first member's key so results are deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from carpool import labels as L
@@ -95,11 +95,3 @@ def group_pods(pods: Iterable[PodSpec]) -> tuple[list[PodGroup], list[str]]:
     for i, g in enumerate(groups):
         g.id = i
     return groups, opted_out
-
-
-def total_requests(groups: Sequence[PodGroup]) -> Resources:
-    out: Resources = {}
-    for g in groups:
-        for k, v in g.requests.items():
-            out[k] = out.get(k, 0) + v * g.count
-    return out

@@ -36,10 +36,6 @@ def to_model(obj: Any, model: type[M]) -> M:
     return model.model_validate(as_dict(obj))  # type: ignore[no-any-return]
 
 
-def to_models(objs: Iterable[Any], model: type[M]) -> list[M]:
-    return [to_model(o, model) for o in objs]
-
-
 def container_env(workload: Mapping[str, Any], container_name: str) -> dict[str, str]:
     """Literal env vars (`name`/`value`) of one container of a workload's pod template. Vars set from
     `valueFrom` have no value to read here and are skipped."""
