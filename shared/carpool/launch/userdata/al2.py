@@ -18,7 +18,7 @@ text is written.
 from __future__ import annotations
 
 from carpool.launch.userdata import checks
-from carpool.launch.userdata.bootstrap import NodeBootstrap, joined, quantities
+from carpool.launch.userdata.bootstrap import NodeBootstrap, joined, kubelet_field_flags, quantities
 from carpool.launch.userdata.mime import SHELL_SCRIPT, MimePart, looks_like_mime, parse_archive, serialize
 
 BOOTSTRAP = "/etc/eks/bootstrap.sh"
@@ -80,25 +80,5 @@ def kubelet_extra_args(b: NodeBootstrap) -> list[str]:
         args.append("--system-reserved=" + joined(quantities(b.system_reserved)))
     if b.eviction_hard:
         args.append("--eviction-hard=" + joined(dict(b.eviction_hard), "<"))
-    args.extend(extra_kubelet_flags(b))
-    return args
-
-
-def extra_kubelet_flags(b: NodeBootstrap) -> list[str]:
-    """The `spec.kubelet` flags beyond sizing, as Karpenter's `kubeletExtraArgs` writes them (AL2, Windows)."""
-    args = []
-    if b.pods_per_core is not None:
-        args.append(f"--pods-per-core={b.pods_per_core}")
-    if b.eviction_soft:
-        args.append("--eviction-soft=" + joined(dict(b.eviction_soft), "<"))
-    if b.eviction_soft_grace_period:
-        args.append("--eviction-soft-grace-period=" + joined(dict(b.eviction_soft_grace_period)))
-    if b.eviction_max_pod_grace_period is not None:
-        args.append(f"--eviction-max-pod-grace-period={b.eviction_max_pod_grace_period}")
-    if b.image_gc_high_threshold_percent is not None:
-        args.append(f"--image-gc-high-threshold={b.image_gc_high_threshold_percent}")
-    if b.image_gc_low_threshold_percent is not None:
-        args.append(f"--image-gc-low-threshold={b.image_gc_low_threshold_percent}")
-    if b.cpu_cfs_quota is not None:
-        args.append(f"--cpu-cfs-quota={'true' if b.cpu_cfs_quota else 'false'}")
+    args.extend(kubelet_field_flags(b))
     return args

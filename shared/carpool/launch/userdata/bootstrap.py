@@ -125,3 +125,27 @@ def quantities(rl: Resources) -> dict[str, str]:
 def joined(pairs: Mapping[str, str], sep: str = "=") -> str:
     """`k1<sep>v1,k2<sep>v2` in key order (kubelet flag map syntax)."""
     return ",".join(f"{k}{sep}{v}" for k, v in sorted(pairs.items()))
+
+
+def kubelet_field_flags(b: NodeBootstrap, quoted: bool = False) -> list[str]:
+    """The `spec.kubelet` flags beyond sizing, as Karpenter's `kubeletExtraArgs` writes them (AL2, and
+    Windows, whose PowerShell wants the map values `quoted`)."""
+    def flag_map(value: str) -> str:
+        return f'"{value}"' if quoted else value
+
+    args = []
+    if b.pods_per_core is not None:
+        args.append(f"--pods-per-core={b.pods_per_core}")
+    if b.eviction_soft:
+        args.append("--eviction-soft=" + flag_map(joined(dict(b.eviction_soft), "<")))
+    if b.eviction_soft_grace_period:
+        args.append("--eviction-soft-grace-period=" + flag_map(joined(dict(b.eviction_soft_grace_period))))
+    if b.eviction_max_pod_grace_period is not None:
+        args.append(f"--eviction-max-pod-grace-period={b.eviction_max_pod_grace_period}")
+    if b.image_gc_high_threshold_percent is not None:
+        args.append(f"--image-gc-high-threshold={b.image_gc_high_threshold_percent}")
+    if b.image_gc_low_threshold_percent is not None:
+        args.append(f"--image-gc-low-threshold={b.image_gc_low_threshold_percent}")
+    if b.cpu_cfs_quota is not None:
+        args.append(f"--cpu-cfs-quota={'true' if b.cpu_cfs_quota else 'false'}")
+    return args

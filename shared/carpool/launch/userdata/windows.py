@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from carpool.launch.userdata import checks
-from carpool.launch.userdata.bootstrap import NodeBootstrap, joined, quantities
+from carpool.launch.userdata.bootstrap import NodeBootstrap, joined, kubelet_field_flags, quantities
 from carpool.launch.userdata.mime import UserDataError
 
 BOOTSTRAP_SCRIPT = r'[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"'
@@ -91,18 +91,5 @@ def kubelet_extra_args(b: NodeBootstrap) -> list[str]:
         args.append(f'--kube-reserved="{joined(quantities(b.kube_reserved))}"')
     if b.eviction_hard:
         args.append(f'--eviction-hard="{joined(dict(b.eviction_hard), "<")}"')
-    if b.pods_per_core is not None:
-        args.append(f"--pods-per-core={b.pods_per_core}")
-    if b.eviction_soft:
-        args.append(f'--eviction-soft="{joined(dict(b.eviction_soft), "<")}"')
-    if b.eviction_soft_grace_period:
-        args.append(f'--eviction-soft-grace-period="{joined(dict(b.eviction_soft_grace_period))}"')
-    if b.eviction_max_pod_grace_period is not None:
-        args.append(f"--eviction-max-pod-grace-period={b.eviction_max_pod_grace_period}")
-    if b.image_gc_high_threshold_percent is not None:
-        args.append(f"--image-gc-high-threshold={b.image_gc_high_threshold_percent}")
-    if b.image_gc_low_threshold_percent is not None:
-        args.append(f"--image-gc-low-threshold={b.image_gc_low_threshold_percent}")
-    if b.cpu_cfs_quota is not None:
-        args.append(f"--cpu-cfs-quota={'true' if b.cpu_cfs_quota else 'false'}")
+    args.extend(kubelet_field_flags(b, quoted=True))
     return args
