@@ -22,8 +22,9 @@ from typing import Any
 
 import msgspec
 
-from carpool import k8s_events, labels
+from carpool import k8s_events
 from carpool import resources as res
+from carpool.adapters.k8s import reads
 from carpool.adapters.k8s.reads import PodProjection
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -47,8 +48,10 @@ from carpool.sim.apiserver import (
     ApiAnswer,
     api_status,
     can_ignore_pdb,
+    labels_match,
     merge_patch,
     not_found,
+    parse_label_selector,
     selects_something,
 )
 from carpool.sim.capacity_stamps import CapacityStamps
@@ -327,14 +330,16 @@ class SimulatedCluster:
         return [self._model("Pod", r) for r in recs]
 
     def joining_nodes(self) -> list[Node]:
-        """What the label selector `carpool.dev/nodeclaim,!karpenter.sh/initialized` answers."""
-        def joining(raw: Mapping[str, Any]) -> bool:
-            node_labels = (raw.get("metadata") or {}).get("labels") or {}
-            return labels.CLAIM in node_labels and labels.NODE_INITIALIZED not in node_labels
-
-        recs = [r for r in self.nodes.values() if joining(r.raw)]
+        """What the adapter's label selector (`reads.JOINING_NODES`) answers."""
+        recs = self._labelled("Node", reads.JOINING_NODES)
         self._charge(recs)
         return [self._model("Node", r) for r in recs]
+
+    def _labelled(self, kind: str, selector: str) -> list[_Record]:
+        """The `kind` objects a label selector selects, read as kube-apiserver reads it (the same parser the
+        simulated API server answers with)."""
+        terms = parse_label_selector(selector)
+        return [r for r in self.store(kind).values() if labels_match(r.raw, terms)]
 
     def list_nodes(self) -> list[Node]:
         self._charge(self.nodes.values())
@@ -347,13 +352,9 @@ class SimulatedCluster:
         return set(self.nodes)
 
     def uninitialized_node_pages(self) -> Iterator[list[Node]]:
-        """What the label selector `karpenter.sh/nodepool,karpenter.sh/initialized!=true` answers, in pages of
-        `LIST_PAGE`, each read (and charged) when the reader asks for it."""
-        def uninitialized(raw: Mapping[str, Any]) -> bool:
-            node_labels = (raw.get("metadata") or {}).get("labels") or {}
-            return labels.NODEPOOL in node_labels and node_labels.get(labels.NODE_INITIALIZED) != "true"
-
-        return self._pages("Node", [r for r in self.nodes.values() if uninitialized(r.raw)])
+        """What the adapter's label selector (`reads.UNINITIALIZED_NODES`) answers, in pages of `LIST_PAGE`,
+        each read (and charged) when the reader asks for it."""
+        return self._pages("Node", self._labelled("Node", reads.UNINITIALIZED_NODES))
 
     def pending_pod_pages(self) -> Iterator[list[Pod]]:
         """`pending_pods` in pages of `LIST_PAGE`."""
