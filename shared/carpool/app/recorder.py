@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime
+from functools import partial
 
+from carpool import together
 from carpool.app.wiring import Dependencies
 from carpool.k8s_events import KubeEvent
 
@@ -25,21 +28,23 @@ MAX_PER_INVOCATION = 100
 
 
 def record(events: Iterable[KubeEvent], deps: Dependencies) -> int:
-    """Write `events` (deduplicated, at most `MAX_PER_INVOCATION`); returns how many were written."""
-    written, seen, skipped = 0, set(), 0
-    for event in events:
-        if event.name in seen:
-            continue
-        seen.add(event.name)
-        if written >= MAX_PER_INVOCATION:
-            skipped += 1
-            continue
-        try:
-            deps.cluster.record_event(event, deps.clock())
-            written += 1
-        except Exception as exc:  # noqa: BLE001 - see the module docstring: events never fail the caller
-            log.warning("could not write the %s event on %s %s: %s: %s", event.reason, event.involved.kind,
-                        event.involved.name, type(exc).__name__, exc)
-    if skipped:
+    """Write `events` (deduplicated, at most `MAX_PER_INVOCATION`), `together.MAX_WORKERS` at a time: they
+    come after the batch's launches but before its answer, so a provisioner's slot is not held for a
+    hundred round trips one after the other. Returns how many were written."""
+    unique = list({e.name: e for e in events}.values())
+    kept, skipped = unique[:MAX_PER_INVOCATION], len(unique) - MAX_PER_INVOCATION
+    now = deps.clock()
+    written = sum(together.run([partial(_write, event, now, deps) for event in kept]))
+    if skipped > 0:
         log.info("%d more Kubernetes events not written (at most %d an invocation)", skipped, MAX_PER_INVOCATION)
     return written
+
+
+def _write(event: KubeEvent, now: datetime, deps: Dependencies) -> bool:
+    try:
+        deps.cluster.record_event(event, now)
+        return True
+    except Exception as exc:  # noqa: BLE001 - see the module docstring: events never fail the caller
+        log.warning("could not write the %s event on %s %s: %s: %s", event.reason, event.involved.kind,
+                    event.involved.name, type(exc).__name__, exc)
+        return False

@@ -15,6 +15,7 @@ import bisect
 import copy
 import itertools
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -229,6 +230,7 @@ class SimulatedCluster:
         self.storageclasses: dict[str, _Record] = {}
         #: core/v1 Events by "namespace/name" (what `kubectl describe` shows under Events)
         self.events: dict[str, _Record] = {}
+        self._event_lock = threading.Lock()
         self._log_rvs: list[int] = []
         #: (type, kind, record) per change, in resource-version order; models are built when read
         self._log: list[tuple[str, str, _Record]] = []
@@ -622,11 +624,14 @@ class SimulatedCluster:
 
     # -- events (kube-apiserver's core/v1 Event: create, get, merge patch) ----------------------------------
     def record_event(self, event: KubeEvent, now: datetime) -> None:
-        """The port's `record_event`, as the HTTP adapter does it against this server."""
-        answer = self.event_create(event.namespace, k8s_events.manifest(event, now))
-        if answer.code == 409:
-            found = self.events[f"{event.namespace}/{event.name}"]
-            self.event_patch(event.namespace, event.name, k8s_events.repeated(int(found.raw.get("count") or 1), now))
+        """The port's `record_event`, as the HTTP adapter does it against this server (callers write events
+        from worker threads: one at a time here, as the API server serializes writes)."""
+        with self._event_lock:
+            answer = self.event_create(event.namespace, k8s_events.manifest(event, now))
+            if answer.code == 409:
+                found = self.events[f"{event.namespace}/{event.name}"]
+                count = int(found.raw.get("count") or 1)
+                self.event_patch(event.namespace, event.name, k8s_events.repeated(count, now))
 
     def event_create(self, namespace: str, raw: Mapping[str, Any]) -> ApiAnswer:
         """POST .../namespaces/<ns>/events: 201 with the event, 409 AlreadyExists for a name taken, 400 for

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from carpool import delivery
+from carpool import delivery, together
+from carpool.app import recorder
 
 #: Memory at which Lambda allocates one full vCPU.
 FULL_VCPU_MIB = 1769
@@ -40,6 +41,11 @@ CREATE_FLEET_SECONDS = 1.5
 #: nodes of about 5.8 KB each, where a burst's pending pods are under 1 KB, and decoding costs what
 #: there is to decode.
 BYTE_CPU_SECONDS = 7.8e-8
+#: One Kubernetes API request from a function (a read, a patch, an event written).
+K8S_CALL_SECONDS = 0.03
+#: A provisioner's Kubernetes events (`carpool.app.recorder`: at most `MAX_PER_INVOCATION`, written
+#: `together.MAX_WORKERS` at a time), after its launches and before its answer.
+EVENT_WRITES_SECONDS = -(-recorder.MAX_PER_INVOCATION // together.MAX_WORKERS) * K8S_CALL_SECONDS
 #: One PutEvents call (up to 10 entries) from a function to EventBridge.
 PUT_EVENTS_SECONDS = 0.03
 #: Lambda keeps an idle execution environment at least this long (AWS does not promise more; shorter
@@ -71,10 +77,12 @@ class Cost:
 #: disruption pass's is 37.7 s at 5,000 nodes (7.5 ms a node).
 COSTS: dict[str, Cost] = {
     # reads (claims, config, the pending pods) and the reservations' transactions before CreateFleet
+    # after them CreateFleet's answer, then the batch's Kubernetes events
     "provisioner": Cost(cold_cpu=1.03, base_cpu=0.15, per_item_cpu=0.002, base_io=0.3,
-                        tail_io=CREATE_FLEET_SECONDS),
-    # per node: a read, a merge patch and a claim update, 30 ms each
-    "registrar": Cost(cold_cpu=0.80, base_cpu=0.05, per_item_cpu=0.005, base_io=0.05, per_item_io=0.09),
+                        tail_io=CREATE_FLEET_SECONDS + EVENT_WRITES_SECONDS),
+    # per node: a read, a merge patch, a claim update and its events (written together), a request each
+    "registrar": Cost(cold_cpu=0.80, base_cpu=0.05, per_item_cpu=0.005, base_io=0.05,
+                      per_item_io=4 * K8S_CALL_SECONDS),
     "interruption": Cost(cold_cpu=1.15, base_cpu=0.10, per_item_cpu=0.01, base_io=0.1, per_item_io=0.2),
     # its lists and watch events are charged as they are read (`read`), its PutEvents per call
     "watcher": Cost(cold_cpu=0.51, base_cpu=0.05, base_io=0.1),
