@@ -592,16 +592,23 @@ def test_a_pool_at_its_limit_plans_no_replacement_at_all(caplog: pytest.LogCaptu
     assert len(h.compute.instances) == 2
 
 
-def test_underutilized_on_demand_node_is_replaced_by_a_cheaper_one_first():
+def _one_underused_on_demand_node() -> tuple[Harness, Node]:
+    """No spot capacity anywhere, nine 700m pods on one on-demand m5.2xlarge: the node a cheaper one can
+    replace once most of its pods are gone."""
     h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
     catalog = h.deps.catalog.get(T0)
-    h.deps.offerings.mark_unavailable(  # no spot capacity anywhere: carpool launches on-demand
+    h.deps.offerings.mark_unavailable(
         UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))
         for t in ("m5.large", "m5.xlarge", "m5.2xlarge") for o in catalog.types[t].offerings)
     for i in range(9):
         h.cluster.add_pod(deployment_pod("web", i, cpu="700m"))
     h.settle()
     [big] = h.owned_nodes()
+    return h, big
+
+
+def test_underutilized_on_demand_node_is_replaced_by_a_cheaper_one_first():
+    h, big = _one_underused_on_demand_node()
     assert (big.labels[L.INSTANCE_TYPE], big.labels[L.CAPACITY_TYPE]) == ("m5.2xlarge", L.CAPACITY_ON_DEMAND)
     for i in range(1, 9):
         del h.cluster.pods[f"default/web-{i}"]
@@ -741,15 +748,7 @@ def test_a_pod_bound_before_the_cordon_aborts_a_replacement_and_terminates_what_
     bound to the node before its cordon. The check after the cordon finds it: the decision is abandoned,
     the node's taint and cordon removed, the replacement terminated and its claim released; no pod is
     evicted. A later run decides again with the new pod counted."""
-    h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
-    catalog = h.deps.catalog.get(T0)
-    h.deps.offerings.mark_unavailable(
-        UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))
-        for t in ("m5.large", "m5.xlarge", "m5.2xlarge") for o in catalog.types[t].offerings)
-    for i in range(9):
-        h.cluster.add_pod(deployment_pod("web", i, cpu="700m"))
-    h.settle()
-    [big] = h.owned_nodes()
+    h, big = _one_underused_on_demand_node()
     for i in range(1, 9):
         del h.cluster.pods[f"default/web-{i}"]
     raced: list[str] = []
@@ -783,15 +782,7 @@ def test_a_crash_just_after_the_cordon_leaves_a_decision_the_next_run_carries_on
     """Issue 30, a crash between any two steps: the run that decided a consolidation dies right after it
     cordoned and tainted the node. The decision was recorded first, so the next runs carry it on (the
     replacement registers, the node is drained and goes); no node stays cordoned with no decision on it."""
-    h = Harness.build(config(consolidate_after="1m", sizes=("large", "xlarge", "2xlarge")))
-    catalog = h.deps.catalog.get(T0)
-    h.deps.offerings.mark_unavailable(
-        UnavailableOffering(instance_type=t, zone=o.zone, capacity_type=L.CAPACITY_SPOT, until=T0 + timedelta(days=1))
-        for t in ("m5.large", "m5.xlarge", "m5.2xlarge") for o in catalog.types[t].offerings)
-    for i in range(9):
-        h.cluster.add_pod(deployment_pod("web", i, cpu="700m"))
-    h.settle()
-    [big] = h.owned_nodes()
+    h, big = _one_underused_on_demand_node()
     for i in range(1, 9):
         del h.cluster.pods[f"default/web-{i}"]
     taint, died = h.cluster.taint, []
