@@ -23,8 +23,8 @@ The month (1,000 nodes, 30 pods each, 3 NodePools each limiting cpu and memory, 
 - each pod of a new node waits through two watcher runs (published twice) and becomes one message;
 - metric series: each series the simulation sent, at the month's rate of the invocations that sent it
   (series of a pool spread over the month's pools), billed for the share of hours it receives data
-  (`own_cost.hourly_share`); plus each pool's usage of its two limited resources, every minute, and the
-  disruptions behind the churn;
+  (`own_cost.hourly_share`); plus each pool's usage of its two limited resources, every minute (the
+  churn's disruptions are log lines: no alarm reads their reasons, `carpool.observability.ALARMED_VALUES`);
 - the stack's fixed part: the alarms of `infra/monitoring.py` for these pools (counted on the construct),
   one dashboard, the alarm topic's key. The target covers carpool's usage; the fixed part is
   reported beside it and in the total.
@@ -132,10 +132,10 @@ def _without_refresh(measured: dict[str, float], billed: list[float]) -> tuple[d
 
 
 def metric_months(sends: dict[str, dict[str, int]], measured: dict[str, dict[str, float]],
-                  month_invocations: dict[str, float], churn_per_hour: float) -> dict[str, float]:
+                  month_invocations: dict[str, float]) -> dict[str, float]:
     """Billed metric-months per series: each series the simulation sent at the month's rate of the
     invocations that sent it, its pool's series spread over the month's pools; the pools' usage gauges
-    (every watcher run) and the churn's disruptions added as modelled."""
+    (every watcher run) added as modelled."""
     sim_pools = {p for p in map(_pool_of, sends) if p} or {"default"}
     spread = NODEPOOLS / len(sim_pools)
     out: dict[str, float] = {}
@@ -149,8 +149,6 @@ def metric_months(sends: dict[str, dict[str, int]], measured: dict[str, dict[str
     for pool in range(NODEPOOLS):
         for resource in LIMITED_RESOURCES:
             out[f"Carpool NodePoolUsage {{nodepool=pool-{pool}, resource={resource}}}"] = 1.0
-    churn = "Carpool Disruptions {reason=consolidation}"
-    out[churn] = max(out.get(churn, 0.0), own_cost.hourly_share(churn_per_hour))
     return out
 
 
@@ -182,8 +180,7 @@ def month_usage(sim: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
     }
     # every bus event becomes one message: EventBridge's send, the mapping's receive and delete (10 a call)
     functions["provisioner"].sqs_requests = int(pod_messages * 1.2)
-    series = metric_months(sim["seriesSends"], per, {k: float(f.invocations) for k, f in functions.items()},
-                           churned / own_cost.MONTH_HOURS)
+    series = metric_months(sim["seriesSends"], per, {k: float(f.invocations) for k, f in functions.items()})
     alarms = alarm_metrics()
     usage = Usage(seconds=float(own_cost.MONTH_SECONDS), functions=functions, polled_queues=len(delivery.BY_FUNCTION),
                   metric_series=sum(series.values()), alarm_metrics=alarms, dashboards=1, kms_keys=1)

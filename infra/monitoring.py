@@ -11,7 +11,7 @@ metric                     breakdown             Karpenter equivalent
 ========================== ==================== ===============================================
 PodsUnboundSeconds         -                     karpenter_pods_unbound_time_seconds
 SchedulingDurationSeconds  -                     karpenter_scheduler_scheduling_duration_seconds
-NodeClaimsCreated          nodepool, reason      karpenter_nodeclaims_created_total
+NodeClaimsCreated          (nodepool, reason)    karpenter_nodeclaims_created_total
 LaunchFailures             reason                karpenter_cloudprovider_instance_launch_failures
 LaunchOutcomesUnknown      -                     (carpool: a CreateFleet answer lost; its instances repaired from EC2)
 InterruptionsReceived      kind                  karpenter_interruption_received_messages_total
@@ -20,7 +20,7 @@ NodePoolUsage              nodepool, resource    karpenter_nodepools_usage (limi
 EstimatedHourlyCost        nodepool              karpenter_nodepools_cost_total
 CapacityCacheHits/Defaults -                     (carpool: learned vs estimated capacity)
 WatcherRuns                -                     (carpool: the watcher's heartbeat)
-Disruptions                reason                karpenter_nodeclaims_disrupted_total
+Disruptions                reason (some)         karpenter_nodeclaims_disrupted_total
 PodsServedBy               server                (carpool: who took a pending pod)
 PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
 ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
@@ -28,12 +28,17 @@ ClusterFactsUnresolved     -                     (carpool: version/CIDR/DNS/IP f
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
-PodPendingToLaunchSeconds  nodepool              karpenter_pods_startup_duration_seconds (to launch)
-NodeRegistrationSeconds    nodepool              (Karpenter: nodeclaim registration duration)
+PodPendingToLaunchSeconds  (nodepool)            karpenter_pods_startup_duration_seconds (to launch)
+NodeRegistrationSeconds    (nodepool)            (Karpenter: nodeclaim registration duration)
 DisruptionActionFailures   action                (carpool: one disruption action failed, e.g. a refused terminate)
 DisruptionsAbandoned       reason                karpenter_voluntary_disruption_queue_failures_total
 UsageReconciled            nodepool              (carpool: a pool's usage corrected from its claims)
 ========================== ==================== ===============================================
+
+A breakdown in parentheses is a property of the EMF document, not a dimension: no alarm reads a series
+of it, so the point counts in the cluster's one series and the dashboard groups the logs by it
+(``observability.PROPERTIES``). Of ``Disruptions`` only the reason an alarm reads is a series; the
+others are log lines (``observability.ALARMED_VALUES``).
 
 Every alarm names its series exactly, with this cluster's ``cluster`` dimension (or, for AWS metrics,
 this stack's own function or queue): two clusters in one account and Region never share a series, so
@@ -54,8 +59,9 @@ alarm pays for every input), the dashboard $3 (an account's first three are free
 
 Metrics no alarm reads are log lines, not series (``observability.LOG_ONLY``); the dashboard shows
 them with Logs Insights queries over the functions' log groups (``log_groups``), filtered to this
-cluster. The two startup durations are the exception: series per pool, drawn as p50, p99 and max over
-5 minutes, where a time-to-capacity objective would be set.
+cluster. The two startup durations are the exception: a series each (the pool a property, as
+Karpenter's pods startup duration has no pool label), drawn as p50, p99 and max over 5 minutes, where a
+time-to-capacity objective would be set.
 
 Every alarm notifies the alarm topic (created always; ``-c alarmEmail`` adds an e-mail subscription,
 anything else can subscribe to the ``AlarmTopicArn`` output), on entering ALARM and on returning to OK.
@@ -77,6 +83,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from carpool.observability import REGISTRATION_TIMEOUT
 from infra.config import PoolLimit
 from infra.settings import Settings
 
@@ -85,11 +92,12 @@ NAMESPACE = "Carpool"
 SERVICE = "carpool"
 #: The dimension ``carpool.observability`` adds to every data point.
 CLUSTER = "cluster"
-#: Breakdown dimensions of each carpool metric (besides service and cluster), as the library emits them.
+#: Dimensions of each carpool metric's series (besides service and cluster): what the library emits, less
+#: the breakdowns it writes as properties of the document (``observability.PROPERTIES``).
 BREAKDOWN: dict[str, tuple[str, ...]] = {
     "PodsUnboundSeconds": (),
     "SchedulingDurationSeconds": (),
-    "NodeClaimsCreated": ("nodepool", "reason"),
+    "NodeClaimsCreated": (),
     "LaunchFailures": ("reason",),
     "LaunchOutcomesUnknown": (),
     "InterruptionsReceived": ("kind",),
@@ -108,8 +116,8 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "ReplacementAboveCeiling": (),
     "CatalogRefreshFailures": (),
     "CatalogFallbacks": (),
-    "PodPendingToLaunchSeconds": ("nodepool",),
-    "NodeRegistrationSeconds": ("nodepool",),
+    "PodPendingToLaunchSeconds": (),
+    "NodeRegistrationSeconds": (),
     "DisruptionActionFailures": ("action",),
     "DisruptionsAbandoned": ("reason",),
 }
@@ -134,8 +142,9 @@ LAUNCH_FAILURE_RATE_MIN_ATTEMPTS = 4
 #: it repeats every minute; a throttled write that succeeds next run is one or two.
 DISRUPTION_ACTION_FAILURES_THRESHOLD = 3
 DISRUPTION_ACTION_FAILURES_WINDOW = Duration.minutes(15)
-#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.disrupt``).
-REGISTRATION_TIMEOUT_REASON = "registration-timeout"
+#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.disrupt``): the one reason
+#: published as a series (``observability.ALARMED_VALUES``), the others are log lines.
+REGISTRATION_TIMEOUT_REASON = REGISTRATION_TIMEOUT
 POOL_USAGE_RATIO_THRESHOLD = 0.75
 #: A dead-letter queue alarm stays in ALARM this long after the last new message, then returns to OK so
 #: the next one notifies again.
@@ -532,7 +541,8 @@ class Monitoring(Construct):
             )
         )
         def logged(title: str, names: Sequence[str], stats: str, *, table: bool = False) -> cloudwatch.LogQueryWidget:
-            """A metric written as log lines (``observability.LOG_ONLY``), from the functions' log groups."""
+            """A metric written as log lines (``observability.LOG_ONLY``, ``ALARMED_VALUES``) or with its breakdown in
+            its EMF documents (``PROPERTIES``: they carry ``metric`` and ``value`` too), from the functions' logs."""
             picked = ", ".join(f'"{n}"' for n in names)
             query = (f'fields @timestamp | filter metric in [{picked}] and cluster = "{settings.cluster_name}" '
                      f"| stats {stats}")
@@ -545,15 +555,15 @@ class Monitoring(Construct):
             graph("Oldest pending pod (s)", [lines("PodsUnboundSeconds", "Maximum")]),
             logged("Scheduling duration (s)", ["SchedulingDurationSeconds"],
                    "pct(value, 50) as p50, pct(value, 99) as p99 by bin(5m)"),
-            graph("Node claims created (by pool, reason)", [lines("NodeClaimsCreated", "Sum")]),
+            graph("Node claims created", [lines("NodeClaimsCreated", "Sum", prefix="created")]),
         )
         def spread(name: str) -> list[cloudwatch.IMetric]:
-            """p50, p99 and max of a duration over 5 minutes, per pool."""
+            """p50, p99 and max of a duration over 5 minutes."""
             return [lines(name, stat, prefix=label, period=DURATION_PERIOD_SECONDS) for stat, label in DURATION_STATS]
 
         self.dashboard.add_widgets(
-            graph("Pod pending -> CreateFleet (s, by pool)", spread("PodPendingToLaunchSeconds"), width=12),
-            graph("Node created -> registered (s, by pool)", spread("NodeRegistrationSeconds"), width=12),
+            graph("Pod pending -> CreateFleet (s)", spread("PodPendingToLaunchSeconds"), width=12),
+            graph("Node created -> registered (s)", spread("NodeRegistrationSeconds"), width=12),
         )
         self.dashboard.add_widgets(
             graph("Launch failures (by reason) / answers lost", [
@@ -578,7 +588,9 @@ class Monitoring(Construct):
                    ["PodsServedBy", "PodEventsDropped"], "sum(value) as pods by metric, server", table=True),
         )
         self.dashboard.add_widgets(
-            graph("Disruptions (by reason)", [lines("Disruptions", "Sum")]),
+            graph("Registration timeouts", [lines("Disruptions", "Sum", prefix="terminated")]),
+            logged("Disruptions and node claims created (by reason, pool)", ["Disruptions", "NodeClaimsCreated"],
+                   "sum(value) as count by metric, reason, nodepool", table=True),
             graph(
                 "Invalid config loads / unresolved cluster facts / replacements above ceiling",
                 [lines("ConfigInvalid", "Sum", prefix="invalid config"),

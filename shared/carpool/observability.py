@@ -30,6 +30,14 @@ one back into a metric should an alarm ever need it. The startup durations (`Pod
 capacity objective is set on, a pool a series each, and `durations` sends a batch's values in one
 document, whose percentiles CloudWatch computes as from as many points.
 
+A breakdown no alarm reads is not a dimension either (`PROPERTIES`): it is written into the EMF
+document as a property, which Logs Insights groups by (the dashboard's tables), while the point counts in
+one series, the cluster's. So `NodeClaimsCreated` is one series, not one per pool and reason, and the
+startup durations one each, as Karpenter's pods startup duration has no pool label. Where an alarm reads
+one value of a breakdown (`Disruptions{reason=registration-timeout}`), the metric's other values are log
+lines (`ALARMED_VALUES`). At 1,000 nodes this is about a third of the series carpool would otherwise pay
+for (`bench/own_cost.py`).
+
 A process-local tally of the same numbers lets the simulation and tests read them back without parsing
 stdout.
 
@@ -64,14 +72,27 @@ CLUSTER_VARIABLE = "CARPOOL_CLUSTER_NAME"
 DEFAULT_CLUSTER = "demo"
 #: Metrics whose cluster total ``{cluster, service}`` is published beside each breakdown series: the ones
 #: an alarm reads the total of (`infra/monitoring.py`; its tests check the two agree).
-CLUSTER_TOTALS = frozenset({"LaunchFailures", "NodeClaimsCreated", "InterruptionsStale", "ConfigInvalid",
-                            "DisruptionActionFailures"})
+CLUSTER_TOTALS = frozenset({"LaunchFailures", "InterruptionsStale", "ConfigInvalid", "DisruptionActionFailures"})
 #: Metrics written as log lines, not series (see the module docstring); `infra/monitoring.py` graphs them
 #: from the logs and its tests check that no alarm reads one.
 LOG_ONLY = frozenset({
     "SchedulingDurationSeconds", "PodsServedBy", "CapacityCacheHits", "CapacityCacheDefaults", "EstimatedHourlyCost",
     "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks", "DisruptionsAbandoned", "UsageReconciled",
 })  # fmt: skip
+#: Breakdowns written as properties of the EMF document, not dimensions (see the module docstring): the
+#: point counts in the series of its other dimensions. `infra/monitoring.py` shows them from the logs.
+PROPERTIES: dict[str, frozenset[str]] = {
+    "NodeClaimsCreated": frozenset({"nodepool", "reason"}),
+    "PodPendingToLaunchSeconds": frozenset({"nodepool"}),
+    "NodeRegistrationSeconds": frozenset({"nodepool"}),
+}
+#: The claim of a node that never joined, terminated by the disruption function (`carpool.app.disrupt`).
+REGISTRATION_TIMEOUT = "registration-timeout"
+#: Metrics of which only these values of one breakdown are series (an alarm reads each); a point with any
+#: other value is a log line, as a `LOG_ONLY` metric's.
+ALARMED_VALUES: dict[str, tuple[str, frozenset[str]]] = {
+    "Disruptions": ("reason", frozenset({REGISTRATION_TIMEOUT})),
+}
 tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 log = logging.getLogger(__name__)
 #: the cluster `configure` fixed for the running context (a simulation's functions each keep their own)
@@ -110,19 +131,38 @@ def emit(name: str, value: float = 1.0, unit: MetricUnit = MetricUnit.Count, **d
     tally[(name, tuple(sorted(point.items())))] += value
     if not _enabled():
         return
-    if name in LOG_ONLY:
+    if name in LOG_ONLY or not _alarmed(name, point):
         service = environment.get("POWERTOOLS_SERVICE_NAME")
         line = {"metric": name, "value": value, "unit": unit.value, **point, **({"service": service} if service else {})}
         print(json.dumps(line, separators=(",", ":")), flush=True)
         return
     # One provider per point (what `single_metric` does), so dimensions never leak between points.
-    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=environment.get("POWERTOOLS_SERVICE_NAME") or None)
+    metric = _document(name, point)
     metric.add_metric(name=name, unit=unit, value=value)
-    for key, val in point.items():
-        metric.add_dimension(name=key, value=val)
-    if dimensions and name in CLUSTER_TOTALS:
+    if name in PROPERTIES or name in ALARMED_VALUES:  # shaped as a log-only line too: the dashboard's tables read both
+        metric.add_metadata(key="metric", value=name)
+        metric.add_metadata(key="value", value=value)
+    if set(metric.dimension_set) - {CLUSTER} and name in CLUSTER_TOTALS:
         metric.add_dimensions(**_cluster_total(metric.service, cluster))
     metric.flush_metrics()
+
+
+def _alarmed(name: str, point: dict[str, str]) -> bool:
+    """Whether `point` of `name` belongs to a series an alarm reads (`ALARMED_VALUES`)."""
+    key, values = ALARMED_VALUES.get(name, ("", frozenset()))
+    return not key or point.get(key) in values
+
+
+def _document(name: str, point: dict[str, str]) -> AmazonCloudWatchEMFProvider:
+    """An EMF document for `name`: the point's dimensions, and its `PROPERTIES` as properties."""
+    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=environment.get("POWERTOOLS_SERVICE_NAME") or None)
+    properties = PROPERTIES.get(name, frozenset())
+    for key, val in point.items():
+        if key in properties:
+            metric.add_metadata(key=key, value=val)
+        else:
+            metric.add_dimension(name=key, value=val)
+    return metric
 
 
 def durations(name: str, values: Sequence[float], **dimensions: str) -> None:
@@ -137,9 +177,8 @@ def durations(name: str, values: Sequence[float], **dimensions: str) -> None:
         return
     point = {**{k: str(v) for k, v in dimensions.items()}, CLUSTER: cluster_name()}
     tally[(name, tuple(sorted(point.items())))] += sum(values)
-    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=environment.get("POWERTOOLS_SERVICE_NAME") or None)
-    for key, val in point.items():  # before the values: Powertools publishes each hundred as it fills up
-        metric.add_dimension(name=key, value=val)
+    # dimensions and properties before the values: Powertools publishes each hundred as it fills up
+    metric = _document(name, point)
     for value in values:
         metric.add_metric(name=name, unit=MetricUnit.Seconds, value=value)
     if metric.metric_set:  # what the last full hundred left

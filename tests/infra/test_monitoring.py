@@ -388,8 +388,10 @@ def test_dashboard_reads_the_metrics_written_as_logs_from_the_functions_logs(def
         query = props["query"]
         assert 'cluster = "demo"' in query  # this cluster's lines only
         assert set(re.findall(r"SOURCE '([^']+)'", query)) == groups  # every function's log group
-        shown |= {name for name in LOG_ONLY if f'"{name}"' in query}
-    assert shown == LOG_ONLY
+        shown |= {name for name in LOG_ONLY | {"NodeClaimsCreated", "Disruptions"} if f'"{name}"' in query}
+    # every metric written as log lines, and the breakdowns that are no series (pool and reason of a claim
+    # created, the disruption reasons no alarm reads)
+    assert shown == LOG_ONLY | {"NodeClaimsCreated", "Disruptions"}
 
 
 def test_no_alarm_reads_a_metric_written_as_logs(default: Synth) -> None:
@@ -400,15 +402,15 @@ def test_no_alarm_reads_a_metric_written_as_logs(default: Synth) -> None:
 @pytest.mark.parametrize("name", ["PodPendingToLaunchSeconds", "NodeRegistrationSeconds"])
 def test_dashboard_draws_the_startup_durations_p50_p99_and_max_over_five_minutes(default: Synth, name: str) -> None:
     def draws(line: list[Any]) -> bool:
-        return isinstance(line[-1], dict) and f'MetricName="{name}"' in line[-1].get("expression", "")
+        return line[:2] == ["Carpool", name]
 
     widgets = [w["properties"] for w in dashboard(default)["widgets"] if any(map(draws, w["properties"].get("metrics", [])))]
     assert len(widgets) == 1, "one graph per duration"
-    searches = [line[-1]["expression"] for line in widgets[0]["metrics"]]
-    schema = '{Carpool,cluster,nodepool,service}'
-    assert searches == [f"""SEARCH('{schema} MetricName="{name}" cluster="demo"', '{stat}', 300)"""
-                        for stat in ("p50", "p99", "Maximum")]
-    assert [line[-1]["label"] for line in widgets[0]["metrics"]] == ["p50 ${LABEL}", "p99 ${LABEL}", "max ${LABEL}"]
+    lines = widgets[0]["metrics"]
+    # the cluster's one series (the pool is a property of the log document, not a dimension)
+    assert [dict(zip(line[2:-1:2], line[3:-1:2], strict=True)) for line in lines] == [cluster_dims("demo")] * 3
+    assert [(line[-1]["stat"], line[-1].get("period", 300), line[-1]["label"]) for line in lines] == [
+        ("p50", 300, "p50"), ("p99", 300, "p99"), ("Maximum", 300, "max")]
 
 
 def test_dashboard_shows_every_alarm(default: Synth) -> None:
@@ -442,7 +444,12 @@ def emitted() -> dict[str, set[str]]:
 def test_every_emitted_metric_and_breakdown_is_known_to_the_dashboard() -> None:
     library = emitted()
     assert library  # the scan found the calls
-    assert {name: set(dims) for name, dims in BREAKDOWN.items()} == library
+    from carpool.observability import PROPERTIES
+
+    # the dimensions of each series: what is emitted, less the breakdowns written as document properties
+    assert {name: set(dims) for name, dims in BREAKDOWN.items()} == {
+        name: dims - PROPERTIES.get(name, frozenset()) for name, dims in library.items()}
+    assert all(PROPERTIES[name] <= library[name] for name in PROPERTIES)
 
 
 def test_cluster_facts_unresolved_alarm(default: Synth) -> None:

@@ -2,16 +2,15 @@
 durations (`karpenter_pods_startup_duration_seconds`, the nodeclaim registration histograms), cut at the
 two points carpool itself acts on.
 
-- `PodPendingToLaunchSeconds{nodepool}` (provisioner): from the kube-scheduler marking a pod
-  Unschedulable (its `PodScheduled` condition's `lastTransitionTime`, on the cluster's copy of the pod the
+- `PodPendingToLaunchSeconds` (provisioner): from the kube-scheduler marking a pod Unschedulable (its `PodScheduled` condition's `lastTransitionTime`, on the cluster's copy of the pod the
   provisioner confirmed) to the CreateFleet answer that launched its claim's instance: the watcher's
   period, the bus and queue, the batch window and carpool's own work.
-- `NodeRegistrationSeconds{nodepool}` (registrar): from the Node object's `creationTimestamp` (the kubelet
-  joined) to the write that lifted `karpenter.sh/unregistered`: the watcher noticing the node, the queue
+- `NodeRegistrationSeconds` (registrar): from the Node object's `creationTimestamp` (the kubelet joined) to the write that lifted `karpenter.sh/unregistered`: the watcher noticing the node, the queue
   and the registrar's write.
 
-EC2's boot and the kubelet's start-up lie between the two and are no autoscaler's to shorten. Only the
-nodepool breaks the series down: a label per pod or node would be a series each.
+EC2's boot and the kubelet's start-up lie between the two and are no autoscaler's to shorten. Each is one
+series for the cluster; the nodepool is a property of the log document (`observability.PROPERTIES`), as
+a pool, pod or node dimension would be one more billed series each.
 """
 
 from __future__ import annotations

@@ -47,23 +47,41 @@ def test_a_breakdown_is_published_under_its_own_series_and_the_cluster_total(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
-    observability.emit("NodeClaimsCreated", nodepool="default", reason="provisioning")
+    assert "LaunchFailures" in observability.CLUSTER_TOTALS
+    observability.emit("LaunchFailures", reason="InsufficientCapacity")
     (line,) = emf_lines(capsys)
     assert series(line) == [
-        {"nodepool": "default", "reason": "provisioning", "cluster": "blue", "service": "carpool"},
+        {"reason": "InsufficientCapacity", "cluster": "blue", "service": "carpool"},
         {"cluster": "blue", "service": "carpool"},
     ]
 
 
-def test_a_breakdown_no_alarm_totals_is_published_under_its_own_series_only(
+def test_a_breakdown_no_alarm_reads_is_a_property_of_the_clusters_one_series(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # every series is billed each hour it receives data: no total that nothing reads
+    # every series is billed each hour it receives data: a pool and reason each would be a series nobody alarms on
+    monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
+    observability.emit("NodeClaimsCreated", nodepool="default", reason="provisioning")
+    (line,) = emf_lines(capsys)
+    assert series(line) == [{"cluster": "blue", "service": "carpool"}]
+    assert (line["nodepool"], line["reason"], line["NodeClaimsCreated"]) == ("default", "provisioning", [1.0])
+    assert (line["metric"], line["value"]) == ("NodeClaimsCreated", 1.0)  # read by the dashboard as a log line
+    assert observability.total("NodeClaimsCreated", cluster="blue", nodepool="default") >= 1.0
+
+
+def test_only_the_breakdown_values_an_alarm_reads_are_series(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
     assert "Disruptions" not in observability.CLUSTER_TOTALS
+    observability.emit("Disruptions", reason=observability.REGISTRATION_TIMEOUT)
     observability.emit("Disruptions", reason="Empty")
-    (line,) = emf_lines(capsys)
-    assert series(line) == [{"reason": "Empty", "cluster": "blue", "service": "carpool"}]
+    alarmed, other = emf_lines(capsys)
+    assert series(alarmed) == [{"reason": "registration-timeout", "cluster": "blue", "service": "carpool"}]
+    assert "_aws" not in other  # a log line: no series
+    assert other == {"metric": "Disruptions", "value": 1.0, "unit": "Count", "reason": "Empty", "cluster": "blue",
+                     "service": "carpool"}
+    assert observability.total("Disruptions", cluster="blue", reason="Empty") >= 1.0
 
 
 def test_a_metric_no_alarm_reads_is_a_log_line_not_a_series(

@@ -63,7 +63,8 @@ def _emf(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def emf(out: str, name: str) -> list[tuple[dict[str, str], list[float]]]:
-    """(dimensions, values) of each EMF document of `name` printed."""
+    """(dimensions, values) of each EMF document of `name` printed; the document's pool (a property, not a
+    dimension: `observability.PROPERTIES`) as "@nodepool"."""
     found = []
     for line in out.splitlines():
         doc = json.loads(line) if line.startswith("{") else {}
@@ -71,7 +72,8 @@ def emf(out: str, name: str) -> list[tuple[dict[str, str], list[float]]]:
             if any(m["Name"] == name for m in directive["Metrics"]):
                 (dims,) = directive["Dimensions"]
                 value = doc[name]
-                found.append(({d: doc[d] for d in dims}, value if isinstance(value, list) else [value]))
+                pool = {"@nodepool": doc["nodepool"]} if "nodepool" in doc and "nodepool" not in dims else {}
+                found.append(({**{d: doc[d] for d in dims}, **pool}, value if isinstance(value, list) else [value]))
     return found
 
 
@@ -139,7 +141,7 @@ def test_each_launched_pod_reports_its_wait_from_unschedulable_to_the_create_fle
     assert outcome.launched_at == dict.fromkeys((c.name for c in outcome.launched), NOW)
     (point,) = emf(capsys.readouterr().out, "PodPendingToLaunchSeconds")
     dims, values = point
-    assert dims == {"nodepool": "default", "cluster": CLUSTER, "service": "carpool"}
+    assert dims == {"@nodepool": "default", "cluster": CLUSTER, "service": "carpool"}  # one series, pool in the log
     assert sorted(values) == [12.5, 30.0]  # web-3 was never marked Unschedulable: not a pending pod's wait
 
 
@@ -163,7 +165,7 @@ def test_a_burst_goes_out_a_hundred_values_a_document_per_pool(capsys: pytest.Ca
     startup.pending_to_launch(pods, claims, dict.fromkeys((c.name for c in claims), later))
 
     points = emf(capsys.readouterr().out, "PodPendingToLaunchSeconds")
-    assert [(dims["nodepool"], len(values)) for dims, values in points] == [("a", 100), ("a", 50), ("b", 100)]
+    assert [(dims["@nodepool"], len(values)) for dims, values in points] == [("a", 100), ("a", 50), ("b", 100)]
     assert sorted(v for _dims, values in points for v in values) == [i + 2.0 for i in range(250)]
 
 
@@ -210,7 +212,7 @@ def test_registration_reports_the_seconds_from_node_creation_to_the_lifted_taint
     register.reconcile(name, deps, register.RegisterSummary())  # registered already: no second data point
 
     assert emf(capsys.readouterr().out, "NodeRegistrationSeconds") == [
-        ({"nodepool": "default", "cluster": CLUSTER, "service": "carpool"}, [21.0])]
+        ({"@nodepool": "default", "cluster": CLUSTER, "service": "carpool"}, [21.0])]
 
 
 def test_a_node_that_joined_without_the_unregistered_taint_reports_no_registration(

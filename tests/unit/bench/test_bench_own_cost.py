@@ -19,7 +19,7 @@ def test_series_are_billed_at_the_months_rate_of_the_invocations_that_send_them(
         "Carpool CatalogFallbacks {cluster=c}": {"provisioner": 2},
     }
     month = {"watcher": own_cost.MONTH_SECONDS / 60, "provisioner": 730.0}  # one launch an hour
-    series = bench.metric_months(sends, MEASURED, month, churn_per_hour=0.5)
+    series = bench.metric_months(sends, MEASURED, month)
     assert series["Carpool WatcherRuns {cluster=c}"] == pytest.approx(1.0)
     # one pool's series spread over the month's pools, each sent a third as often
     pool = series["Carpool NodeClaimsCreated {cluster=c, nodepool=a, reason=provisioning}"]
@@ -29,7 +29,7 @@ def test_series_are_billed_at_the_months_rate_of_the_invocations_that_send_them(
     assert len(gauges) == bench.NODEPOOLS * len(bench.LIMITED_RESOURCES)
     assert all(series[k] == 1.0 for k in gauges)
     assert not [k for k in series if "CatalogFallbacks" in k]
-    assert series["Carpool Disruptions {reason=consolidation}"] == pytest.approx(own_cost.hourly_share(0.5))
+    assert not [k for k in series if " Disruptions " in k]  # only what was sent: the churn's reasons are log lines
 
 
 def test_the_catalog_rebuild_is_taken_out_of_the_every_minute_run() -> None:
