@@ -12,8 +12,10 @@ The month (1,000 nodes, 30 pods each, 3 NodePools each limiting cpu and memory, 
   `carpool.delivery.WATCH_SECONDS` after its start, billed at the watcher's memory for every second)
   plus listing the cluster at 1,000 nodes; it reads every
   active claim (a Query on the status index, items of the size the simulation stored);
-- disruption every minute: the measured run plus listing the nodes and the pods of the candidate nodes;
-  it reads every active claim. Its longest run in the simulation is the instance-type catalog's rebuild
+- disruption every minute: the measured run plus the pass over the month's nodes as the simulation
+  charges it (`carpool.sim.durations`: `bench/scale.py`'s pass, 7.5 ms a node at the deployed core,
+  which lists every node and every pod not finished, as the pass does: `bench/scale.py` at 1,000 nodes
+  reads 185 MB a run); it reads every active claim. Its longest run in the simulation is the instance-type catalog's rebuild
   (the first run finds none stored), which a month has every `carpool.app.sources.REFRESH_EVERY` (12 h),
   not every minute: the other runs' mean every minute, the rebuild's extra time at its own period;
 - 5 % of the nodes replaced a day, plus spot interruptions: half the nodes spot, 10 % of those
@@ -46,7 +48,7 @@ from typing import Any
 
 from carpool import delivery
 from carpool.app.sources import REFRESH_EVERY
-from carpool.sim import own_cost
+from carpool.sim import durations, own_cost
 from carpool.sim.own_cost import FunctionUsage, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,9 +69,7 @@ SPOT_INTERRUPTED_PER_MONTH = 0.10
 PENDING_RUNS = 2
 #: Listing from the Kubernetes API: 5,600 pods took 3.0-3.5 s through the adapter on a real API server.
 LIST_SECONDS_PER_OBJECT = 3.25 / 5600
-#: The watcher lists nodes and only unbound pods (field selector); the disruption pass lists nodes and the
-#: pods of its candidate nodes, taken as a tenth of the nodes.
-DISRUPTION_CANDIDATE_SHARE = 0.10
+#: The watcher lists nodes and only unbound pods (field selector).
 
 #: Series the simulation sends only because its cluster just started: functions fall back to the shipped
 #: catalog until the first disruption run has stored one (in a steady month the stored one is fresh).
@@ -168,12 +168,13 @@ def month_usage(sim: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
     claim_reads = math.ceil(NODES * claim_bytes / 4096) / 2
     pod_messages = launches * PODS_PER_NODE * PENDING_RUNS
     watcher_list = LIST_SECONDS_PER_OBJECT * (NODES + PODS_PER_NODE * launches / (days * 24 * 60))
-    disruption_list = LIST_SECONDS_PER_OBJECT * NODES * (1 + DISRUPTION_CANDIDATE_SHARE * PODS_PER_NODE)
+    # the pass's work per node (its lists of every node and pod included), at the function's memory
+    disruption_pass = durations.COSTS["disruption"].per_item_cpu * durations.cpu_factor("disruption") * NODES
     disruption, refresh_seconds = _without_refresh(per["disruption"], sim["billedMs"]["disruption"])
     refreshes = own_cost.MONTH_SECONDS / REFRESH_EVERY.total_seconds()
     functions = {
         "watcher": _function(per["watcher"], runs, watcher_list, claim_reads, bus_events=pod_messages + 2 * launches),
-        "disruption": _function(disruption, runs, disruption_list + refresh_seconds * refreshes / runs, claim_reads),
+        "disruption": _function(disruption, runs, disruption_pass + refresh_seconds * refreshes / runs, claim_reads),
         "provisioner": _function(per["provisioner"], launches),
         "registrar": _function(per["registrar"], launches * per["registrar"]["invocations"] / launched),
         "interruption": _function(per["interruption"], launches * per["interruption"]["invocations"] / ended),
@@ -185,7 +186,7 @@ def month_usage(sim: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
     usage = Usage(seconds=float(own_cost.MONTH_SECONDS), functions=functions, polled_queues=len(delivery.BY_FUNCTION),
                   metric_series=sum(series.values()), alarm_metrics=alarms, dashboards=1, kms_keys=1)
     return usage, {"launches": round(launches), "interruptions": round(interrupted), "watcherListSeconds":
-                   round(watcher_list, 2), "disruptionListSeconds": round(disruption_list, 2),
+                   round(watcher_list, 2), "disruptionPassSeconds": round(disruption_pass, 2),
                    "claimItemBytes": claim_bytes, "metricSeries": len(series),
                    "metricMonths": round(sum(series.values()), 2), "alarmMetrics": alarms,
                    "watchSeconds": delivery.WATCH_SECONDS,
