@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from carpool.adapters.aws.dynamodb_state import (
+from carpool.adapters.aws.dynamodb.ledger import (
     DynamoLedger,
     chunked,
     claim_from_item,

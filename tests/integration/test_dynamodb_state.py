@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from carpool.adapters.aws.dynamodb_state import (
+from carpool.adapters.aws.dynamodb.ledger import (
     FIRST_CHUNK_PODS,
     DynamoCapacityCache,
     DynamoLedger,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from carpool.adapters.aws.dynamodb_state import _Nominations
+from carpool.adapters.aws.dynamodb.ledger import _Nominations
 
 _boto3 = TypeSerializer()
 NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -14,7 +14,7 @@ import botocore.session
 import pytest
 from botocore.serialize import create_serializer
 
-from carpool.adapters.aws.dynamodb_state import DynamoLedger, _Nominations
+from carpool.adapters.aws.dynamodb.ledger import DynamoLedger, _Nominations
 from carpool.sim.moto_patches import installed
 from carpool.sim.motofast import _WireFormRequests
 from carpool.state.models import Claim

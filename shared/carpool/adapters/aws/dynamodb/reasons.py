@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from carpool.adapters.aws.dynamodb_state import (
+from carpool.adapters.aws.dynamodb.ledger import (
     TTL_ATTR,
     StateTable,
     deserialize,
