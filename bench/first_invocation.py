@@ -329,7 +329,7 @@ class _Worlds:
     def _instances(self) -> dict[str, dict[str, Any]]:
         """The instances of this world's claims (local EC2 keeps those of the worlds before it)."""
         from carpool.adapters.aws import session
-        from carpool.adapters.aws.dynamodb_state import DynamoLedger
+        from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
 
         ids = sorted(c.instance_id for c in DynamoLedger(self._settings().table).active() if c.instance_id)
         if not ids:

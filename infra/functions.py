@@ -93,7 +93,7 @@ PUBLIC_LAUNCH_INPUTS = ("image", "snapshot")
 SHARED_LAUNCH_INPUTS = ("subnet", "security-group", "capacity-reservation")
 LAUNCH_INPUT_RESOURCES = PUBLIC_LAUNCH_INPUTS + SHARED_LAUNCH_INPUTS
 #: Tags the registrar may set on a running instance; never the ownership tags.
-#: State-table access by what a function does with it (``carpool.adapters.aws.dynamodb_state``); every
+#: State-table access by what a function does with it (``carpool.adapters.aws.dynamodb``); every
 #: function also lists claims, nominations and usage with Query on the status index. DynamoDB authorizes a
 #: transaction per item, as PutItem/UpdateItem/DeleteItem.
 #: Nominations of given pods, by key.

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from carpool import labels
 from carpool.adapters.aws.catalog import Ec2Catalog, fetch_catalog_inputs, latest_spot_prices
 from carpool.adapters.aws.config import SsmConfigText
-from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache
+from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
 from carpool.adapters.aws.ec2 import Ec2Compute
 from carpool.adapters.aws.events import EventBridgePublisher
 from carpool.adapters.aws.images import AwsAmiSource

@@ -10,15 +10,10 @@ from decimal import Decimal
 
 import pytest
 
-from carpool.adapters.aws.dynamodb_state import (
-    DynamoLedger,
-    chunked,
-    claim_from_item,
-    claim_key,
-    nomination_key,
-    serialize,
-    unchunked,
-)
+from carpool.adapters.aws.dynamodb.claims import chunked, claim_from_item, claim_key, unchunked
+from carpool.adapters.aws.dynamodb.codec import serialize
+from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
+from carpool.adapters.aws.dynamodb.nominations import nomination_key
 from carpool.state.models import Claim
 
 TTL_SECONDS = 600

@@ -15,12 +15,9 @@ from typing import Any
 
 import pytest
 
-from carpool.adapters.aws.dynamodb_state import (
-    FIRST_CHUNK_PODS,
-    DynamoCapacityCache,
-    DynamoLedger,
-    DynamoOfferings,
-)
+from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
+from carpool.adapters.aws.dynamodb.ledger import FIRST_CHUNK_PODS, DynamoLedger
+from carpool.adapters.aws.dynamodb.offerings import DynamoOfferings
 from carpool.capacity import TTL
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import (

@@ -75,7 +75,7 @@ def test_registration_learns_and_a_fresh_process_plans_with_it(deps: Any) -> Non
 
     # a fresh process (a new Lambda container) reads the cache back from DynamoDB
     code = ("import json; from datetime import datetime, UTC;"
-            "from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache;"
+            "from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache;"
             "recs = DynamoCapacityCache().all(datetime(2026, 3, 2, tzinfo=UTC));"
             "print(json.dumps({f'{t}|{i}': r.capacity.get('memory') for (t, i), r in recs.items()}))")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}

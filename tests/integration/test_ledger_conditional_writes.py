@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from carpool.adapters.aws.dynamodb_state import DynamoLedger
+from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
 from carpool.state import saving
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 import boto3
 from test_dynamodb_state import TTL_SECONDS, Repos, claim, pods, repos
 
-from carpool.adapters.aws.dynamodb_state import FIRST_CHUNK_PODS, claim_key
+from carpool.adapters.aws.dynamodb.claims import claim_key
+from carpool.adapters.aws.dynamodb.ledger import FIRST_CHUNK_PODS
 from carpool.state.models import ClaimStatus
 
 #: the contract tests' fixture: every test runs on MemoryLedger and on DynamoDB

@@ -14,7 +14,8 @@ import boto3
 import pytest
 from test_dynamodb_state import TTL_SECONDS, Repos, claim, pods, repos
 
-from carpool.adapters.aws.dynamodb_state import FIRST_CHUNK_PODS, DynamoLedger, claim_key
+from carpool.adapters.aws.dynamodb.claims import claim_key
+from carpool.adapters.aws.dynamodb.ledger import FIRST_CHUNK_PODS, DynamoLedger
 from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION
 from carpool.state.ports import ReservationRefused
 

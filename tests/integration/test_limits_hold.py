@@ -34,7 +34,8 @@ from carpool_env import (
     sqs_batch,
 )
 
-from carpool.adapters.aws.dynamodb_state import claim_key, usage_key
+from carpool.adapters.aws.dynamodb.claims import claim_key
+from carpool.adapters.aws.dynamodb.pool_usage import usage_key
 from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring

@@ -118,7 +118,7 @@ def capacity(
     name = table_name or os.environ.get("CARPOOL_TABLE", "")
     if not name:
         raise _fail("no state table: pass --table or set CARPOOL_TABLE")
-    from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache  # boto3 only when needed
+    from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache  # boto3 only when needed
 
     now = datetime.now(UTC)
     try:

@@ -85,8 +85,10 @@ def _fail(message: str) -> typer.Exit:
 def read_deployed(table: str, config_parameter: str | None, now: datetime) -> Status:
     """The status of the carpool whose state table is `table` (boto3 only when this runs)."""
     from carpool.adapters.aws.config import SsmConfigText
-    from carpool.adapters.aws.dynamodb_reasons import DynamoPodReasons
-    from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache, DynamoLedger, DynamoOfferings
+    from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
+    from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
+    from carpool.adapters.aws.dynamodb.offerings import DynamoOfferings
+    from carpool.adapters.aws.dynamodb.reasons import DynamoPodReasons
     from carpool.api.loader import load
     from carpool.app import status
 

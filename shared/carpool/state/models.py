@@ -2,7 +2,7 @@
 offerings and learned capacity.
 
 These are plain pydantic models; `carpool.state.ports` says how they are stored and
-`carpool.adapters.aws.dynamodb_state` stores them in one DynamoDB table. Their validators are built on
+`carpool.adapters.aws.dynamodb` stores them in one DynamoDB table. Their validators are built on
 first use (`defer_build`), not while a Lambda handler imports them.
 """
 

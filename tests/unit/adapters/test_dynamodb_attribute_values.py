@@ -12,7 +12,8 @@ from boto3.dynamodb.types import Binary, TypeSerializer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from carpool.adapters.aws.dynamodb_state import attribute_value, claim_item, serialize, to_dynamo, values
+from carpool.adapters.aws.dynamodb.claims import claim_item
+from carpool.adapters.aws.dynamodb.codec import attribute_value, serialize, to_dynamo, values
 from carpool.state.models import Claim
 
 _boto3 = TypeSerializer()

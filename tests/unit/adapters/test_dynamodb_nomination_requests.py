@@ -1,4 +1,4 @@
-"""A nomination's Put is built from parts converted once per transaction (`_Nominations`): every Put must
+"""A nomination's Put is built from parts converted once per transaction (`Nominations`): every Put must
 be exactly, byte for byte on the wire, the one written pod by pod with boto3's TypeSerializer."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from carpool.adapters.aws.dynamodb_state import _Nominations
+from carpool.adapters.aws.dynamodb.nominations import Nominations
 
 _boto3 = TypeSerializer()
 NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -45,7 +45,7 @@ def _reference(pod: str, claim: str, replacing: Collection[str]) -> dict[str, An
 
 @pytest.mark.parametrize("replacing", [(), ("old-claim",), ("b-claim", "a-claim"), {"x"}])
 def test_each_put_is_the_one_written_pod_by_pod(replacing: Collection[str]) -> None:
-    nominations = _Nominations("state", "default-0123456789", NOW, UNTIL)
+    nominations = Nominations("state", "default-0123456789", NOW, UNTIL)
     for pod in ("default/web-0", "kube-system/coredns-7d8f-abcde", "ns/ünïcode"):
         op = nominations.op(pod, replacing)
         want = _reference(pod, "default-0123456789", replacing)
@@ -55,7 +55,7 @@ def test_each_put_is_the_one_written_pod_by_pod(replacing: Collection[str]) -> N
 
 
 def test_puts_of_one_transaction_with_different_takeovers_keep_their_own_conditions() -> None:
-    nominations = _Nominations("state", "c", NOW, UNTIL)
+    nominations = Nominations("state", "c", NOW, UNTIL)
     plain, taken = nominations.op("ns/a"), nominations.op("ns/b", {"lapsed"})
     again = nominations.op("ns/c")
     assert plain.request == _reference("ns/a", "c", ())
@@ -69,7 +69,7 @@ def test_puts_of_one_transaction_with_different_takeovers_keep_their_own_conditi
 def test_no_two_puts_share_a_mutable_part() -> None:
     """A request is the caller's to keep (a cancellation reports its ops): changing one Put's item or
     values must not change another's."""
-    nominations = _Nominations("state", "c", NOW, UNTIL)
+    nominations = Nominations("state", "c", NOW, UNTIL)
     first, second = nominations.op("ns/a", {"old"}), nominations.op("ns/b", {"old"})
     for part in ("Item", "ExpressionAttributeValues"):
         for name, value in first.request["Put"][part].items():

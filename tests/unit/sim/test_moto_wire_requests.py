@@ -14,13 +14,17 @@ import botocore.session
 import pytest
 from botocore.serialize import create_serializer
 
-from carpool.adapters.aws.dynamodb_state import DynamoLedger, _Nominations
+from carpool.adapters.aws.dynamodb.claims import new_claim_put
+from carpool.adapters.aws.dynamodb.nominations import Nominations
+from carpool.adapters.aws.dynamodb.pool_usage import reserve_usage
 from carpool.sim.moto_patches import installed
 from carpool.sim.motofast import _WireFormRequests
 from carpool.state.models import Claim
 
 MODEL = botocore.session.get_session().get_service_model("dynamodb")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+#: the state table the transaction is written to
+TABLE = "state"
 EVERY_TYPE = {"pk": {"S": "CLAIM#a"}, "sk": {"S": "CLAIM"}, "n": {"N": "1.5"}, "ok": {"BOOL": False},
               "none": {"NULL": True}, "empty": {"S": ""}, "uni": {"S": "é✓\"\\"},
               "pods": {"L": [{"S": f"default/p{i}"} for i in range(5)] + [{"M": {"x": {"N": "1"}}}]},
@@ -31,18 +35,17 @@ EVERY_TYPE = {"pk": {"S": "CLAIM#a"}, "sk": {"S": "CLAIM"}, "n": {"N": "1.5"}, "
 
 def _reservation() -> list[dict[str, Any]]:
     """The provisioner's reservation transaction as carpool builds it: claim, usage and 98 nominations."""
-    ledger = DynamoLedger("state", client=object())
     claim = Claim(name="c1", nodepool="default", nodeclass="default", created_at=NOW, instance_types=["m6i.large"],
                   pods=[f"default/p{i}" for i in range(98)], reserved={"cpu": 2000, "nodes": 1},
                   requested={"cpu": 9800})
     until = NOW.replace(hour=1)
-    return [op.request for op in [ledger._claim_put(claim), ledger._usage_reserve(claim, {"cpu": 100_000}),
-                                  *_nominations(ledger, claim, until)]]
+    return [op.request for op in [new_claim_put(TABLE, claim), reserve_usage(TABLE, claim, {"cpu": 100_000}),
+                                  *_nominations(claim, until)]]
 
 
-def _nominations(ledger: DynamoLedger, claim: Claim, until: Any) -> list[Any]:
+def _nominations(claim: Claim, until: Any) -> list[Any]:
     """The claim's nomination Puts, each taking over from a claim being replaced, as the ledger builds them."""
-    nominations = _Nominations(ledger._table.name, claim.name, NOW, until)
+    nominations = Nominations(TABLE, claim.name, NOW, until)
     return [nominations.op(p, ("old",)) for p in claim.pods]
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from carpool import environment
 from carpool.adapters.aws import session
-from carpool.adapters.aws.dynamodb_state import TABLE_ENV, epoch, from_epoch
+from carpool.adapters.aws.dynamodb.codec import epoch, from_epoch
+from carpool.adapters.aws.dynamodb.table import TABLE_ENV
 from carpool.app.sources import StoredCatalog
 from carpool.catalog import encoding
 

@@ -43,8 +43,10 @@ def build(
 ) -> Dependencies:
     from carpool.adapters.aws.catalog_store import DynamoCatalogStore
     from carpool.adapters.aws.config import SsmConfigText
-    from carpool.adapters.aws.dynamodb_reasons import DynamoPodReasons
-    from carpool.adapters.aws.dynamodb_state import DynamoCapacityCache, DynamoLedger, DynamoOfferings
+    from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
+    from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
+    from carpool.adapters.aws.dynamodb.offerings import DynamoOfferings
+    from carpool.adapters.aws.dynamodb.reasons import DynamoPodReasons
     from carpool.adapters.aws.ec2 import Ec2Compute
     from carpool.adapters.aws.events import EventBridgePublisher
     from carpool.adapters.aws.images import AwsAmiSource

@@ -1,4 +1,5 @@
-"""`carpool.state.reasons.PodReasonStore` on the state table: items `WHY` / `<pod key>`.
+"""Pods' pending reasons on the state table: items `WHY` / `<pod key>`, implementing
+`carpool.state.reasons.PodReasonStore`.
 
 One partition, read with one Query: the pods carpool cannot serve are few (a pod it can serve is
 launched for and forgotten), so reading them all is cheaper than a read per pod. Expiry is checked in
@@ -12,20 +13,17 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from carpool.adapters.aws.dynamodb_state import (
-    TTL_ATTR,
-    StateTable,
-    deserialize,
-    epoch,
-    from_epoch,
-    ttl_epoch,
-)
+from carpool.adapters.aws.dynamodb.codec import deserialize, epoch, from_epoch, ttl_epoch
+from carpool.adapters.aws.dynamodb.table import TTL_ATTR, StateTable
 from carpool.state.reasons import TTL, PodReasons
 
+#: the partition holding every pending pod's reasons
 WHY = "WHY"
 
 
 class DynamoPodReasons:
+    """`carpool.state.reasons.PodReasonStore`: items `WHY` / `<pod key>`."""
+
     def __init__(self, table_name: str | None = None, client: Any | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._table = StateTable(table_name, client)
