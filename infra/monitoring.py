@@ -134,7 +134,7 @@ LAUNCH_FAILURE_RATE_MIN_ATTEMPTS = 4
 #: it repeats every minute; a throttled write that succeeds next run is one or two.
 DISRUPTION_ACTION_FAILURES_THRESHOLD = 3
 DISRUPTION_ACTION_FAILURES_WINDOW = Duration.minutes(15)
-#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.disrupt``).
+#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.cleanup``).
 REGISTRATION_TIMEOUT_REASON = "registration-timeout"
 POOL_USAGE_RATIO_THRESHOLD = 0.75
 #: A dead-letter queue alarm stays in ALARM this long after the last new message, then returns to OK so

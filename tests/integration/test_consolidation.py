@@ -24,6 +24,7 @@ from carpool.amis import InMemoryAmiSource, alias_paths, parse_alias
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.taints import Taint as ApiTaint
 from carpool.app import disrupt, provision
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
@@ -297,7 +298,7 @@ class Harness:
     ledger: MemoryLedger
     deps: Dependencies
     budget_violations: list[str] = field(default_factory=list)
-    summaries: list[disrupt.DisruptSummary] = field(default_factory=list)
+    summaries: list[DisruptSummary] = field(default_factory=list)
     #: instances whose kubelet never comes up (a broken launch)
     stuck: set[str] = field(default_factory=set)
 
@@ -352,7 +353,7 @@ class Harness:
             self.cluster.schedule()
             self.provisioner()
 
-    def minute(self) -> disrupt.DisruptSummary:
+    def minute(self) -> DisruptSummary:
         self.clock.now += timedelta(minutes=1)
         self.kubelets()
         self.cluster.schedule()
@@ -584,7 +585,7 @@ def test_a_pool_at_its_limit_plans_no_replacement_at_all(caplog: pytest.LogCaptu
         h.cluster.add_pod(deployment_pod("db", i, cpu="3", mem="4Gi"))
     h.settle()
     h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",), limits=full)
-    with caplog.at_level("INFO", logger="carpool.app.consolidation"):
+    with caplog.at_level("INFO", logger="carpool.app.disruption_executor"):
         for _ in range(3):
             assert h.minute().decisions == []
     assert "would fit nowhere" in caplog.text and "now gives" in caplog.text
@@ -629,7 +630,7 @@ def test_underutilized_on_demand_node_is_replaced_by_a_cheaper_one_first():
 
 def test_a_run_out_of_time_leaves_drains_for_the_next_run_and_starts_nothing_new(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from carpool.app import consolidation as executor
+    from carpool.app import disruption_executor as executor
 
     h = Harness.build(manifests(
         nodepool(requirements={"karpenter.k8s.aws/instance-family": ["m5"],
@@ -666,7 +667,7 @@ def test_a_run_out_of_time_leaves_drains_for_the_next_run_and_starts_nothing_new
 def test_a_run_late_after_advancing_disruptions_in_flight_plans_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
     """At 5,000 nodes the reads and the advance of in-flight drains can take a run past `START_SECONDS`;
     a plan begun then takes as long again for at most one decision, so the run ends and the next plans."""
-    from carpool.app import consolidation as executor
+    from carpool.app import disruption_executor as executor
 
     h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
     h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))

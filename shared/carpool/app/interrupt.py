@@ -227,7 +227,7 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         c.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
                          keys.REPLACED_BY: ",".join(sorted(replacements)), keys.DISRUPTED_AT: warned.isoformat()})
 
-    # recorded before the cordon, as a consolidation decision is (`carpool.app.consolidation`): a crash
+    # recorded before the cordon, as a consolidation decision is (`carpool.app.disruption_executor`): a crash
     # between leaves a recorded interruption the next step or the disruption run carries on
     saving.amend(deps.ledger, claim, start)
     drain.cordon(deps.cluster, node)

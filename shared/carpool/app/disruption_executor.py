@@ -1,6 +1,7 @@
-"""The disruption executor: carries out `carpool.disruption` decisions across runs of the disruption Lambda
-(every minute), so a node is only drained once its replacement has joined, and only terminated once
-drained.
+"""The disruption executor: carries out `carpool.disruption` decisions of every reason (consolidation,
+drift, expiry, repair, and the interruptions `carpool.app.interrupt` records) across runs of the
+disruption Lambda (every minute), so a node is only drained once its replacement has joined, and only
+terminated once drained (Karpenter's `disruption/queue.go`).
 
 Per run:
 0. read the cluster once: nodes, and every unfinished pod as a compact `PodView` (one paged list, each
@@ -36,7 +37,7 @@ What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys
 `carpool.disruption.keys`: reason, action, replacement claim names, decision time, the replacements of an
 abandoned decision),
 written with `saving.amend` (a save conditional on the version read). The claim keeps status REGISTERED on purpose: `ledger.active()`
-omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.disrupt` would terminate the
+omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.cleanup` would terminate the
 instance before it is drained (its id would be known to no active claim), the watcher would re-register it
 (it re-publishes Ready nodes whose claim is not REGISTERED) and the registrar could not release it when the
 node disappears. Labels survive all three untouched.
@@ -47,17 +48,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
 
 from carpool import delivery, k8s_events, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.app import discovery, drain, images, interrupt, pools, provision, recorder
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
@@ -82,6 +83,8 @@ _VALIDATED = frozenset({Reason.EMPTY, Reason.UNDERUTILIZED})
 #: after advancing disruptions in flight plans nothing (the plan would only serve one decision); with none
 #: in flight it plans and starts its first decision however old it is, so every run can make progress.
 START_SECONDS = 35.0
+#: a node class's AMIs as this run resolved them (`_resolver`)
+Resolver = Callable[[EC2NodeClass], list[ResolvedAmi]]
 
 
 @dataclass
@@ -115,7 +118,7 @@ class _World:
         return list(self._by_node.get(node, ()))
 
 
-def run(deps: Dependencies, now: datetime, summary: Any) -> None:
+def run(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     """One disruption run (called by `carpool.app.disrupt.run` after its clean-up). How long each stage
     took goes to `summary.stages` (seconds)."""
     clock = _Stages(summary)
@@ -156,16 +159,15 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
 
 
 class _Stages:
-    """Seconds per stage of a run, into `summary.stages` when the summary has it."""
+    """Seconds per stage of a run, into `summary.stages`."""
 
-    def __init__(self, summary: Any) -> None:
-        self._stages: dict[str, float] | None = getattr(summary, "stages", None)
+    def __init__(self, summary: DisruptSummary) -> None:
+        self._stages = summary.stages
         self._last = time.monotonic()
 
     def lap(self, stage: str) -> None:
         now = time.monotonic()
-        if self._stages is not None:
-            self._stages[stage] = round(self._stages.get(stage, 0.0) + now - self._last, 3)
+        self._stages[stage] = round(self._stages.get(stage, 0.0) + now - self._last, 3)
         self._last = now
 
 
@@ -199,7 +201,7 @@ def _pods_to_move(deps: Dependencies, nodes: Iterable[str], wanted: set[str] | N
 
 
 # -- 1. consolidateAfter's clock ---------------------------------------------------------------------------
-def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summary: Any = None) -> None:
+def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     """Remember when each node's set of pods last changed; written only when it changes."""
     for claim in world.claims:
         if claim.status != ClaimStatus.REGISTERED or claim.node_name not in world.nodes:
@@ -222,7 +224,7 @@ def _without_decision(claim: Claim) -> None:
 
 
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
-def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     node = world.nodes.get(claim.node_name or "")
     reason = claim.labels.get(keys.DISRUPTION, "")
     if node is None:
@@ -276,7 +278,8 @@ def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> da
     return deadline
 
 
-def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime,
+                         summary: DisruptSummary) -> None:
     """A node the interruption function is draining: take a drain step too (in case its own follow-ups
     stopped), and finish the node once it is empty or its reclaim time has passed."""
     node = world.nodes.get(claim.node_name or "")
@@ -288,7 +291,8 @@ def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: d
     _finish(claim, node, deps, summary, f"interrupted node {claim.node_name} drained or reclaimed")
 
 
-def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datetime, summary: Any) -> bool:
+def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datetime,
+                        summary: DisruptSummary) -> bool:
     """True when every replacement is registered. A replacement that is gone, or not registered
     `REPLACEMENT_TIMEOUT` after the decision, abandons the decision (`_abandon`); False meanwhile."""
     names = _names(claim.labels.get(keys.REPLACED_BY, ""))
@@ -322,7 +326,8 @@ def _disrupted_at(claim: Claim) -> datetime | None:
         return None
 
 
-def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: str, replacements: list[str]) -> None:
+def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: DisruptSummary, why: str,
+             replacements: list[str]) -> None:
     """Give a decision up and keep the node: its taint and cordon removed first (a crash after that leaves
     a decision the next run abandons again), then the decision's labels cleared from the claim. A
     replacement still booting is left to the registration timeout, as Karpenter leaves it to its
@@ -347,7 +352,7 @@ _DECISION_KEYS = (keys.DISRUPTION, keys.DISRUPTION_ACTION, keys.REPLACED_BY, key
                   keys.REPLACE_ATTEMPTS, keys.TERMINATION_DEADLINE)
 
 
-def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Any, why: str) -> None:
+def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: DisruptSummary, why: str) -> None:
     """Terminate, release, delete the Node, in that order: a crash after any step is finished by the next
     run (a terminate is idempotent; a tainted node without a claim is swept)."""
     instance = claim.instance_id or (node.instance_id() if node else None)
@@ -359,7 +364,7 @@ def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Any, w
     _note(summary, f"{why}: instance {instance or '?'} terminated, claim {claim.name} released")
 
 
-def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
+def _sweep_leftovers(world: _World, deps: Dependencies, summary: DisruptSummary) -> None:
     """Nodes carpool tainted for disruption whose claim is already released (a run stopped between
     release and Node deletion): finish them."""
     known = {c.name for c in world.claims}
@@ -373,7 +378,7 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
         isolated(summary, "sweep", f"node {node.name}", partial(_sweep_one, node, world, deps, summary))
 
 
-def _sweep_one(node: Node, world: _World, deps: Dependencies, summary: Any) -> None:
+def _sweep_one(node: Node, world: _World, deps: Dependencies, summary: DisruptSummary) -> None:
     if (iid := node.instance_id()) is not None:
         deps.compute.terminate_instances([iid])
     deps.cluster.delete_node(node.name)
@@ -432,7 +437,7 @@ def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
                 candidate, reserved=f"the replacement {', '.join(booting)} of its abandoned disruption still boots")
 
 
-def _resolver(deps: Dependencies) -> Any:
+def _resolver(deps: Dependencies) -> Resolver:
     """AMI resolution once per node class per run; a class that cannot be resolved resolves to nothing
     (launching for it is impossible anyway, and its nodes are then not judged for AMI drift)."""
     cache: dict[str, list[ResolvedAmi]] = {}
@@ -450,7 +455,7 @@ def _resolver(deps: Dependencies) -> Any:
 
 
 def _expected_amis(view: candidates.ClusterView, classes: Mapping[str, EC2NodeClass], catalog: Catalog,
-                   resolve: Any) -> dict[str, str | None]:
+                   resolve: Resolver) -> dict[str, str | None]:
     """Node -> the AMI the strict mapping gives its type now; nodes of an unresolvable class are left out."""
     out: dict[str, str | None] = {}
     for c in view.candidates:
@@ -464,7 +469,7 @@ def _expected_amis(view: candidates.ClusterView, classes: Mapping[str, EC2NodeCl
 
 
 # -- starting decisions ------------------------------------------------------------------------------------
-def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     claims = [deps.ledger.get(name) for name in d.claims]
     if any(c is None for c in claims):
         log.info("skipping decision on %s: a claim disappeared meanwhile", ", ".join(d.nodes))
@@ -521,7 +526,7 @@ def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
 
 
 def _abort(d: Decision, claims: list[Claim], launched: provision.ProvisionOutcome | None, deps: Dependencies,
-           summary: Any, why: str) -> None:
+           summary: DisruptSummary, why: str) -> None:
     """Undo a decision that failed its validation: the nodes' taint and cordon removed, then the decision's
     labels cleared from their claims (a crash between leaves a decision the next run carries on), a
     replacement launched for it terminated and released."""
@@ -536,7 +541,7 @@ def _abort(d: Decision, claims: list[Claim], launched: provision.ProvisionOutcom
                    f"and cordon removed{tail}")
 
 
-def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: Any,
+def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: DisruptSummary,
                         cheaper_than: float | None) -> tuple[list[str], provision.ProvisionOutcome] | None:
     """Launch what the decision's pods need: the replacement claims' names and the launch's outcome;
     None (and nothing launched) when that cannot be done.
@@ -583,7 +588,7 @@ def _replacement_problem(outcome: provision.ProvisionOutcome, names: list[str]) 
     return "" if names else "nothing was launched"
 
 
-def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies, summary: Any) -> list[str]:
+def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies, summary: DisruptSummary) -> list[str]:
     """Terminate and release what a replacement launched that serves no decision. Each claim is its own
     failure unit: one whose instance EC2 refuses to terminate keeps its claim (the registration timeout
     or, once joined and empty, consolidation tries again)."""
@@ -611,7 +616,7 @@ def _names(text: str) -> list[str]:
     return [n for n in text.split(",") if n]
 
 
-def _note(summary: Any, message: str, reason: str | None = None) -> None:
+def _note(summary: DisruptSummary, message: str, reason: str | None = None) -> None:
     """Log a message and add it to the run summary; decisions (with a reason) are also counted."""
     summary.decisions.append(message)
     if reason is not None:
