@@ -331,7 +331,7 @@ def _deps(url: str, ledger: Any, compute: Any) -> Any:
 
 def _claims(ledger: Any) -> None:
     """One registered claim per node, its pods recorded an hour ago (consolidateAfter has passed)."""
-    from carpool.disruption import candidates, keys
+    from carpool.disruption import candidates
     from carpool.state.models import Claim, ClaimStatus
 
     for i in range(NODES):
@@ -344,8 +344,7 @@ def _claims(ledger: Any) -> None:
                       registered_at=NOW - timedelta(days=1), node_name=name, price=0.384,
                       reserved={"cpu": 8000, "memory": 32 * 2**30, "nodes": 1},
                       allocatable={"cpu": 7910, "memory": 31369712 * 1024, "pods": 58},
-                      labels={keys.PODS_DIGEST: candidates.pods_digest(pods),
-                              keys.PODS_CHANGED_AT: (NOW - timedelta(hours=1)).isoformat()})
+                      pods_digest=candidates.pods_digest(pods), pods_changed_at=NOW - timedelta(hours=1))
         ledger.reserve(claim, None, NOW - timedelta(days=1), 60)
 
 

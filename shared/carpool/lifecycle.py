@@ -33,8 +33,8 @@ from carpool.state.models import Claim
 from carpool.taints import KNOWN_EPHEMERAL_TAINTS, Taint
 
 TRUE = "true"
-#: claim labels under carpool's prefix are bookkeeping (disruption progress, spec hash, launch template),
-#: not node labels; the node's own carpool labels are set explicitly
+#: claim labels under carpool's prefix are bookkeeping (the launch template), not node labels; the node's
+#: own carpool labels are set explicitly
 _BOOKKEEPING_PREFIX = "carpool.dev/"
 
 

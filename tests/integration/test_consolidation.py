@@ -28,7 +28,7 @@ from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
-from carpool.disruption import keys, podview
+from carpool.disruption import podview
 from carpool.disruption.podview import PodView
 from carpool.ports import EvictionBlocked, NodePatch, TerminationRefused, WatchEvent
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
@@ -330,7 +330,7 @@ class Harness:
                 continue
             name = f"node-{iid}"
             alloc = claim.allocatable
-            lab = {**{k: v for k, v in claim.labels.items() if k not in keys.ALL}, L.NODEPOOL: claim.nodepool,
+            lab = {**claim.labels, L.NODEPOOL: claim.nodepool,
                    L.INSTANCE_TYPE: inst["InstanceType"], L.ZONE: ZONE, L.CAPACITY_TYPE: claim.capacity_type or "",
                    L.OWNED_BY: CLUSTER, L.CLAIM: claim.name, L.IMAGE_ID: claim.image_id or "", L.ARCH: "amd64",
                    L.OS: "linux", L.HOSTNAME: name, L.REGISTERED: "true", L.NODE_INITIALIZED: "true"}
@@ -385,7 +385,7 @@ class Harness:
         return [n for n in self.cluster.nodes.values() if n.labels.get(L.OWNED_BY) == CLUSTER]
 
     def disrupting(self) -> list[str]:
-        return [c.name for c in self.ledger.active() if keys.DISRUPTION in c.labels]
+        return [c.name for c in self.ledger.active() if c.disruption is not None]
 
     def hourly_cost(self) -> float:
         return sum(c.price or 0.0 for c in self.ledger.active())
@@ -465,8 +465,8 @@ def test_ami_alias_version_bump_replaces_every_node_within_budgets_replacement_f
     def replacement_registered_first(pod: Pod) -> None:
         node = h.cluster.nodes[pod.spec.node_name or ""]
         claim = h.ledger.get(node.labels[L.CLAIM])
-        assert claim is not None and claim.labels.get(keys.DISRUPTION) == "Drifted"
-        for name in claim.labels[keys.REPLACED_BY].split(","):
+        assert claim is not None and claim.disruption is not None and claim.disruption.reason == "Drifted"
+        for name in claim.disruption.replaced_by:
             replacement = h.ledger.get(name)
             assert replacement is not None and replacement.status == ClaimStatus.REGISTERED, name
 
@@ -545,7 +545,7 @@ def test_a_replacement_that_never_joins_abandons_the_decision_and_the_old_node_i
     (message,) = abandoned
     assert old in message and "(1 launch for it)" in message and "10 minutes" in message
     assert not any("launched again" in m for s in h.summaries for m in s.decisions)
-    assert not any(keys.DISRUPTION in c.labels for c in h.ledger.active() if c.node_name == old)
+    assert not any(c.disruption is not None for c in h.ledger.active() if c.node_name == old)
     while first not in h.compute.terminated:  # kept, untainted, until the registration timeout removes it
         node = h.cluster.nodes[old]
         assert not node.spec.unschedulable and not any(t.key == L.DISRUPTED_TAINT for t in node.spec.taints)
@@ -711,9 +711,9 @@ def test_a_budget_blocked_pod_is_deleted_at_the_pools_termination_grace_period()
     for _ in range(30):
         h.minute()
         claim = next((c for c in h.ledger.active() if c.node_name == old), None)
-        if drain_started is None and claim is not None and keys.TERMINATION_DEADLINE in claim.labels:
+        if drain_started is None and claim is not None and claim.disruption and claim.disruption.termination_deadline:
             drain_started = h.clock.now
-            deadline = datetime.fromisoformat(claim.labels[keys.TERMINATION_DEADLINE])
+            deadline = claim.disruption.termination_deadline
         if old not in h.cluster.nodes:
             break
     assert drain_started is not None and deadline == drain_started + timedelta(minutes=10)
@@ -801,12 +801,12 @@ def test_a_crash_just_after_the_cordon_leaves_a_decision_the_next_run_carries_on
         except _Died:
             break
     assert died == [big.name]
-    recorded = [c for c in h.ledger.active() if c.node_name == big.name and keys.DISRUPTION in c.labels]
+    recorded = [c for c in h.ledger.active() if c.node_name == big.name and c.disruption is not None]
     assert recorded, "the decision was recorded before the cordon"
     h.run_until_quiet(limit=30)
     for node in h.cluster.nodes.values():  # nothing left cordoned that no decision explains
         claim = next((c for c in h.ledger.active() if c.node_name == node.metadata.name), None)
-        assert not node.spec.unschedulable or (claim is not None and keys.DISRUPTION in claim.labels)
+        assert not node.spec.unschedulable or (claim is not None and claim.disruption is not None)
     assert big.name not in h.cluster.nodes and h.disrupting() == []
     [small] = h.owned_nodes()
     assert small.labels[L.INSTANCE_TYPE] == "m5.large"

@@ -33,14 +33,14 @@ protection or a service control policy, is reported and the run goes on with the
    again next run; a run that left drains in progress for the next one plans nothing new (new decisions
    would only queue more drains behind them).
 
-What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
-`carpool.disruption.keys`: reason, action, replacement claim names, decision time, the replacements of an
-abandoned decision),
-written with `saving.amend` (a save conditional on the version read). The claim keeps status REGISTERED on purpose: `ledger.active()`
+What is persisted, where: on the disrupted node's claim, `Claim.disruption` (`DisruptionProgress`:
+reason, action, replacement claim names, decision time, termination deadline), `Claim.abandoned_for` (the
+replacements of an abandoned decision) and `Claim.pods_digest`/`pods_changed_at`, written with
+`saving.amend` (a save conditional on the version read). The claim keeps status REGISTERED on purpose: `ledger.active()`
 omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.cleanup` would terminate the
 instance before it is drained (its id would be known to no active claim), the watcher would re-register it
 (it re-publishes Ready nodes whose claim is not REGISTERED) and the registrar could not release it when the
-node disappears. Labels survive all three untouched.
+node disappears. The progress survives all three untouched.
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
-from carpool.disruption import candidates, keys, planner
+from carpool.disruption import candidates, planner
 from carpool.disruption import deadline as termination
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
 from carpool.state import saving
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 
 log = logging.getLogger(__name__)
 #: how long a replace decision waits for its replacement to register before it is abandoned: Karpenter's
@@ -126,12 +126,12 @@ def run(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     clock.lap("observe")
     _record_pod_changes(world, deps, now, summary)
     _sweep_leftovers(world, deps, summary)
-    in_flight = any(keys.DISRUPTION in claim.labels for claim in world.claims)
+    in_flight = any(claim.disruption is not None for claim in world.claims)
     for claim in world.claims:
         subject = f"node {claim.node_name or '?'} (claim {claim.name})"
-        if claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED:
+        if _reason(claim) == Reason.INTERRUPTED:
             isolated(summary, "advance", subject, partial(_advance_interrupted, claim, world, deps, now, summary))
-        elif keys.DISRUPTION in claim.labels:
+        elif claim.disruption is not None:
             isolated(summary, "advance", subject, partial(_advance, claim, world, deps, now, summary))
     if world.touched:
         world = _refresh(world, deps)
@@ -207,33 +207,41 @@ def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summar
         if claim.status != ClaimStatus.REGISTERED or claim.node_name not in world.nodes:
             continue
         digest = candidates.pods_digest(p.key for p in world.pods_on(claim.node_name or ""))
-        if claim.labels.get(keys.PODS_DIGEST) == digest:
+        if claim.pods_digest == digest:
             continue
-        stamp = {keys.PODS_DIGEST: digest, keys.PODS_CHANGED_AT: now.isoformat()}
         isolated(summary, "record-pods", f"claim {claim.name}", partial(saving.amend, deps.ledger, claim,
-                                                                         partial(_stamp, stamp)))
+                                                                         partial(_pods_changed, digest, now)))
 
 
-def _stamp(labels: Mapping[str, str], claim: Claim) -> None:
-    claim.labels.update(labels)
+def _pods_changed(digest: str, now: datetime, claim: Claim) -> None:
+    claim.pods_digest, claim.pods_changed_at = digest, now
 
 
 def _without_decision(claim: Claim) -> None:
-    for key in _DECISION_KEYS:
-        claim.labels.pop(key, None)
+    claim.disruption = None
+
+
+def _reason(claim: Claim) -> str:
+    """The reason of the disruption in progress on the claim's node ("" when none)."""
+    return claim.disruption.reason if claim.disruption is not None else ""
+
+
+def _replaced_by(claim: Claim) -> list[str]:
+    """The replacement claims the disruption in progress waits for."""
+    return list(claim.disruption.replaced_by) if claim.disruption is not None else []
 
 
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
 def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     node = world.nodes.get(claim.node_name or "")
-    reason = claim.labels.get(keys.DISRUPTION, "")
+    reason = _reason(claim)
     if node is None:
         world.touched.add(claim.node_name or claim.name)
         _finish(claim, None, deps, summary, f"node of claim {claim.name} is gone")
         return
     if not node.spec.unschedulable:  # its decision was recorded, then the run that made it stopped
         drain.cordon(deps.cluster, node.name)
-    if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, deps, now, summary):
+    if _replaced_by(claim) and not _replacements_ready(claim, node, deps, now, summary):
         return
     forceful = reason == Reason.UNHEALTHY
     # the snapshot is from before this run's cordon: a pod bound since must be drained, never terminated
@@ -265,17 +273,26 @@ NEXT_DRAIN_STEP = timedelta(seconds=delivery.SCHEDULE_SECONDS["disruption"])
 def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> datetime | None:
     """When the node's remaining pods are deleted whatever blocks them: stamped on the claim at its first
     drain step (now + its NodePool's `terminationGracePeriod`), read back on later runs; None without one."""
-    stamped = claim.labels.get(keys.TERMINATION_DEADLINE)
-    if stamped:
-        return datetime.fromisoformat(stamped)
+    stamped = _stamped_deadline(claim)
+    if stamped is not None:
+        return stamped
     pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
     deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
-        stamp = deadline.isoformat()
-        # a deadline another run stamped meanwhile is kept: the first drain step's is the deadline
-        saving.amend(deps.ledger, claim, lambda c: c.labels.setdefault(keys.TERMINATION_DEADLINE, stamp) == stamp)
-        return datetime.fromisoformat(claim.labels.get(keys.TERMINATION_DEADLINE, stamp))
+        saving.amend(deps.ledger, claim, partial(_stamp_deadline, deadline))
+        stamped = _stamped_deadline(claim)
+        return stamped or deadline
     return deadline
+
+
+def _stamp_deadline(deadline: datetime, claim: Claim) -> bool:
+    """Stamp the drain's deadline on the disruption in progress; False (nothing to write) when another run
+    stamped another one meanwhile (the first drain step's is the deadline) or gave the decision up."""
+    if claim.disruption is None:
+        return False
+    if claim.disruption.termination_deadline is None:
+        claim.disruption = claim.disruption.model_copy(update={"termination_deadline": deadline})
+    return claim.disruption.termination_deadline == deadline
 
 
 def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime,
@@ -295,7 +312,7 @@ def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datet
                         summary: DisruptSummary) -> bool:
     """True when every replacement is registered. A replacement that is gone, or not registered
     `REPLACEMENT_TIMEOUT` after the decision, abandons the decision (`_abandon`); False meanwhile."""
-    names = _names(claim.labels.get(keys.REPLACED_BY, ""))
+    names = _replaced_by(claim)
     found = {n: deps.ledger.get(n) for n in names}
     lost = [n for n, c in found.items() if c is None]
     waiting = [n for n, c in found.items() if c is not None and c.status != ClaimStatus.REGISTERED]
@@ -319,37 +336,27 @@ def _launches(n: int) -> str:
 
 
 def _disrupted_at(claim: Claim) -> datetime | None:
-    stamped = claim.labels.get(keys.DISRUPTED_AT)
-    try:
-        return datetime.fromisoformat(stamped) if stamped else None
-    except ValueError:
-        return None
+    return claim.disruption.decided_at if claim.disruption is not None else None
 
 
 def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: DisruptSummary, why: str,
              replacements: list[str]) -> None:
     """Give a decision up and keep the node: its taint and cordon removed first (a crash after that leaves
-    a decision the next run abandons again), then the decision's labels cleared from the claim. A
+    a decision the next run abandons again), then the decision cleared from the claim. A
     replacement still booting is left to the registration timeout, as Karpenter leaves it to its
     NodeClaim liveness; until it is gone (or registers) the node is not decided on again
-    (`keys.ABANDONED_FOR`), or every abandonment would be followed at once by another launch."""
-    reason = claim.labels.get(keys.DISRUPTION, "")
+    (`Claim.abandoned_for`), or every abandonment would be followed at once by another launch."""
+    reason = _reason(claim)
     drain.restore(deps.cluster, node.name)
 
     def abandon(c: Claim) -> None:
-        for key in _DECISION_KEYS:
-            c.labels.pop(key, None)
-        c.labels[keys.ABANDONED_FOR] = ",".join(replacements)
+        c.disruption = None
+        c.abandoned_for = list(replacements)
 
     saving.amend(deps.ledger, claim, abandon)
     observability.emit("DisruptionsAbandoned", reason=reason)
     _note(summary, f"{reason} disruption of node {node.name} abandoned: {why}; the node is kept, its "
                    "taint and cordon removed")
-
-
-#: the claim labels of a decision in progress (cleared when it is abandoned)
-_DECISION_KEYS = (keys.DISRUPTION, keys.DISRUPTION_ACTION, keys.REPLACED_BY, keys.DISRUPTED_AT,
-                  keys.REPLACE_ATTEMPTS, keys.TERMINATION_DEADLINE)
 
 
 def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: DisruptSummary, why: str) -> None:
@@ -430,7 +437,7 @@ def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
     by_name = {c.name: c for c in claims}
     for i, candidate in enumerate(view.candidates):
         claim = by_name.get(candidate.claim)
-        names = _names(claim.labels.get(keys.ABANDONED_FOR, "")) if claim is not None else []
+        names = claim.abandoned_for if claim is not None else []
         booting = [n for n in names if (r := by_name.get(n)) is not None and r.status != ClaimStatus.REGISTERED]
         if booting and not candidate.reserved:
             view.candidates[i] = dataclasses.replace(
@@ -487,14 +494,7 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
     # tainted node that no decision explains and no run would ever restore
     for claim in claims:
         assert claim is not None
-        progress = {keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
-                    keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()}
-
-        def start(c: Claim, progress: dict[str, str] = progress) -> None:
-            c.labels.update(progress)
-            c.labels.pop(keys.ABANDONED_FOR, None)
-
-        saving.amend(deps.ledger, claim, start)
+        saving.amend(deps.ledger, claim, partial(_record_decision, d, replacements, now))
     for node in d.nodes:
         drain.cordon(deps.cluster, node)
     if (changed := _no_longer_holds(d, world, deps)):
@@ -508,6 +508,17 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
             assert claim is not None
             isolated(summary, "advance", f"node {claim.node_name or '?'} (claim {claim.name})",
                      partial(_advance, claim, world, deps, now, summary))
+
+
+def _record_decision(d: Decision, replacements: list[str], now: datetime, claim: Claim) -> None:
+    """The decision as its claim's disruption in progress; a deadline already stamped is kept."""
+    claim.disruption = DisruptionProgress(reason=d.reason.value, action=d.kind.value, replaced_by=list(replacements),
+                                          decided_at=now, termination_deadline=_stamped_deadline(claim))
+    claim.abandoned_for = []
+
+
+def _stamped_deadline(claim: Claim) -> datetime | None:
+    return claim.disruption.termination_deadline if claim.disruption is not None else None
 
 
 def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
@@ -528,7 +539,7 @@ def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
 def _abort(d: Decision, claims: list[Claim], launched: provision.ProvisionOutcome | None, deps: Dependencies,
            summary: DisruptSummary, why: str) -> None:
     """Undo a decision that failed its validation: the nodes' taint and cordon removed, then the decision's
-    labels cleared from their claims (a crash between leaves a decision the next run carries on), a
+    progress cleared from their claims (a crash between leaves a decision the next run carries on), a
     replacement launched for it terminated and released."""
     for node in d.nodes:
         drain.restore(deps.cluster, node)
@@ -610,10 +621,6 @@ def _replacement_names(outcome: provision.ProvisionOutcome, deps: Dependencies) 
     nominated = deps.ledger.nominated(deps.clock(), outcome.already_nominated) if outcome.already_nominated else {}
     held = {nominated[k] for k in outcome.already_nominated if k in nominated}
     return sorted({c.name for c in outcome.launched} | held)
-
-
-def _names(text: str) -> list[str]:
-    return [n for n in text.split(",") if n]
 
 
 def _note(summary: DisruptSummary, message: str, reason: str | None = None) -> None:
