@@ -231,6 +231,11 @@ def _replaced_by(claim: Claim) -> list[str]:
     return list(claim.disruption.replaced_by) if claim.disruption is not None else []
 
 
+def _stamped_deadline(claim: Claim) -> datetime | None:
+    """The drain deadline stamped on the disruption in progress, if any."""
+    return claim.disruption.termination_deadline if claim.disruption is not None else None
+
+
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
 def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     node = world.nodes.get(claim.node_name or "")
@@ -280,8 +285,7 @@ def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> da
     deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
         saving.amend(deps.ledger, claim, partial(_stamp_deadline, deadline))
-        stamped = _stamped_deadline(claim)
-        return stamped or deadline
+        return _stamped_deadline(claim) or deadline
     return deadline
 
 
@@ -515,10 +519,6 @@ def _record_decision(d: Decision, replacements: list[str], now: datetime, claim:
     claim.disruption = DisruptionProgress(reason=d.reason.value, action=d.kind.value, replaced_by=list(replacements),
                                           decided_at=now, termination_deadline=_stamped_deadline(claim))
     claim.abandoned_for = []
-
-
-def _stamped_deadline(claim: Claim) -> datetime | None:
-    return claim.disruption.termination_deadline if claim.disruption is not None else None
 
 
 def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
