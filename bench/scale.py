@@ -6,7 +6,7 @@ Three processes, so each measurement is a process of its own as a Lambda is:
   fields, probes, projected token volume, container statuses) and answers; on a line on stdin it prints
   what it served since the last line (requests by kind, bytes) as JSON;
 - the watcher (`measure watcher`): one `carpool.app.watch.run` resync (no watch period), timed;
-- the disruption pass (`measure disruption`): `carpool.app.consolidation.run` with one live claim per
+- the disruption pass (`measure disruption`): `carpool.app.disruption_executor.run` with one live claim per
   node in an in-memory ledger (steady state: every node's pods recorded long ago, so every node is a
   consolidation candidate), timed twice (a cold run, then a second run).
 Each measuring process reports wall seconds and its peak resident memory (`ru_maxrss`: interpreter and
@@ -331,7 +331,7 @@ def _deps(url: str, ledger: Any, compute: Any) -> Any:
 
 def _claims(ledger: Any) -> None:
     """One registered claim per node, its pods recorded an hour ago (consolidateAfter has passed)."""
-    from carpool.disruption import candidates, keys
+    from carpool.disruption import candidates
     from carpool.state.models import Claim, ClaimStatus
 
     for i in range(NODES):
@@ -344,8 +344,7 @@ def _claims(ledger: Any) -> None:
                       registered_at=NOW - timedelta(days=1), node_name=name, price=0.384,
                       reserved={"cpu": 8000, "memory": 32 * 2**30, "nodes": 1},
                       allocatable={"cpu": 7910, "memory": 31369712 * 1024, "pods": 58},
-                      labels={keys.PODS_DIGEST: candidates.pods_digest(pods),
-                              keys.PODS_CHANGED_AT: (NOW - timedelta(hours=1)).isoformat()})
+                      pods_digest=candidates.pods_digest(pods), pods_changed_at=NOW - timedelta(hours=1))
         ledger.reserve(claim, None, NOW - timedelta(days=1), 60)
 
 
@@ -370,8 +369,8 @@ def measure(what: str, url: str) -> dict[str, Any]:
         stats = deps.cluster.read_stats
         return {"seconds": round(seconds, 2), "peakMB": _peak_mb(), "pendingPods": summary.pending_pods,
                 "pages": stats.pages, "bytesRead": stats.bytes}
-    from carpool.app import consolidation
-    from carpool.app.disrupt import DisruptSummary
+    from carpool.app import disruption_executor
+    from carpool.app.disruption_summary import DisruptSummary
 
     ledger, compute = MemoryLedger(), _Compute()
     _claims(ledger)
@@ -380,7 +379,7 @@ def measure(what: str, url: str) -> dict[str, Any]:
     for i in range(2):
         summary = DisruptSummary()
         start = time.perf_counter()
-        consolidation.run(deps, NOW, summary)
+        disruption_executor.run(deps, NOW, summary)
         runs.append({"seconds": round(time.perf_counter() - start, 2), "decisions": len(summary.decisions),
                      "stages": summary.stages, "peakMB": _peak_mb()})
         if i == 0:  # the parent reads what the API server served for this run before the next one

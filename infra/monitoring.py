@@ -142,7 +142,7 @@ LAUNCH_FAILURE_RATE_MIN_ATTEMPTS = 4
 #: it repeats every minute; a throttled write that succeeds next run is one or two.
 DISRUPTION_ACTION_FAILURES_THRESHOLD = 3
 DISRUPTION_ACTION_FAILURES_WINDOW = Duration.minutes(15)
-#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.disrupt``): the one reason
+#: ``Disruptions{reason}`` of a claim whose node never joined (``carpool.app.cleanup``): the one reason
 #: published as a series (``observability.ALARMED_VALUES``), the others are log lines.
 REGISTRATION_TIMEOUT_REASON = REGISTRATION_TIMEOUT
 POOL_USAGE_RATIO_THRESHOLD = 0.75

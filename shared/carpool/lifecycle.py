@@ -30,20 +30,12 @@ from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
 from carpool.ports import NodePatch
 from carpool.state.models import Claim
-from carpool.taints import NO_EXECUTE, NO_SCHEDULE, Taint
+from carpool.taints import KNOWN_EPHEMERAL_TAINTS, Taint
 
 TRUE = "true"
-#: claim labels under carpool's prefix are bookkeeping (disruption progress, spec hash, launch template),
-#: not node labels; the node's own carpool labels are set explicitly
+#: claim labels under carpool's prefix are bookkeeping (the launch template), not node labels; the node's
+#: own carpool labels are set explicitly
 _BOOKKEEPING_PREFIX = "carpool.dev/"
-#: Karpenter's KnownEphemeralTaints (matched like Kubernetes' `Taint.MatchTaint`: key and effect)
-KNOWN_EPHEMERAL_TAINTS = (
-    Taint(labels.NOT_READY_TAINT, NO_SCHEDULE),
-    Taint(labels.NOT_READY_TAINT, NO_EXECUTE),
-    Taint(labels.UNREACHABLE_TAINT, NO_SCHEDULE),
-    Taint(labels.CLOUD_PROVIDER_UNINITIALIZED_TAINT, NO_SCHEDULE, TRUE),
-    Taint(labels.UNREGISTERED_TAINT, NO_EXECUTE),
-)
 
 
 def is_registered(node: Node) -> bool:

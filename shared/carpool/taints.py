@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from carpool import labels
+
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -18,6 +20,19 @@ class Taint:
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+#: Karpenter's KnownEphemeralTaints (`pkg/scheduling/taints.go`), matched like Kubernetes'
+#: `Taint.MatchTaint` (key and effect): taints a node sheds by itself while it comes up. Here, beside the
+#: taint model, because both the scheduler (`carpool.scheduling.convert`) and the node lifecycle
+#: (`carpool.lifecycle`) read them.
+KNOWN_EPHEMERAL_TAINTS = (
+    Taint(labels.NOT_READY_TAINT, NO_SCHEDULE),
+    Taint(labels.NOT_READY_TAINT, NO_EXECUTE),
+    Taint(labels.UNREACHABLE_TAINT, NO_SCHEDULE),
+    Taint(labels.CLOUD_PROVIDER_UNINITIALIZED_TAINT, NO_SCHEDULE, "true"),
+    Taint(labels.UNREGISTERED_TAINT, NO_EXECUTE),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,7 +214,7 @@ def derived_calls(recordings: list[Recording]) -> list[AwsCall]:
     """Requests of code paths a simulation may not reach in every function, derived from recorded ones.
 
     - `SHARED_CODE` and `RELEASERS`: the same code in another function sends the same requests.
-    - Launch-template collection (`carpool.app.disrupt`) deletes carpool's templates once they are older
+    - Launch-template collection (`carpool.app.cleanup`) deletes carpool's templates once they are older
       than an hour by their EC2 creation time, which local EC2 stamps with the wall clock, ahead of every
       simulated clock: the disruption function's DeleteLaunchTemplate is never sent. The template it
       deletes is one a launch created, carrying the tags its CreateLaunchTemplate requested.

@@ -21,7 +21,8 @@ from lightkube import ApiError
 
 from carpool.adapters.k8s import reads
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
-from carpool.app import consolidation, disrupt, drain, watch
+from carpool.app import disruption_executor, drain, watch
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
@@ -154,7 +155,7 @@ def test_the_watcher_lists_and_watches_unbound_pending_pods_only(served: tuple[S
 def test_the_disruption_pass_reads_unfinished_pods_once_per_observation(
         served: tuple[SimApiServer, LightkubeCluster]) -> None:
     server, adapter = served
-    world = consolidation._observe(deps_for(adapter, Publisher()))
+    world = disruption_executor._observe(deps_for(adapter, Publisher()))
     assert pod_reads(server) == [("list", reads.NOT_FINISHED, False)]
     assert "shop/job-done" not in {p.key for p in world.pods}
     assert len(world.pods) == 23 and len(world.pods_on("n1")) == 10
@@ -189,7 +190,7 @@ def test_pod_views_through_the_adapter_are_the_views_of_the_pods_the_cluster_hol
 
 def test_a_consolidation_run_reads_every_pod_once(served: tuple[SimApiServer, LightkubeCluster]) -> None:
     server, adapter = served
-    consolidation.run(deps_for(adapter, Publisher()), NOW, disrupt.DisruptSummary())
+    disruption_executor.run(deps_for(adapter, Publisher()), NOW, DisruptSummary())
     assert pod_reads(server) == [("list", reads.NOT_FINISHED, False)]
 
 

@@ -24,10 +24,11 @@ from carpool.amis import InMemoryAmiSource, alias_paths, parse_alias
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.taints import Taint as ApiTaint
 from carpool.app import disrupt, provision
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
-from carpool.disruption import keys, podview
+from carpool.disruption import podview
 from carpool.disruption.podview import PodView
 from carpool.ports import EvictionBlocked, NodePatch, TerminationRefused, WatchEvent
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
@@ -297,7 +298,7 @@ class Harness:
     ledger: MemoryLedger
     deps: Dependencies
     budget_violations: list[str] = field(default_factory=list)
-    summaries: list[disrupt.DisruptSummary] = field(default_factory=list)
+    summaries: list[DisruptSummary] = field(default_factory=list)
     #: instances whose kubelet never comes up (a broken launch)
     stuck: set[str] = field(default_factory=set)
 
@@ -329,7 +330,7 @@ class Harness:
                 continue
             name = f"node-{iid}"
             alloc = claim.allocatable
-            lab = {**{k: v for k, v in claim.labels.items() if k not in keys.ALL}, L.NODEPOOL: claim.nodepool,
+            lab = {**claim.labels, L.NODEPOOL: claim.nodepool,
                    L.INSTANCE_TYPE: inst["InstanceType"], L.ZONE: ZONE, L.CAPACITY_TYPE: claim.capacity_type or "",
                    L.OWNED_BY: CLUSTER, L.CLAIM: claim.name, L.IMAGE_ID: claim.image_id or "", L.ARCH: "amd64",
                    L.OS: "linux", L.HOSTNAME: name, L.REGISTERED: "true", L.NODE_INITIALIZED: "true"}
@@ -352,7 +353,7 @@ class Harness:
             self.cluster.schedule()
             self.provisioner()
 
-    def minute(self) -> disrupt.DisruptSummary:
+    def minute(self) -> DisruptSummary:
         self.clock.now += timedelta(minutes=1)
         self.kubelets()
         self.cluster.schedule()
@@ -384,7 +385,7 @@ class Harness:
         return [n for n in self.cluster.nodes.values() if n.labels.get(L.OWNED_BY) == CLUSTER]
 
     def disrupting(self) -> list[str]:
-        return [c.name for c in self.ledger.active() if keys.DISRUPTION in c.labels]
+        return [c.name for c in self.ledger.active() if c.disruption is not None]
 
     def hourly_cost(self) -> float:
         return sum(c.price or 0.0 for c in self.ledger.active())
@@ -464,8 +465,8 @@ def test_ami_alias_version_bump_replaces_every_node_within_budgets_replacement_f
     def replacement_registered_first(pod: Pod) -> None:
         node = h.cluster.nodes[pod.spec.node_name or ""]
         claim = h.ledger.get(node.labels[L.CLAIM])
-        assert claim is not None and claim.labels.get(keys.DISRUPTION) == "Drifted"
-        for name in claim.labels[keys.REPLACED_BY].split(","):
+        assert claim is not None and claim.disruption is not None and claim.disruption.reason == "Drifted"
+        for name in claim.disruption.replaced_by:
             replacement = h.ledger.get(name)
             assert replacement is not None and replacement.status == ClaimStatus.REGISTERED, name
 
@@ -544,7 +545,7 @@ def test_a_replacement_that_never_joins_abandons_the_decision_and_the_old_node_i
     (message,) = abandoned
     assert old in message and "(1 launch for it)" in message and "10 minutes" in message
     assert not any("launched again" in m for s in h.summaries for m in s.decisions)
-    assert not any(keys.DISRUPTION in c.labels for c in h.ledger.active() if c.node_name == old)
+    assert not any(c.disruption is not None for c in h.ledger.active() if c.node_name == old)
     while first not in h.compute.terminated:  # kept, untainted, until the registration timeout removes it
         node = h.cluster.nodes[old]
         assert not node.spec.unschedulable and not any(t.key == L.DISRUPTED_TAINT for t in node.spec.taints)
@@ -584,7 +585,7 @@ def test_a_pool_at_its_limit_plans_no_replacement_at_all(caplog: pytest.LogCaptu
         h.cluster.add_pod(deployment_pod("db", i, cpu="3", mem="4Gi"))
     h.settle()
     h.text["text"] = config(alias="al2023@v20250201", consolidate_after="Never", sizes=("xlarge",), limits=full)
-    with caplog.at_level("INFO", logger="carpool.app.consolidation"):
+    with caplog.at_level("INFO", logger="carpool.app.disruption_executor"):
         for _ in range(3):
             assert h.minute().decisions == []
     assert "would fit nowhere" in caplog.text and "now gives" in caplog.text
@@ -629,7 +630,7 @@ def test_underutilized_on_demand_node_is_replaced_by_a_cheaper_one_first():
 
 def test_a_run_out_of_time_leaves_drains_for_the_next_run_and_starts_nothing_new(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from carpool.app import consolidation as executor
+    from carpool.app import disruption_executor as executor
 
     h = Harness.build(manifests(
         nodepool(requirements={"karpenter.k8s.aws/instance-family": ["m5"],
@@ -666,7 +667,7 @@ def test_a_run_out_of_time_leaves_drains_for_the_next_run_and_starts_nothing_new
 def test_a_run_late_after_advancing_disruptions_in_flight_plans_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
     """At 5,000 nodes the reads and the advance of in-flight drains can take a run past `START_SECONDS`;
     a plan begun then takes as long again for at most one decision, so the run ends and the next plans."""
-    from carpool.app import consolidation as executor
+    from carpool.app import disruption_executor as executor
 
     h = Harness.build(config(consolidate_after="Never", sizes=("xlarge",)))
     h.cluster.add_pod(deployment_pod("db", 0, cpu="3", mem="4Gi"))
@@ -710,9 +711,9 @@ def test_a_budget_blocked_pod_is_deleted_at_the_pools_termination_grace_period()
     for _ in range(30):
         h.minute()
         claim = next((c for c in h.ledger.active() if c.node_name == old), None)
-        if drain_started is None and claim is not None and keys.TERMINATION_DEADLINE in claim.labels:
+        if drain_started is None and claim is not None and claim.disruption and claim.disruption.termination_deadline:
             drain_started = h.clock.now
-            deadline = datetime.fromisoformat(claim.labels[keys.TERMINATION_DEADLINE])
+            deadline = claim.disruption.termination_deadline
         if old not in h.cluster.nodes:
             break
     assert drain_started is not None and deadline == drain_started + timedelta(minutes=10)
@@ -800,12 +801,12 @@ def test_a_crash_just_after_the_cordon_leaves_a_decision_the_next_run_carries_on
         except _Died:
             break
     assert died == [big.name]
-    recorded = [c for c in h.ledger.active() if c.node_name == big.name and keys.DISRUPTION in c.labels]
+    recorded = [c for c in h.ledger.active() if c.node_name == big.name and c.disruption is not None]
     assert recorded, "the decision was recorded before the cordon"
     h.run_until_quiet(limit=30)
     for node in h.cluster.nodes.values():  # nothing left cordoned that no decision explains
         claim = next((c for c in h.ledger.active() if c.node_name == node.metadata.name), None)
-        assert not node.spec.unschedulable or (claim is not None and keys.DISRUPTION in claim.labels)
+        assert not node.spec.unschedulable or (claim is not None and claim.disruption is not None)
     assert big.name not in h.cluster.nodes and h.disrupting() == []
     [small] = h.owned_nodes()
     assert small.labels[L.INSTANCE_TYPE] == "m5.large"

@@ -35,7 +35,6 @@ from carpool import observability
 from carpool.api import events
 from carpool.app import provision, wiring
 from carpool.app.wiring import Dependencies
-from carpool.disruption import keys
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws
 from carpool.state.models import Claim
@@ -72,12 +71,16 @@ def _join(deps: Dependencies, claim: Claim) -> str:
     name = f"ip-{claim.instance_id}.ec2.internal"
     allocatable = {"cpu": f"{claim.allocatable['cpu']}m", "memory": str(claim.allocatable["memory"]), "pods": "29"}
     deps.cluster.add_node({  # type: ignore[attr-defined]
-        "metadata": {"name": name, "labels": {**{k: v for k, v in claim.labels.items() if k not in keys.ALL},
-                                              "karpenter.sh/nodepool": claim.nodepool}},
+        "metadata": {"name": name, "labels": {**claim.labels, "karpenter.sh/nodepool": claim.nodepool}},
         "spec": {"providerID": f"aws:///{claim.zone}/{claim.instance_id}"},
         "status": {"allocatable": allocatable, "capacity": allocatable, "conditions": [{"type": "Ready", "status": "True"}]}})
     deps.ledger.mark_registered(claim.name, name, deps.clock())
     return name
+
+
+def _replaced_by(claim: Claim | None) -> list[str]:
+    """The replacement claims the interrupted node's disruption in progress waits for."""
+    return list(claim.disruption.replaced_by) if claim is not None and claim.disruption is not None else []
 
 
 @pytest.fixture
@@ -152,7 +155,7 @@ def test_two_invocations_on_one_warning_keep_the_replacement_and_evict_no_bare_p
     assert earlier is not None
 
     assert _spot_warning(deps, claim.instance_id or "") == {"batchItemFailures": []}
-    first = (deps.ledger.get(claim.name) or earlier).labels.get(keys.REPLACED_BY, "")
+    first = _replaced_by(deps.ledger.get(claim.name) or earlier)
     assert first, "the first invocation launched no replacement"
 
     wiring.use(dataclasses.replace(deps, ledger=_ReadBefore(deps.ledger, earlier)))  # type: ignore[arg-type]
@@ -160,7 +163,7 @@ def test_two_invocations_on_one_warning_keep_the_replacement_and_evict_no_bare_p
 
     assert len(deps.cluster.pods_on_node(node)) == 3, "a bare pod was evicted before its replacement exists"
     stored = deps.ledger.get(claim.name)
-    assert stored is not None and stored.labels.get(keys.REPLACED_BY) == first
+    assert stored is not None and _replaced_by(stored) == first
     assert len(running_instances(aws)) == 2  # the node and one replacement
 
 
@@ -183,6 +186,6 @@ def test_a_warning_soon_after_registration_pre_launches_a_replacement(deps: Depe
     assert _spot_warning(deps, other.instance_id or "") == {"batchItemFailures": []}
 
     stored = deps.ledger.get(other.name)
-    assert stored is not None and stored.labels.get(keys.REPLACED_BY), "no replacement was pre-launched"
+    assert stored is not None and _replaced_by(stored), "no replacement was pre-launched"
     assert len(running_instances(aws)) == 3
     assert {p.key for p in deps.cluster.pods_on_node(first_node)} == on_first  # bare pods wait for it

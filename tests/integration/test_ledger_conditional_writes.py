@@ -7,7 +7,9 @@ and DynamoDB on moto, so the two cannot differ.
   to what is stored now, keeping the other write;
 - a launch recorded late writes only its launch, keeps a registration made meanwhile, and is refused on a
   claim that records another instance or is gone;
-- `charge` grows a claim's `reserved` and its pool's usage together, and a release gives all of it back.
+- `charge` grows a claim's `reserved` and its pool's usage together, and a release gives all of it back;
+- disruption progress (`Claim.disruption` and the other typed fields) is saved and read back as written,
+  and a claim an older version stored with that progress as labels is read with the typed fields.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from typing import Any
 import pytest
 
 from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
-from carpool.state import saving
+from carpool.state import legacy_labels, saving
 from carpool.state.memory import MemoryLedger
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 
 GIB = 1024**3
 GPU = "nvidia.com/gpu"
@@ -105,3 +107,39 @@ def test_a_charge_grows_the_claim_and_its_pool_together_and_a_release_gives_it_a
     assert ledger.usage()["default"][GPU] == 1
     ledger.release(stale)  # a stale copy still gives back what the claim holds now
     assert ledger.usage()["default"] == {"cpu": 0, "memory": 0, "nodes": 0, GPU: 0}
+
+
+def test_disruption_progress_is_saved_under_the_version_and_read_back_typed(ledger: Any, now: datetime) -> None:
+    claim = reserved(ledger, "c1", now)
+    ledger.mark_launched(launched(claim, "i-1"))
+    ledger.mark_registered("c1", "ip-10-0-0-1", now)
+    progress = DisruptionProgress(reason="Drifted", action="replace", replaced_by=["r1", "r2"], decided_at=now,
+                                  termination_deadline=now + timedelta(hours=1))
+
+    def start(c: Claim) -> None:
+        c.disruption, c.abandoned_for = progress, ["r0"]
+        c.spec_hash, c.pods_digest, c.pods_changed_at = "abc", "d1", now - timedelta(minutes=3)
+
+    stale = ledger.get("c1")
+    assert saving.amend(ledger, ledger.get("c1"), start) is not None
+    stored = ledger.get("c1")
+    assert stored.disruption == progress and stored.abandoned_for == ["r0"]
+    assert (stored.spec_hash, stored.pods_digest, stored.pods_changed_at) == ("abc", "d1", now - timedelta(minutes=3))
+    stale.disruption = None
+    with pytest.raises(saving.ClaimChanged):
+        ledger.save(stale)  # read before the decision was recorded: never undoes it
+    ledger.mark_launched(launched(claim, "i-1"))  # a launch recorded late keeps the progress
+    assert ledger.get("c1").disruption == progress
+
+
+def test_a_claim_stored_with_progress_labels_is_read_with_the_typed_fields(ledger: Any, now: datetime) -> None:
+    if isinstance(ledger, MemoryLedger):
+        pytest.skip("the memory ledger keeps claims as objects: only a stored item is decoded")
+    old = Claim.model_construct(**{**reserved(ledger, "c0", now).model_dump(), "name": "c1", "pods": [],
+                                   "labels": {"team": "web", legacy_labels.DISRUPTION: "Expired",
+                                              legacy_labels.REPLACED_BY: "r1", legacy_labels.SPEC_HASH: "abc",
+                                              legacy_labels.DISRUPTED_AT: now.isoformat()}})
+    ledger.reserve(old, None, now, 600)  # written as an older version wrote it: progress in the labels
+    stored = ledger.get("c1")
+    assert stored.labels == {"team": "web"} and stored.spec_hash == "abc"
+    assert stored.disruption == DisruptionProgress(reason="Expired", replaced_by=["r1"], decided_at=now)

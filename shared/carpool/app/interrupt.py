@@ -9,8 +9,8 @@ everything once the reclaim is 30 s away). Each step's outcome is logged with it
 
 A drain outlives the warning's invocation: PDB-blocked evictions must be retried every few seconds and
 the replacement takes about a minute to be Ready, while the function's timeout is 60 s. The state lives
-on the interrupted node's claim (`carpool.disruption.keys`: reason `Interrupted`, the replacement
-claims, the warning's time), so any invocation can take the next step. After each step with pods left
+on the interrupted node's claim (`Claim.disruption`: reason `Interrupted`, the replacement claims, the
+warning's time), so any invocation can take the next step. After each step with pods left
 before the reclaim, the event is sent again to the interruption queue with a delay of
 `evacuation.RETRY_EVERY` (`FollowUp`): each step is a short invocation (a few API calls), nothing is
 billed for waiting, and a crash loses at most one step. Without a follow-up (or if sending it fails), the
@@ -50,11 +50,11 @@ from carpool.api import events as ev
 from carpool.api.k8s import Pod, PodDisruptionBudget
 from carpool.app import drain, instances, provision
 from carpool.app.wiring import Dependencies
-from carpool.disruption import evacuation, keys
+from carpool.disruption import evacuation
 from carpool.disruption.decision import Reason
 from carpool.ports import EvictionBlocked, NodeGone
 from carpool.state import saving
-from carpool.state.models import Claim, ClaimStatus, UnavailableOffering
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress, UnavailableOffering
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def _early_replacement(claim: Claim, deps: Dependencies) -> bool:
 
 
 def _in_progress(claim: Claim) -> bool:
-    return claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED
+    return claim.disruption is not None and claim.disruption.reason == Reason.INTERRUPTED
 
 
 def _replace_and_drain(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
@@ -224,10 +224,12 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         # what another invocation recorded is kept: the save is conditional on the version read, and a
         # lost race applies this again to the claim as stored now (`saving.amend`)
         replacements.update(_replaced_by(c))
-        c.labels.update({keys.DISRUPTION: Reason.INTERRUPTED.value, keys.DISRUPTION_ACTION: "replace",
-                         keys.REPLACED_BY: ",".join(sorted(replacements)), keys.DISRUPTED_AT: warned.isoformat()})
+        stamped = c.disruption.termination_deadline if c.disruption is not None else None
+        c.disruption = DisruptionProgress(reason=Reason.INTERRUPTED.value, action="replace",
+                                          replaced_by=sorted(replacements), decided_at=warned,
+                                          termination_deadline=stamped)
 
-    # recorded before the cordon, as a consolidation decision is (`carpool.app.consolidation`): a crash
+    # recorded before the cordon, as a consolidation decision is (`carpool.app.disruption_executor`): a crash
     # between leaves a recorded interruption the next step or the disruption run carries on
     saving.amend(deps.ledger, claim, start)
     drain.cordon(deps.cluster, node)
@@ -295,7 +297,7 @@ def _spent_nominations(held: dict[str, str], claim: Claim, deps: Dependencies) -
 
 
 def _replaced_by(claim: Claim) -> list[str]:
-    return [n for n in claim.labels.get(keys.REPLACED_BY, "").split(",") if n]
+    return list(claim.disruption.replaced_by) if claim.disruption is not None else []
 
 
 def _replacement_ready(claim: Claim, deps: Dependencies) -> tuple[bool, list[str]]:
@@ -306,10 +308,8 @@ def _replacement_ready(claim: Claim, deps: Dependencies) -> tuple[bool, list[str
 
 
 def _warned_at(claim: Claim, now: datetime) -> datetime:
-    try:
-        return _utc(datetime.fromisoformat(claim.labels.get(keys.DISRUPTED_AT, "")))
-    except ValueError:
-        return now
+    warned = claim.disruption.decided_at if claim.disruption is not None else None
+    return _utc(warned) if warned is not None else now
 
 
 def _follow_up(event: ev.AwsEvent, claim: Claim, follow_up: FollowUp) -> None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from carpool import observability
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.ports import TerminationRefused
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 TERMINATE = "terminate"
 
 
-def isolated(summary: Any, action: str, subject: str, step: Callable[[], object]) -> bool:
+def isolated(summary: DisruptSummary, action: str, subject: str, step: Callable[[], object]) -> bool:
     """Run `step`; if it raises, report it as `action` on `subject` and return False (the caller goes on
     with its next item)."""
     try:
@@ -45,14 +45,10 @@ def isolated(summary: Any, action: str, subject: str, step: Callable[[], object]
     return True
 
 
-def report(summary: Any, action: str, subject: str, why: str) -> None:
+def report(summary: DisruptSummary, action: str, subject: str, why: str) -> None:
     """Log, count and list one failed action."""
     message = f"disruption action {action} on {subject} failed: {why}"
     log.error(message)
     observability.emit("DisruptionActionFailures", action=action)
-    failures = getattr(summary, "failures", None)
-    if isinstance(failures, list):
-        failures.append(message)
-    decisions = getattr(summary, "decisions", None)
-    if isinstance(decisions, list):
-        decisions.append(message)
+    summary.failures.append(message)
+    summary.decisions.append(message)

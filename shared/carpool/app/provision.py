@@ -42,7 +42,6 @@ from carpool.app import confirm, discovery, images, launching, planning, pools, 
 from carpool.app.deadline import Deadline, allows_a_claim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
-from carpool.disruption.keys import SPEC_HASH
 from carpool.launch import fleet
 from carpool.ports import OutcomeUnknown
 from carpool.resources import CPU, MEMORY, PODS, Resources, add, maximum
@@ -795,7 +794,8 @@ def _claim(planned: PlannedClaim, ctx: launching.PoolContext, now: datetime) -> 
         pods=list(planned.pods),
         reserved=reserved,
         requested=dict(planned.requests),
-        labels={**planned.labels, SPEC_HASH: drift.spec_hash(ctx.nodepool, ctx.nodeclass)},
+        labels={**planned.labels},
+        spec_hash=drift.spec_hash(ctx.nodepool, ctx.nodeclass),
     )
 
 

@@ -3,7 +3,7 @@
 Why a separate package: the disruption Lambda runs every minute and must be able to explain every node it
 touches, and the simulation must be able to replay the same decisions. So everything that *decides* lives
 here and takes plain data (claims, nodes, pods, NodePools, scheduler inputs, `now`); the executor in
-`carpool.app.consolidation` gathers that data, carries decisions out across runs and persists progress.
+`carpool.app.disruption_executor` gathers that data, carries decisions out across runs and persists progress.
 
 Modules, in the order a run uses them:
 - `candidates`: one view per node carpool launched (claim + node + pods + price + age + protection).

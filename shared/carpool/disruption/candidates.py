@@ -31,7 +31,7 @@ from datetime import datetime
 
 from carpool import labels, resources
 from carpool.api.k8s import Node, Pod, PodDisruptionBudget
-from carpool.disruption import keys, podview, protection
+from carpool.disruption import podview, protection
 from carpool.disruption.podview import PodView
 from carpool.resources import CPU, MEMORY, Resources
 from carpool.scheduling import inputs as si
@@ -221,13 +221,13 @@ def _candidate(node: Node, claim: Claim, on_node: list[PodView], allocatable: Re
         requested=requested,
         pods=tuple(p.spec for p in movable if p.spec is not None),
         image_id=lab.get(labels.IMAGE_ID) or claim.image_id,
-        spec_hash=claim.labels.get(keys.SPEC_HASH),
+        spec_hash=claim.spec_hash,
         quiet_since=quiet_since(claim, [p.key for p in movable], now),
         eviction_cost=sum(p.eviction_cost for p in movable),
         protected=protected,
         pdbs=counts,
         node_protected=node_protected,
-        disrupting=keys.DISRUPTION in claim.labels,
+        disrupting=claim.disruption is not None,
         reserved=reserved,
     )
 
@@ -235,9 +235,8 @@ def _candidate(node: Node, claim: Claim, on_node: list[PodView], allocatable: Re
 def quiet_since(claim: Claim, pod_keys: Iterable[str], now: datetime) -> datetime:
     """When the node's pods last changed, as the executor recorded it; `now` when they just changed (or
     were never recorded), so consolidateAfter never counts time nobody observed."""
-    recorded = claim.labels.get(keys.PODS_CHANGED_AT)
-    if recorded and claim.labels.get(keys.PODS_DIGEST) == pods_digest(pod_keys):
-        return datetime.fromisoformat(recorded)
+    if claim.pods_changed_at is not None and claim.pods_digest == pods_digest(pod_keys):
+        return claim.pods_changed_at
     return now
 
 
@@ -261,7 +260,7 @@ def _replacement_targets(claims: Sequence[Claim]) -> dict[str, str]:
     """Replacement claim -> why it must not be disrupted while the node it replaces drains."""
     out: dict[str, str] = {}
     for c in claims:
-        for name in filter(None, c.labels.get(keys.REPLACED_BY, "").split(",")):
+        for name in c.disruption.replaced_by if c.disruption is not None else ():
             out[name] = f"it replaces node {c.node_name or c.name}, which is still draining"
     return out
 

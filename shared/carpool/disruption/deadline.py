@@ -9,8 +9,9 @@ least 1 s: 0 would be a force delete from etcd). A pod already terminating past 
 again with the shorter grace. (`pkg/controllers/node/termination/terminator/eviction.go`:
 `needsForceDelete`, `forceDelete`; `pkg/utils/pod/scheduling.go`: `IsPodEligibleForForcedEviction`.)
 
-carpool records the same time on the claim when its drain starts (`keys.TERMINATION_DEADLINE`), so every
-run of the stateless disruption function agrees on it. Karpenter reconciles continuously; carpool's drain
+carpool records the same time on the claim when its drain starts
+(`DisruptionProgress.termination_deadline`), so every run of the stateless disruption function agrees on
+it. Karpenter reconciles continuously; carpool's drain
 steps come a minute apart, so a pod is deleted at the last step before its own grace would stop fitting
 (`lead`: the time to the next step), with all the time that remains: its grace ends by the deadline, as
 in Karpenter, instead of being cut to a second by a step that came too late.

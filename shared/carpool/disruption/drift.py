@@ -7,7 +7,7 @@ Checks, first match wins (each is a sentence in the run summary):
    removed from `instance-family`); labels the node lacks are not judged (carpool does not put every
    instance-type label on its nodes, and an absent label is not a change);
 3. static drift: the hash of the pool template + node class spec stored on the claim at launch
-   (`keys.SPEC_HASH`) differs from today's. Like Karpenter's hash, it ignores what is checked
+   (`Claim.spec_hash`) differs from today's. Like Karpenter's hash, it ignores what is checked
    dynamically (requirements, selector terms) and what does not need a new node (expireAfter,
    terminationGracePeriod, budgets);
 4. AMI: the node runs another image than the strict AMI mapping gives its instance type now (an
@@ -32,7 +32,7 @@ _POOL_IGNORED = ("requirements", "expireAfter", "terminationGracePeriod")
 
 def spec_hash(pool: NodePool, nodeclass: EC2NodeClass) -> str:
     """A stable digest of what a node of `pool` is launched from. Store it on the claim at launch
-    (`claim.labels[keys.SPEC_HASH]`); a different value later means the node has drifted."""
+    (`Claim.spec_hash`); a different value later means the node has drifted."""
     template = pool.spec.template.model_dump(by_alias=True, exclude_none=True, mode="json")
     template.get("spec", {}).update({k: None for k in _POOL_IGNORED})
     klass = nodeclass.spec.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -21,7 +21,7 @@ node that runs pods is never the one that pays for the lost bookkeeping:
   providerID yet) is cordoned and drained before the instance goes.
 
 Data in (DescribeInstances entries, claims, nodes, pod counts, the time), decisions out; the disruption
-function (`carpool.app.disrupt`) carries them out.
+function (`carpool.app.cleanup`) carries them out.
 """
 
 from __future__ import annotations

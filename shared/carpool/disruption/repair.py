@@ -4,7 +4,7 @@ Why forceful: a NotReady node runs nothing useful, and waiting on do-not-disrupt
 not running anyway only keeps them from being rescheduled. Why a cap: when many nodes of a pool turn
 NotReady at once the cause is usually not the nodes (a CNI or control-plane problem), and replacing them all
 makes it worse; like Karpenter, repair stops when more than `max_unhealthy` (20%) of a pool is unhealthy.
-Nodes that never registered at all are handled by the registration timeout in `carpool.app.disrupt`.
+Nodes that never registered at all are handled by the registration timeout in `carpool.app.cleanup`.
 """
 
 from __future__ import annotations

@@ -21,11 +21,10 @@ from carpool import labels as L
 from carpool.api.k8s import Node, Pod, PodAffinityTerm, TopologySpreadConstraint
 from carpool.api.nodepool import NodePool
 from carpool.api.selectors import LabelSelector as ApiLabelSelector
-from carpool.lifecycle import KNOWN_EPHEMERAL_TAINTS
 from carpool.requirements import Requirements
 from carpool.resources import Resources, subtract
 from carpool.scheduling import inputs as si
-from carpool.taints import Taint
+from carpool.taints import KNOWN_EPHEMERAL_TAINTS, Taint
 
 ORDERED_ANNOTATION = "carpool.dev/ordered-requirements"
 SPLIT_ANNOTATION = "carpool.dev/split"

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from carpool.state import legacy_labels
 
 
 class ClaimStatus(StrEnum):
@@ -27,7 +30,8 @@ class ClaimStatus(StrEnum):
 ACTIVE_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED})
 IN_FLIGHT_STATUSES = frozenset({ClaimStatus.RESERVED, ClaimStatus.LAUNCHED})
 #: what recording a launch writes onto a claim (`ClaimLedger.mark_launched`): only these, so a launch
-#: recorded late never undoes what another function wrote meanwhile (pods nominated, labels)
+#: recorded late never undoes what another function wrote meanwhile (pods nominated, labels, disruption
+#: progress)
 LAUNCH_FACTS = ("status", "instance_id", "instance_type", "zone", "capacity_type", "image_id", "max_pods",
                 "allocatable", "launched_at", "price")
 
@@ -53,6 +57,31 @@ def holds_nominations(status: ClaimStatus | str, registered_at: datetime | None,
     if status != ClaimStatus.REGISTERED or registered_at is None:
         return True
     return registered_at + NOMINATION_HOLD_AFTER_REGISTRATION > now
+
+
+class DisruptionProgress(BaseModel):
+    """A disruption in progress on a claim's node, as the function that started it recorded it.
+
+    Why on the claim: the disruption Lambda is stateless and runs every minute, while a replacement takes
+    minutes to register and a drain may wait on PodDisruptionBudgets, so any later run (of the disruption
+    or the interruption function) carries the decision on from here (Karpenter keeps the same on the
+    NodeClaim: its `Disrupted` condition, the termination timestamp annotation). The claim keeps status
+    REGISTERED meanwhile (see `carpool.app.disruption_executor` for why not TERMINATING)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    #: why the node goes (a `carpool.disruption.decision.Reason` value: "Drifted", "Interrupted"...)
+    reason: str
+    #: "delete" or "replace" (a `carpool.disruption.decision.Kind` value)
+    action: str = ""
+    #: the replacement claims the node waits for before it drains
+    replaced_by: list[str] = Field(default_factory=list)
+    #: when the decision was taken (an interruption: when EC2 warned); None when unknown
+    decided_at: datetime | None = None
+    #: when the node's remaining pods are deleted regardless of budgets: its drain's start plus the
+    #: NodePool's terminationGracePeriod, stamped at the first drain step (Karpenter's
+    #: `karpenter.sh/nodeclaim-termination-timestamp`); None before it, or without a grace period
+    termination_deadline: datetime | None = None
 
 
 class Claim(BaseModel):
@@ -98,6 +127,28 @@ class Claim(BaseModel):
     #: a registration, pods nominated) nor brings a released claim back. 0 for a claim not stored yet
     #: and for claims written before the field existed.
     version: int = 0
+    #: hash of the NodePool template + EC2NodeClass spec the node was launched from
+    #: (`carpool.disruption.drift.spec_hash`), written by the provisioner with the claim: a different
+    #: value later is static drift. None for claims launched without it (checked for AMI and requirement
+    #: drift only).
+    spec_hash: str | None = None
+    #: digest of the set of pods on the node, and when that set last changed (consolidateAfter's clock),
+    #: written by the disruption executor when the set changes
+    pods_digest: str | None = None
+    pods_changed_at: datetime | None = None
+    #: the disruption in progress on the node; None when there is none
+    disruption: DisruptionProgress | None = None
+    #: the replacement claims of the node's last abandoned disruption: while one of them still boots, the
+    #: node is not decided on again (Karpenter's simulation refuses to rely on an uninitialized node, so it
+    #: decides anew only once the replacement is gone)
+    abandoned_for: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_legacy_labels(cls, data: Any) -> Any:
+        """A claim stored by an older carpool keeps this progress as `carpool.dev/...` labels: read into
+        the fields above (`carpool.state.legacy_labels`)."""
+        return legacy_labels.lift(data)
 
 
 class UnavailableOffering(BaseModel):

@@ -11,12 +11,11 @@ from typing import Any
 
 from carpool.api import events as ev
 from carpool.app import interrupt
-from carpool.disruption import keys
 from carpool.disruption.decision import Reason
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster import SimulatedCluster
 from carpool.state.memory import MemoryLedger
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 
 WARNED = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 NODE = "doomed"
@@ -57,8 +56,8 @@ def _world(replacement: ClaimStatus, web: int = 3, api: int = 4) -> SimpleNamesp
                      "metadata": {"name": "web", "namespace": "default"},
                      "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
     ledger = MemoryLedger()
-    doomed = _claim("doomed", ClaimStatus.REGISTERED, node_name=NODE, instance_id="i-doomed", labels={
-        keys.DISRUPTION: Reason.INTERRUPTED.value, keys.REPLACED_BY: "fresh", keys.DISRUPTED_AT: WARNED.isoformat()})
+    doomed = _claim("doomed", ClaimStatus.REGISTERED, node_name=NODE, instance_id="i-doomed",
+                    disruption=DisruptionProgress(reason=Reason.INTERRUPTED.value, replaced_by=["fresh"], decided_at=WARNED))
     for claim in (doomed, _claim("fresh", replacement)):
         ledger.reserve(claim, None, WARNED, 600)
         ledger.mark_launched(claim)

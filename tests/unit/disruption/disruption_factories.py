@@ -11,11 +11,11 @@ from carpool import labels as L
 from carpool.api.k8s import Node, Pod, PodDisruptionBudget
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
-from carpool.disruption import candidates, keys, planner
+from carpool.disruption import candidates, planner
 from carpool.requirements import Requirements
 from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 
 NOW = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 CLUSTER = "test"
@@ -90,7 +90,8 @@ class World:
     def node(self, name: str, itype: str = "m5.xlarge", *, pool: str = "default", capacity_type: str = L.CAPACITY_ON_DEMAND,
              age: timedelta = timedelta(days=1), ready: bool = True, owned: bool = True, image: str = "ami-old",
              annotations: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None,
-             quiet_for: timedelta | None = timedelta(hours=1), claim_labels: dict[str, str] | None = None,
+             quiet_for: timedelta | None = timedelta(hours=1), disruption: DisruptionProgress | None = None,
+             spec_hash: str | None = None,
              status: ClaimStatus = ClaimStatus.REGISTERED, not_ready_for: timedelta | None = None,
              price: float | None = -1.0, initialized: bool = True) -> Node:
         cpu, mem, od = TYPES[itype]
@@ -118,7 +119,7 @@ class World:
                 name=f"claim-{name}", nodepool=pool, nodeclass="default", status=status, created_at=self.now - age,
                 launched_at=self.now - age, registered_at=self.now - age, node_name=name, instance_id=f"i-{name}",
                 instance_type=itype, zone=ZONE, capacity_type=capacity_type, image_id=image, price=price,
-                labels=dict(claim_labels or {}),
+                disruption=disruption, spec_hash=spec_hash,
                 allocatable={"cpu": cpu * 1000, "memory": mem * GIB, "pods": 110},
             ))
             if quiet_for is not None:
@@ -165,8 +166,8 @@ class World:
                 on.setdefault(p.spec.node_name, []).append(p.key)
         for c in self.claims:
             if c.node_name in self.quiet:
-                c.labels[keys.PODS_DIGEST] = candidates.pods_digest(on.get(c.node_name, []))
-                c.labels[keys.PODS_CHANGED_AT] = (self.now - self.quiet[c.node_name]).isoformat()
+                c.pods_digest = candidates.pods_digest(on.get(c.node_name, []))
+                c.pods_changed_at = self.now - self.quiet[c.node_name]
 
     def view(self, nominated: dict[str, str] | None = None) -> candidates.ClusterView:
         self._stamp_quiet()

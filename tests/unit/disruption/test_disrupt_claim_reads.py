@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from tests.unit.disruption.test_orphans import T0, claim, ec2_instance, node_json, world
 
-from carpool.app import disrupt
+from carpool.app import disrupt, disruption_executor
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.state.models import Claim, ClaimStatus
 
@@ -55,10 +56,8 @@ def _registered(name: str, iid: str, template: str) -> Claim:
     return c
 
 
-def _run_without_consolidation(deps: Any, monkeypatch: pytest.MonkeyPatch) -> disrupt.DisruptSummary:
-    from carpool.app import consolidation
-
-    monkeypatch.setattr(consolidation, "run", lambda *_args: None)
+def _run_without_consolidation(deps: Any, monkeypatch: pytest.MonkeyPatch) -> DisruptSummary:
+    monkeypatch.setattr(disruption_executor, "run", lambda *_args: None)
     return disrupt.run(deps)
 
 

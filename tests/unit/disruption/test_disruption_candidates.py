@@ -8,8 +8,8 @@ from disruption_factories import NOW, World
 
 from carpool import labels as L
 from carpool.api.taints import Taint
-from carpool.disruption import keys, protection
-from carpool.state.models import Claim, ClaimStatus
+from carpool.disruption import protection
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 
 
 def test_only_nodes_carpool_launched_with_a_known_claim_are_candidates():
@@ -49,7 +49,7 @@ def test_cordoned_or_disrupted_nodes_are_not_room():
     w.node("a")
     w.node("b")
     w.nodes[0].spec.unschedulable = True
-    w.claims[1].labels[keys.DISRUPTION] = "Empty"
+    w.claims[1].disruption = DisruptionProgress(reason="Empty")
     w.nodes[1].spec.taints = [Taint(key=L.DISRUPTED_TAINT, effect="NoSchedule")]
     view = w.view()
     assert view.existing == []
@@ -109,7 +109,7 @@ def test_quiet_since_resets_when_the_pods_change():
 def test_pending_pods_and_reserved_nodes():
     w = World()
     w.node("a")
-    w.node("b", claim_labels={keys.DISRUPTION: "Drifted", keys.REPLACED_BY: "claim-a"})
+    w.node("b", disruption=DisruptionProgress(reason="Drifted", replaced_by=["claim-a"]))
     w.node("c")
     w.pod("waiting", None)
     w.pod("coming", None)

@@ -7,7 +7,7 @@ from datetime import timedelta
 from disruption_factories import World, nodeclass, nodepool
 
 from carpool import labels as L
-from carpool.disruption import drift, keys
+from carpool.disruption import drift
 from carpool.disruption.decision import Kind, Reason
 
 
@@ -69,7 +69,7 @@ def test_no_ami_for_the_type_any_more_is_drift_and_unchecked_nodes_are_not():
 def test_static_drift_from_the_spec_hash():
     pool, klass = nodepool(), nodeclass()
     w = World()
-    w.node("a", claim_labels={keys.SPEC_HASH: drift.spec_hash(pool, klass)})
+    w.node("a", spec_hash=drift.spec_hash(pool, klass))
     w.pod("web-1", "a", cpu="3")
     assert w.plan().decisions == []
     w.nodepools["default"] = nodepool(labels={"team": "blue"})

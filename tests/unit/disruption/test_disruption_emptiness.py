@@ -7,8 +7,8 @@ from datetime import timedelta
 from disruption_factories import World, nodepool
 
 from carpool import labels as L
-from carpool.disruption import keys
 from carpool.disruption.decision import Kind, Reason
+from carpool.state.models import DisruptionProgress
 
 
 def empty_world(**pool_kw) -> World:
@@ -76,7 +76,7 @@ def test_ten_percent_of_twenty_nodes_deletes_two_empty_nodes_per_run():
 def test_not_ready_disrupting_or_reserved_nodes_are_not_emptied():
     w = World()
     w.node("notready", ready=False, not_ready_for=timedelta(minutes=1))
-    w.node("going", claim_labels={keys.DISRUPTION: "Drifted", keys.REPLACED_BY: "claim-fresh"})
+    w.node("going", disruption=DisruptionProgress(reason="Drifted", replaced_by=["claim-fresh"]))
     w.node("fresh")  # the replacement of `going`, still empty until `going` drains
     w.pod("web-1", "going")
     assert w.plan().decisions == []

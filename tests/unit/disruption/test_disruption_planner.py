@@ -9,6 +9,7 @@ from disruption_factories import World, nodepool
 
 from carpool.api.taints import Taint
 from carpool.disruption.decision import Reason
+from carpool.state.models import DisruptionProgress
 
 
 def mixed_world() -> World:
@@ -63,10 +64,8 @@ def test_budget_is_shared_by_all_reasons():
 
 
 def test_nodes_already_disrupting_use_up_the_budget():
-    from carpool.disruption import keys
-
     w = World()
-    w.node("going", claim_labels={keys.DISRUPTION: "Drifted"})
+    w.node("going", disruption=DisruptionProgress(reason="Drifted"))
     w.pod("web-g", "going", cpu="3")
     w.node("empty")
     assert w.plan().decisions == []

@@ -1,5 +1,5 @@
 """The clean-up rules for instances and claims that lost track of each other (`carpool.disruption.orphans`),
-and the disruption function carrying them out (`carpool.app.disrupt.clean_up`)."""
+and the disruption function carrying them out (`carpool.app.cleanup.clean_up`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 from carpool import labels as L
 from carpool.api.k8s import Node
-from carpool.app import disrupt
+from carpool.app import cleanup
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource
 from carpool.catalog import Catalog
@@ -271,8 +272,8 @@ def bound_pod(name: str, node_name: str, labels: dict[str, str] | None = None) -
 
 def test_a_terminated_orphan_is_cordoned_and_drained_first() -> None:
     deps = world([ec2_instance("i-1", None)], [node_json("i-1", provider_id=False)], [], at=600)
-    summary = disrupt.DisruptSummary()
-    disrupt.clean_up(deps, deps.clock(), summary)
+    summary = DisruptSummary()
+    cleanup.clean_up(deps, deps.clock(), summary)
     name = "ip-i-1.ec2.internal"
     verbs = [(verb, target.split()[0]) for _at, verb, target in deps.cluster.actions]
     assert verbs == [("cordon", name), ("taint", name), ("terminate", "i-1"), ("delete-node", name)]
@@ -285,8 +286,8 @@ def test_a_termination_waits_while_a_pod_budget_blocks_the_drain() -> None:
     deps.cluster.add_pod(bound_pod("late", name, {"app": "db"}))  # landed after the decision was made
     deps.cluster.add_pdb({"metadata": {"name": "db"}, "spec": {"minAvailable": 1,
                                                                 "selector": {"matchLabels": {"app": "db"}}}})
-    summary = disrupt.DisruptSummary()
-    disrupt._terminate(orphans.Termination("i-1", "orphan", "orphan", node=name), deps, summary)
+    summary = DisruptSummary()
+    cleanup._terminate(orphans.Termination("i-1", "orphan", "orphan", node=name), deps, summary)
     verbs = [verb for _at, verb, _target in deps.cluster.actions]
     assert verbs == ["cordon", "taint", "eviction-blocked"]
     assert summary.draining == ["i-1"] and summary.orphans == [] and "i-1" in deps.compute.instances
@@ -297,25 +298,25 @@ def test_the_executor_adopts_a_node_serving_pods_and_never_terminates_it() -> No
     deps = world([ec2_instance("i-1", "c1")], [node_json("i-1")], [], at=3600)
     for i in range(12):
         deps.cluster.add_pod(bound_pod(f"web-{i}", name))
-    summary = disrupt.DisruptSummary()
-    disrupt.clean_up(deps, deps.clock(), summary)
+    summary = DisruptSummary()
+    cleanup.clean_up(deps, deps.clock(), summary)
     assert summary.adopted == ["i-1"] and summary.orphans == [] and deps.cluster.actions == []
     stored = deps.ledger.find_by_instance("i-1")
     assert stored is not None and stored.status == ClaimStatus.REGISTERED and stored.node_name == name
     # everything the node has: its reported capacity, and what its type has that it does not report yet
     sized = size_node(Catalog.snapshot("us-east-1").types["m5.xlarge"]).capacity
     assert deps.ledger.usage()["default"] == {**sized, "cpu": 4000, "memory": 15 * GIB, "pods": 58, "nodes": 1}
-    again = disrupt.DisruptSummary()
-    disrupt.clean_up(deps, deps.clock(), again)  # the next run finds it known: nothing to do
-    assert again == disrupt.DisruptSummary()
+    again = DisruptSummary()
+    cleanup.clean_up(deps, deps.clock(), again)  # the next run finds it known: nothing to do
+    assert again == DisruptSummary()
 
 
 def test_the_executor_repairs_and_releases_through_the_ledger() -> None:
     crashed_after = claim("c1", created=T0)
     crashed_before = claim("c2", created=T0)
     deps = world([ec2_instance("i-1", "c1")], [], [crashed_after, crashed_before], at=200)
-    summary = disrupt.DisruptSummary()
-    disrupt.clean_up(deps, deps.clock(), summary)
+    summary = DisruptSummary()
+    cleanup.clean_up(deps, deps.clock(), summary)
     assert summary.repaired == ["c1"] and summary.released == ["c2"]
     fixed = deps.ledger.get("c1")
     assert fixed is not None and fixed.instance_id == "i-1" and fixed.status == ClaimStatus.LAUNCHED

@@ -1,6 +1,7 @@
-"""The disruption executor: carries out `carpool.disruption` decisions across runs of the disruption Lambda
-(every minute), so a node is only drained once its replacement has joined, and only terminated once
-drained.
+"""The disruption executor: carries out `carpool.disruption` decisions of every reason (consolidation,
+drift, expiry, repair, and the interruptions `carpool.app.interrupt` records) across runs of the
+disruption Lambda (every minute), so a node is only drained once its replacement has joined, and only
+terminated once drained (Karpenter's `disruption/queue.go`).
 
 Per run:
 0. read the cluster once: nodes, and every unfinished pod as a compact `PodView` (one paged list, each
@@ -32,14 +33,14 @@ protection or a service control policy, is reported and the run goes on with the
    again next run; a run that left drains in progress for the next one plans nothing new (new decisions
    would only queue more drains behind them).
 
-What is persisted, where: on the disrupted node's claim, in `claim.labels` (keys in
-`carpool.disruption.keys`: reason, action, replacement claim names, decision time, the replacements of an
-abandoned decision),
-written with `saving.amend` (a save conditional on the version read). The claim keeps status REGISTERED on purpose: `ledger.active()`
-omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.disrupt` would terminate the
+What is persisted, where: on the disrupted node's claim, `Claim.disruption` (`DisruptionProgress`:
+reason, action, replacement claim names, decision time, termination deadline), `Claim.abandoned_for` (the
+replacements of an abandoned decision) and `Claim.pods_digest`/`pods_changed_at`, written with
+`saving.amend` (a save conditional on the version read). The claim keeps status REGISTERED on purpose: `ledger.active()`
+omits TERMINATING claims, so with that status the orphan sweep in `carpool.app.cleanup` would terminate the
 instance before it is drained (its id would be known to no active claim), the watcher would re-register it
 (it re-publishes Ready nodes whose claim is not REGISTERED) and the registrar could not release it when the
-node disappears. Labels survive all three untouched.
+node disappears. The progress survives all three untouched.
 """
 
 from __future__ import annotations
@@ -47,27 +48,27 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
 
 from carpool import delivery, k8s_events, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.app import discovery, drain, images, interrupt, pools, provision, recorder
+from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
-from carpool.disruption import candidates, keys, planner
+from carpool.disruption import candidates, planner
 from carpool.disruption import deadline as termination
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
 from carpool.state import saving
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 
 log = logging.getLogger(__name__)
 #: how long a replace decision waits for its replacement to register before it is abandoned: Karpenter's
@@ -82,6 +83,8 @@ _VALIDATED = frozenset({Reason.EMPTY, Reason.UNDERUTILIZED})
 #: after advancing disruptions in flight plans nothing (the plan would only serve one decision); with none
 #: in flight it plans and starts its first decision however old it is, so every run can make progress.
 START_SECONDS = 35.0
+#: a node class's AMIs as this run resolved them (`_resolver`)
+Resolver = Callable[[EC2NodeClass], list[ResolvedAmi]]
 
 
 @dataclass
@@ -115,7 +118,7 @@ class _World:
         return list(self._by_node.get(node, ()))
 
 
-def run(deps: Dependencies, now: datetime, summary: Any) -> None:
+def run(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     """One disruption run (called by `carpool.app.disrupt.run` after its clean-up). How long each stage
     took goes to `summary.stages` (seconds)."""
     clock = _Stages(summary)
@@ -123,12 +126,12 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
     clock.lap("observe")
     _record_pod_changes(world, deps, now, summary)
     _sweep_leftovers(world, deps, summary)
-    in_flight = any(keys.DISRUPTION in claim.labels for claim in world.claims)
+    in_flight = any(claim.disruption is not None for claim in world.claims)
     for claim in world.claims:
         subject = f"node {claim.node_name or '?'} (claim {claim.name})"
-        if claim.labels.get(keys.DISRUPTION) == Reason.INTERRUPTED:
+        if _reason(claim) == Reason.INTERRUPTED:
             isolated(summary, "advance", subject, partial(_advance_interrupted, claim, world, deps, now, summary))
-        elif keys.DISRUPTION in claim.labels:
+        elif claim.disruption is not None:
             isolated(summary, "advance", subject, partial(_advance, claim, world, deps, now, summary))
     if world.touched:
         world = _refresh(world, deps)
@@ -156,16 +159,15 @@ def run(deps: Dependencies, now: datetime, summary: Any) -> None:
 
 
 class _Stages:
-    """Seconds per stage of a run, into `summary.stages` when the summary has it."""
+    """Seconds per stage of a run, into `summary.stages`."""
 
-    def __init__(self, summary: Any) -> None:
-        self._stages: dict[str, float] | None = getattr(summary, "stages", None)
+    def __init__(self, summary: DisruptSummary) -> None:
+        self._stages = summary.stages
         self._last = time.monotonic()
 
     def lap(self, stage: str) -> None:
         now = time.monotonic()
-        if self._stages is not None:
-            self._stages[stage] = round(self._stages.get(stage, 0.0) + now - self._last, 3)
+        self._stages[stage] = round(self._stages.get(stage, 0.0) + now - self._last, 3)
         self._last = now
 
 
@@ -199,39 +201,52 @@ def _pods_to_move(deps: Dependencies, nodes: Iterable[str], wanted: set[str] | N
 
 
 # -- 1. consolidateAfter's clock ---------------------------------------------------------------------------
-def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summary: Any = None) -> None:
+def _record_pod_changes(world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     """Remember when each node's set of pods last changed; written only when it changes."""
     for claim in world.claims:
         if claim.status != ClaimStatus.REGISTERED or claim.node_name not in world.nodes:
             continue
         digest = candidates.pods_digest(p.key for p in world.pods_on(claim.node_name or ""))
-        if claim.labels.get(keys.PODS_DIGEST) == digest:
+        if claim.pods_digest == digest:
             continue
-        stamp = {keys.PODS_DIGEST: digest, keys.PODS_CHANGED_AT: now.isoformat()}
         isolated(summary, "record-pods", f"claim {claim.name}", partial(saving.amend, deps.ledger, claim,
-                                                                         partial(_stamp, stamp)))
+                                                                         partial(_pods_changed, digest, now)))
 
 
-def _stamp(labels: Mapping[str, str], claim: Claim) -> None:
-    claim.labels.update(labels)
+def _pods_changed(digest: str, now: datetime, claim: Claim) -> None:
+    claim.pods_digest, claim.pods_changed_at = digest, now
 
 
 def _without_decision(claim: Claim) -> None:
-    for key in _DECISION_KEYS:
-        claim.labels.pop(key, None)
+    claim.disruption = None
+
+
+def _reason(claim: Claim) -> str:
+    """The reason of the disruption in progress on the claim's node ("" when none)."""
+    return claim.disruption.reason if claim.disruption is not None else ""
+
+
+def _replaced_by(claim: Claim) -> list[str]:
+    """The replacement claims the disruption in progress waits for."""
+    return list(claim.disruption.replaced_by) if claim.disruption is not None else []
+
+
+def _stamped_deadline(claim: Claim) -> datetime | None:
+    """The drain deadline stamped on the disruption in progress, if any."""
+    return claim.disruption.termination_deadline if claim.disruption is not None else None
 
 
 # -- 2. disruptions in progress ----------------------------------------------------------------------------
-def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     node = world.nodes.get(claim.node_name or "")
-    reason = claim.labels.get(keys.DISRUPTION, "")
+    reason = _reason(claim)
     if node is None:
         world.touched.add(claim.node_name or claim.name)
         _finish(claim, None, deps, summary, f"node of claim {claim.name} is gone")
         return
     if not node.spec.unschedulable:  # its decision was recorded, then the run that made it stopped
         drain.cordon(deps.cluster, node.name)
-    if claim.labels.get(keys.REPLACED_BY) and not _replacements_ready(claim, node, deps, now, summary):
+    if _replaced_by(claim) and not _replacements_ready(claim, node, deps, now, summary):
         return
     forceful = reason == Reason.UNHEALTHY
     # the snapshot is from before this run's cordon: a pod bound since must be drained, never terminated
@@ -263,20 +278,29 @@ NEXT_DRAIN_STEP = timedelta(seconds=delivery.SCHEDULE_SECONDS["disruption"])
 def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> datetime | None:
     """When the node's remaining pods are deleted whatever blocks them: stamped on the claim at its first
     drain step (now + its NodePool's `terminationGracePeriod`), read back on later runs; None without one."""
-    stamped = claim.labels.get(keys.TERMINATION_DEADLINE)
-    if stamped:
-        return datetime.fromisoformat(stamped)
+    stamped = _stamped_deadline(claim)
+    if stamped is not None:
+        return stamped
     pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
     deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
-        stamp = deadline.isoformat()
-        # a deadline another run stamped meanwhile is kept: the first drain step's is the deadline
-        saving.amend(deps.ledger, claim, lambda c: c.labels.setdefault(keys.TERMINATION_DEADLINE, stamp) == stamp)
-        return datetime.fromisoformat(claim.labels.get(keys.TERMINATION_DEADLINE, stamp))
+        saving.amend(deps.ledger, claim, partial(_stamp_deadline, deadline))
+        return _stamped_deadline(claim) or deadline
     return deadline
 
 
-def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+def _stamp_deadline(deadline: datetime, claim: Claim) -> bool:
+    """Stamp the drain's deadline on the disruption in progress; False (nothing to write) when another run
+    stamped another one meanwhile (the first drain step's is the deadline) or gave the decision up."""
+    if claim.disruption is None:
+        return False
+    if claim.disruption.termination_deadline is None:
+        claim.disruption = claim.disruption.model_copy(update={"termination_deadline": deadline})
+    return claim.disruption.termination_deadline == deadline
+
+
+def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: datetime,
+                         summary: DisruptSummary) -> None:
     """A node the interruption function is draining: take a drain step too (in case its own follow-ups
     stopped), and finish the node once it is empty or its reclaim time has passed."""
     node = world.nodes.get(claim.node_name or "")
@@ -288,10 +312,11 @@ def _advance_interrupted(claim: Claim, world: _World, deps: Dependencies, now: d
     _finish(claim, node, deps, summary, f"interrupted node {claim.node_name} drained or reclaimed")
 
 
-def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datetime, summary: Any) -> bool:
+def _replacements_ready(claim: Claim, node: Node, deps: Dependencies, now: datetime,
+                        summary: DisruptSummary) -> bool:
     """True when every replacement is registered. A replacement that is gone, or not registered
     `REPLACEMENT_TIMEOUT` after the decision, abandons the decision (`_abandon`); False meanwhile."""
-    names = _names(claim.labels.get(keys.REPLACED_BY, ""))
+    names = _replaced_by(claim)
     found = {n: deps.ledger.get(n) for n in names}
     lost = [n for n, c in found.items() if c is None]
     waiting = [n for n, c in found.items() if c is not None and c.status != ClaimStatus.REGISTERED]
@@ -315,26 +340,22 @@ def _launches(n: int) -> str:
 
 
 def _disrupted_at(claim: Claim) -> datetime | None:
-    stamped = claim.labels.get(keys.DISRUPTED_AT)
-    try:
-        return datetime.fromisoformat(stamped) if stamped else None
-    except ValueError:
-        return None
+    return claim.disruption.decided_at if claim.disruption is not None else None
 
 
-def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: str, replacements: list[str]) -> None:
+def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: DisruptSummary, why: str,
+             replacements: list[str]) -> None:
     """Give a decision up and keep the node: its taint and cordon removed first (a crash after that leaves
-    a decision the next run abandons again), then the decision's labels cleared from the claim. A
+    a decision the next run abandons again), then the decision cleared from the claim. A
     replacement still booting is left to the registration timeout, as Karpenter leaves it to its
     NodeClaim liveness; until it is gone (or registers) the node is not decided on again
-    (`keys.ABANDONED_FOR`), or every abandonment would be followed at once by another launch."""
-    reason = claim.labels.get(keys.DISRUPTION, "")
+    (`Claim.abandoned_for`), or every abandonment would be followed at once by another launch."""
+    reason = _reason(claim)
     drain.restore(deps.cluster, node.name)
 
     def abandon(c: Claim) -> None:
-        for key in _DECISION_KEYS:
-            c.labels.pop(key, None)
-        c.labels[keys.ABANDONED_FOR] = ",".join(replacements)
+        c.disruption = None
+        c.abandoned_for = list(replacements)
 
     saving.amend(deps.ledger, claim, abandon)
     observability.emit("DisruptionsAbandoned", reason=reason)
@@ -342,12 +363,7 @@ def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: Any, why: st
                    "taint and cordon removed")
 
 
-#: the claim labels of a decision in progress (cleared when it is abandoned)
-_DECISION_KEYS = (keys.DISRUPTION, keys.DISRUPTION_ACTION, keys.REPLACED_BY, keys.DISRUPTED_AT,
-                  keys.REPLACE_ATTEMPTS, keys.TERMINATION_DEADLINE)
-
-
-def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Any, why: str) -> None:
+def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: DisruptSummary, why: str) -> None:
     """Terminate, release, delete the Node, in that order: a crash after any step is finished by the next
     run (a terminate is idempotent; a tainted node without a claim is swept)."""
     instance = claim.instance_id or (node.instance_id() if node else None)
@@ -359,7 +375,7 @@ def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Any, w
     _note(summary, f"{why}: instance {instance or '?'} terminated, claim {claim.name} released")
 
 
-def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
+def _sweep_leftovers(world: _World, deps: Dependencies, summary: DisruptSummary) -> None:
     """Nodes carpool tainted for disruption whose claim is already released (a run stopped between
     release and Node deletion): finish them."""
     known = {c.name for c in world.claims}
@@ -373,7 +389,7 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: Any) -> None:
         isolated(summary, "sweep", f"node {node.name}", partial(_sweep_one, node, world, deps, summary))
 
 
-def _sweep_one(node: Node, world: _World, deps: Dependencies, summary: Any) -> None:
+def _sweep_one(node: Node, world: _World, deps: Dependencies, summary: DisruptSummary) -> None:
     if (iid := node.instance_id()) is not None:
         deps.compute.terminate_instances([iid])
     deps.cluster.delete_node(node.name)
@@ -425,14 +441,14 @@ def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
     by_name = {c.name: c for c in claims}
     for i, candidate in enumerate(view.candidates):
         claim = by_name.get(candidate.claim)
-        names = _names(claim.labels.get(keys.ABANDONED_FOR, "")) if claim is not None else []
+        names = claim.abandoned_for if claim is not None else []
         booting = [n for n in names if (r := by_name.get(n)) is not None and r.status != ClaimStatus.REGISTERED]
         if booting and not candidate.reserved:
             view.candidates[i] = dataclasses.replace(
                 candidate, reserved=f"the replacement {', '.join(booting)} of its abandoned disruption still boots")
 
 
-def _resolver(deps: Dependencies) -> Any:
+def _resolver(deps: Dependencies) -> Resolver:
     """AMI resolution once per node class per run; a class that cannot be resolved resolves to nothing
     (launching for it is impossible anyway, and its nodes are then not judged for AMI drift)."""
     cache: dict[str, list[ResolvedAmi]] = {}
@@ -450,7 +466,7 @@ def _resolver(deps: Dependencies) -> Any:
 
 
 def _expected_amis(view: candidates.ClusterView, classes: Mapping[str, EC2NodeClass], catalog: Catalog,
-                   resolve: Any) -> dict[str, str | None]:
+                   resolve: Resolver) -> dict[str, str | None]:
     """Node -> the AMI the strict mapping gives its type now; nodes of an unresolvable class are left out."""
     out: dict[str, str | None] = {}
     for c in view.candidates:
@@ -464,7 +480,7 @@ def _expected_amis(view: candidates.ClusterView, classes: Mapping[str, EC2NodeCl
 
 
 # -- starting decisions ------------------------------------------------------------------------------------
-def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summary: Any) -> None:
+def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     claims = [deps.ledger.get(name) for name in d.claims]
     if any(c is None for c in claims):
         log.info("skipping decision on %s: a claim disappeared meanwhile", ", ".join(d.nodes))
@@ -482,14 +498,7 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
     # tainted node that no decision explains and no run would ever restore
     for claim in claims:
         assert claim is not None
-        progress = {keys.DISRUPTION: d.reason.value, keys.DISRUPTION_ACTION: d.kind.value,
-                    keys.REPLACED_BY: ",".join(replacements), keys.DISRUPTED_AT: now.isoformat()}
-
-        def start(c: Claim, progress: dict[str, str] = progress) -> None:
-            c.labels.update(progress)
-            c.labels.pop(keys.ABANDONED_FOR, None)
-
-        saving.amend(deps.ledger, claim, start)
+        saving.amend(deps.ledger, claim, partial(_record_decision, d, replacements, now))
     for node in d.nodes:
         drain.cordon(deps.cluster, node)
     if (changed := _no_longer_holds(d, world, deps)):
@@ -503,6 +512,13 @@ def _start(d: Decision, world: _World, deps: Dependencies, now: datetime, summar
             assert claim is not None
             isolated(summary, "advance", f"node {claim.node_name or '?'} (claim {claim.name})",
                      partial(_advance, claim, world, deps, now, summary))
+
+
+def _record_decision(d: Decision, replacements: list[str], now: datetime, claim: Claim) -> None:
+    """The decision as its claim's disruption in progress; a deadline already stamped is kept."""
+    claim.disruption = DisruptionProgress(reason=d.reason.value, action=d.kind.value, replaced_by=list(replacements),
+                                          decided_at=now, termination_deadline=_stamped_deadline(claim))
+    claim.abandoned_for = []
 
 
 def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
@@ -521,9 +537,9 @@ def _no_longer_holds(d: Decision, world: _World, deps: Dependencies) -> str:
 
 
 def _abort(d: Decision, claims: list[Claim], launched: provision.ProvisionOutcome | None, deps: Dependencies,
-           summary: Any, why: str) -> None:
+           summary: DisruptSummary, why: str) -> None:
     """Undo a decision that failed its validation: the nodes' taint and cordon removed, then the decision's
-    labels cleared from their claims (a crash between leaves a decision the next run carries on), a
+    progress cleared from their claims (a crash between leaves a decision the next run carries on), a
     replacement launched for it terminated and released."""
     for node in d.nodes:
         drain.restore(deps.cluster, node)
@@ -536,7 +552,7 @@ def _abort(d: Decision, claims: list[Claim], launched: provision.ProvisionOutcom
                    f"and cordon removed{tail}")
 
 
-def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: Any,
+def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary: DisruptSummary,
                         cheaper_than: float | None) -> tuple[list[str], provision.ProvisionOutcome] | None:
     """Launch what the decision's pods need: the replacement claims' names and the launch's outcome;
     None (and nothing launched) when that cannot be done.
@@ -583,7 +599,7 @@ def _replacement_problem(outcome: provision.ProvisionOutcome, names: list[str]) 
     return "" if names else "nothing was launched"
 
 
-def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies, summary: Any) -> list[str]:
+def _undo(outcome: provision.ProvisionOutcome, deps: Dependencies, summary: DisruptSummary) -> list[str]:
     """Terminate and release what a replacement launched that serves no decision. Each claim is its own
     failure unit: one whose instance EC2 refuses to terminate keeps its claim (the registration timeout
     or, once joined and empty, consolidation tries again)."""
@@ -607,11 +623,7 @@ def _replacement_names(outcome: provision.ProvisionOutcome, deps: Dependencies) 
     return sorted({c.name for c in outcome.launched} | held)
 
 
-def _names(text: str) -> list[str]:
-    return [n for n in text.split(",") if n]
-
-
-def _note(summary: Any, message: str, reason: str | None = None) -> None:
+def _note(summary: DisruptSummary, message: str, reason: str | None = None) -> None:
     """Log a message and add it to the run summary; decisions (with a reason) are also counted."""
     summary.decisions.append(message)
     if reason is not None:
