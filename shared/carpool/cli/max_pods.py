@@ -18,6 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from carpool import amifamily
 from carpool.catalog import Catalog, SnapshotNotFound, UnknownInstanceType
 from carpool.catalog.instance_type import InstanceType
 from carpool.quantity import MIB
@@ -29,10 +30,12 @@ EXIT_USAGE = 2
 
 
 class AmiFamily(enum.StrEnum):
-    al2023 = "al2023"
-    bottlerocket = "bottlerocket"
-    al2 = "al2"
-    windows = "windows"
+    """The `--ami-family` choices: sizing's kinds (`carpool.amifamily`), Windows Server versions as one."""
+
+    al2023 = amifamily.AL2023.kind
+    bottlerocket = amifamily.BOTTLEROCKET.kind
+    al2 = amifamily.AL2.kind
+    windows = amifamily.WINDOWS2022.kind
 
 
 #: Families whose user data carpool writes (stating max pods and kube-reserved).
