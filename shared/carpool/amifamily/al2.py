@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from carpool.amifamily.al2023 import EKS_SSM_ROOT
 from carpool.amifamily.family import (
     BOOTSTRAP_SH,
     LATEST,
@@ -31,7 +32,7 @@ class Al2(AmiFamily):
                 return "recommended"
             return f"amazon-eks-{kind}node-{k8s_version}-{version}"
 
-        base = f"/aws/service/eks/optimized-ami/{k8s_version}"
+        base = f"{self.ssm_root}optimized-ami/{k8s_version}"
         return [
             AliasPath(f"{base}/amazon-linux-2/{leaf('')}/image_id", AMD64, (STANDARD,)),
             AliasPath(f"{base}/amazon-linux-2-arm64/{leaf('arm64-')}/image_id", ARM64, (STANDARD,)),
@@ -47,5 +48,5 @@ class Al2(AmiFamily):
 
 AL2: Final = Al2(
     name="al2", api_name="AL2", kind="al2", user_data=BOOTSTRAP_SH,
-    volumes=(LINUX_ROOT,), ephemeral_device=LINUX_ROOT_DEVICE,
+    volumes=(LINUX_ROOT,), ephemeral_device=LINUX_ROOT_DEVICE, ssm_root=EKS_SSM_ROOT,
 )  # fmt: skip

@@ -19,6 +19,9 @@ from carpool.amifamily.family import (
 )
 from carpool.catalog.instance_type import AMD64, ARM64
 
+#: where EKS publishes its optimized Amazon Linux images (AL2023 and AL2)
+EKS_SSM_ROOT: Final = "/aws/service/eks/"
+
 
 @dataclass(frozen=True)
 class Al2023(AmiFamily):
@@ -31,7 +34,7 @@ class Al2023(AmiFamily):
             for variant in variants:
                 leaf = ("recommended" if version == LATEST
                         else f"amazon-eks-node-al2023-{ec2_arch}-{variant}-{k8s_version}-{version}")
-                path = f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{ec2_arch}/{variant}/{leaf}/image_id"
+                path = f"{self.ssm_root}optimized-ami/{k8s_version}/amazon-linux-2023/{ec2_arch}/{variant}/{leaf}/image_id"
                 out.append(AliasPath(path, arch, (variant,)))
         return out
 
@@ -41,5 +44,5 @@ AL2023: Final = Al2023(
     volumes=(LINUX_ROOT,), ephemeral_device=LINUX_ROOT_DEVICE,
     # AL2023 does not support the first-generation Graviton a1 types (AL2023 system requirements;
     # Karpenter's amiFamilyCompatibility drops them too).
-    unsupported_types=("a1.",),
+    unsupported_types=("a1.",), ssm_root=EKS_SSM_ROOT,
 )  # fmt: skip

@@ -28,12 +28,12 @@ DATA_DEVICE: Final = "/dev/xvdb"
 class Bottlerocket(AmiFamily):
     def alias_paths(self, k8s_version: str, version: str) -> list[AliasPath]:
         # GitHub release tags carry a leading "v" (v1.32.0); the SSM path does not. Accept both.
-        k, v = k8s_version, version.lstrip("v")
+        root, k, v = self.ssm_root, k8s_version, version.lstrip("v")
         return [
-            AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}/x86_64/{v}/image_id", AMD64, (STANDARD, NEURON)),
-            AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}/arm64/{v}/image_id", ARM64, (STANDARD,)),
-            AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}-nvidia/x86_64/{v}/image_id", AMD64, (NVIDIA,)),
-            AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}-nvidia/arm64/{v}/image_id", ARM64, (NVIDIA,)),
+            AliasPath(f"{root}aws-k8s-{k}/x86_64/{v}/image_id", AMD64, (STANDARD, NEURON)),
+            AliasPath(f"{root}aws-k8s-{k}/arm64/{v}/image_id", ARM64, (STANDARD,)),
+            AliasPath(f"{root}aws-k8s-{k}-nvidia/x86_64/{v}/image_id", AMD64, (NVIDIA,)),
+            AliasPath(f"{root}aws-k8s-{k}-nvidia/arm64/{v}/image_id", ARM64, (NVIDIA,)),
         ]
 
 
@@ -41,5 +41,5 @@ BOTTLEROCKET: Final = Bottlerocket(
     name="bottlerocket", api_name="Bottlerocket", kind="bottlerocket", user_data=BOTTLEROCKET_TOML,
     volumes=(DefaultVolume(LINUX_ROOT_DEVICE, OS_GIB), DefaultVolume(DATA_DEVICE, DEFAULT_EBS_GIB)),
     ephemeral_device=DATA_DEVICE,
-    pods_per_core=False, reserves_pids=False,
+    pods_per_core=False, reserves_pids=False, ssm_root="/aws/service/bottlerocket/",
 )  # fmt: skip

@@ -83,6 +83,7 @@ class AmiFamily:
     - `volumes`: the default block device mappings; `ephemeral_device` the one holding the kubelet's and
       containerd's data (None: a custom image, whose layout carpool cannot know).
     - `unsupported_types`: instance type name prefixes its images do not boot.
+    - `ssm_root`: the public SSM parameter tree its aliases resolve under (empty: it has no alias).
     """
 
     name: str
@@ -100,6 +101,7 @@ class AmiFamily:
     many_cluster_dns: bool = True
     instance_store_raid0: bool = True
     unsupported_types: tuple[str, ...] = ()
+    ssm_root: str = ""
 
     @property
     def carpool_user_data(self) -> bool:

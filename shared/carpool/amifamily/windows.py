@@ -26,8 +26,7 @@ class Windows(AmiFamily):
     first_minor: int | None = None
 
     def alias_paths(self, k8s_version: str, version: str) -> list[AliasPath]:
-        path = (f"/aws/service/ami-windows-latest/Windows_Server-{self.version}-English-Core-EKS_Optimized-"
-                f"{k8s_version}/image_id")
+        path = f"{self.ssm_root}Windows_Server-{self.version}-English-Core-EKS_Optimized-{k8s_version}/image_id"
         return [AliasPath(path, AMD64, (STANDARD,))]
 
     def version_problem(self, alias: str, cluster_version: str, minor: int) -> str | None:
@@ -44,7 +43,8 @@ def _windows(version: str, build: str, first_minor: int | None = None) -> Window
         name=f"windows{version}", api_name=f"Windows{version}", kind=WINDOWS, user_data=POWERSHELL,
         volumes=(DefaultVolume(ROOT_DEVICE, ROOT_GIB),), ephemeral_device=ROOT_DEVICE,
         node_os=WINDOWS, windows_build=build, eni_pod_density=False, many_cluster_dns=False,
-        instance_store_raid0=False, version=version, first_minor=first_minor,
+        instance_store_raid0=False, ssm_root="/aws/service/ami-windows-latest/", version=version,
+        first_minor=first_minor,
     )  # fmt: skip
 
 

@@ -119,6 +119,11 @@ def test_alias_paths_per_family() -> None:
     assert [f.name for f in FAMILIES if not f.alias] == ["custom"]
     assert WINDOWS2022.alias_paths("1.32", "latest")[0].path == (
         "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.32/image_id")
+    assert {f.name: f.ssm_root for f in FAMILIES} == {
+        "al2023": "/aws/service/eks/", "al2": "/aws/service/eks/", "bottlerocket": "/aws/service/bottlerocket/",
+        "windows2019": "/aws/service/ami-windows-latest/", "windows2022": "/aws/service/ami-windows-latest/",
+        "windows2025": "/aws/service/ami-windows-latest/", "custom": ""}
+    assert all(p.path.startswith(f.ssm_root) for f in FAMILIES for p in f.alias_paths("1.32", "latest"))
 
 
 def test_sizing_kinds() -> None:
