@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from carpool.amifamily.al2023 import EKS_SSM_ROOT
 from carpool.amifamily.family import (
     BOOTSTRAP_SH,
+    EKS_SSM_ROOT,
     LATEST,
     LINUX_ROOT,
     LINUX_ROOT_DEVICE,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from carpool.amifamily.family import (
+    EKS_SSM_ROOT,
     LATEST,
     LINUX_ROOT,
     LINUX_ROOT_DEVICE,
@@ -18,9 +19,6 @@ from carpool.amifamily.family import (
     AmiFamily,
 )
 from carpool.catalog.instance_type import AMD64, ARM64
-
-#: where EKS publishes its optimized Amazon Linux images (AL2023 and AL2)
-EKS_SSM_ROOT: Final = "/aws/service/eks/"
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ LATEST: Final = "latest"
 DEFAULT_EBS_GIB: Final = 20
 #: The root device of EKS's Linux images.
 LINUX_ROOT_DEVICE: Final = "/dev/xvda"
+#: Where EKS publishes its optimized Amazon Linux images (AL2023 and AL2).
+EKS_SSM_ROOT: Final = "/aws/service/eks/"
 
 #: The operating systems a family's nodes report (`kubernetes.io/os`).
 LINUX: Final = "linux"
