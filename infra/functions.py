@@ -65,7 +65,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from carpool import delivery, labels
+from carpool import amifamily, delivery, labels
 from carpool.launch import profiles as node_profiles
 from infra.cluster import ClusterAccess
 from infra.events import EventRouting
@@ -107,8 +107,9 @@ PROVISIONING = (
 )  # fmt: skip
 #: Registration: the claim by name, marked registered (UpdateItem), learned capacity (GetItem, PutItem).
 REGISTRATION = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
-#: Public SSM parameters holding EKS-optimized, Bottlerocket and Windows AMI ids (reference section 4).
-AMI_PARAMETER_PATHS = ("/aws/service/eks/*", "/aws/service/bottlerocket/*", "/aws/service/ami-windows-latest/*")
+#: Public SSM parameters holding EKS-optimized, Bottlerocket and Windows AMI ids (reference section 4): the
+#: tree each alias family resolves under.
+AMI_PARAMETER_PATHS = tuple(dict.fromkeys(f"{f.ssm_root}*" for f in amifamily.ALIAS_FAMILIES))
 
 
 class VpcLookupError(ValueError):

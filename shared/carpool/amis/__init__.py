@@ -1,11 +1,14 @@
 """AMI selection: selector terms -> SSM paths / DescribeImages filters -> `ResolvedAmi`s with requirement
 sets -> a strict per-instance-type mapping. See `docs/design.md` (where it fits) and reference.md section 4.
 
-Modules: `model` (ResolvedAmi, AmiSource, variant requirements), `aliases` (alias -> SSM paths),
+Modules: `model` (ResolvedAmi, AmiSource, variant requirements), `aliases` (alias -> SSM paths, asking
+`carpool.amifamily` for each family's), `node_os` (the OS and labels a family gives its nodes),
 `selectors` (resolution), `mapping` (strict instance-type mapping and explanations), `cache`
 (TTL-cached AmiSource), `memory` (in-memory AmiSource for offline use).
 """
 
+from carpool.amifamily import AliasPath
+from carpool.amifamily.family import NEURON, NVIDIA, STANDARD
 from carpool.amis.aliases import (
     AL2,
     AL2023,
@@ -16,7 +19,6 @@ from carpool.amis.aliases import (
     WINDOWS2025,
     WINDOWS_BUILDS,
     Alias,
-    AliasPath,
     alias_paths,
     parse_alias,
 )
@@ -24,9 +26,6 @@ from carpool.amis.cache import CachedAmiSource, TtlCache
 from carpool.amis.mapping import AmiRejection, explain_mapping, group_by_ami, map_instance_types
 from carpool.amis.memory import AmiEntry, InMemoryAmiSource, parse_entries, source_from_entries
 from carpool.amis.model import (
-    NEURON,
-    NVIDIA,
-    STANDARD,
     AmiSelectionError,
     AmiSource,
     ResolvedAmi,

@@ -11,26 +11,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from carpool import labels
-from carpool.amis.model import AMD64, ARM64, NEURON, NVIDIA, STANDARD, AmiSelectionError
+from carpool import amifamily, labels
+from carpool.amifamily import AliasPath, family_named
+from carpool.amifamily.family import LATEST
+from carpool.amis.model import AmiSelectionError
 from carpool.requirements import IN, Requirement
 
-AL2023: Final = "al2023"
-BOTTLEROCKET: Final = "bottlerocket"
-AL2: Final = "al2"
-WINDOWS2019: Final = "windows2019"
-WINDOWS2022: Final = "windows2022"
-WINDOWS2025: Final = "windows2025"
-WINDOWS: Final = (WINDOWS2019, WINDOWS2022, WINDOWS2025)
-CUSTOM: Final = "custom"
-FAMILIES: Final = (AL2023, BOTTLEROCKET, AL2, WINDOWS2019, WINDOWS2022, WINDOWS2025)
-LATEST: Final = "latest"
+#: the family names as aliases spell them (each family's own module in `carpool.amifamily` says the rest)
+AL2023: Final = amifamily.AL2023.name
+BOTTLEROCKET: Final = amifamily.BOTTLEROCKET.name
+AL2: Final = amifamily.AL2.name
+WINDOWS2019: Final = amifamily.WINDOWS2019.name
+WINDOWS2022: Final = amifamily.WINDOWS2022.name
+WINDOWS2025: Final = amifamily.WINDOWS2025.name
+WINDOWS: Final = tuple(f.name for f in amifamily.FAMILIES if f.windows)
+CUSTOM: Final = amifamily.CUSTOM.name
+FAMILIES: Final = tuple(f.name for f in amifamily.ALIAS_FAMILIES)
 #: Windows Server build of each Windows family: the `node.kubernetes.io/windows-build` value its kubelet
-#: reports (Karpenter's Windows2019Build/2022Build/2025Build), which pods select Windows versions by.
-WINDOWS_BUILDS: Final = {WINDOWS2019: "10.0.17763", WINDOWS2022: "10.0.20348", WINDOWS2025: "10.0.26100"}
-#: EKS publishes no AL2 images from Kubernetes 1.33 on, and Windows Server 2025 images from 1.35 on.
-AL2_LAST_MINOR: Final = 32
-WINDOWS2025_FIRST_MINOR: Final = 35
+#: reports, which pods select Windows versions by.
+WINDOWS_BUILDS: Final = {f.name: f.windows_build for f in amifamily.FAMILIES if f.windows_build is not None}
 
 
 @dataclass(frozen=True)
@@ -46,19 +45,6 @@ class Alias:
         return f"{self.family}@{self.version}"
 
 
-@dataclass(frozen=True)
-class AliasPath:
-    """One SSM parameter of an alias and what the image behind it is for.
-
-    `variants` has more than one entry when one image serves several accelerator kinds (AL2's GPU image
-    bundles nvidia and neuron drivers; Bottlerocket's x86_64 image ships the neuron driver).
-    """
-
-    path: str
-    arch: str  # Kubernetes arch: amd64 | arm64
-    variants: tuple[str, ...]
-
-
 def windows_requirements(family: str) -> tuple[Requirement, ...]:
     """What a Windows family's images add to their arch/variant requirements: `kubernetes.io/os In [windows]`
     and the family's `node.kubernetes.io/windows-build` (Karpenter's KnownRequirements for Windows aliases).
@@ -66,7 +52,8 @@ def windows_requirements(family: str) -> tuple[Requirement, ...]:
     build = WINDOWS_BUILDS.get(family)
     if build is None:
         return ()
-    return (Requirement.of(labels.OS, IN, ["windows"]), Requirement.of(labels.WINDOWS_BUILD, IN, [build]))
+    return (Requirement.of(labels.OS, IN, [family_named(family).node_os]),
+            Requirement.of(labels.WINDOWS_BUILD, IN, [build]))
 
 
 def parse_alias(text: str) -> Alias:
@@ -77,8 +64,7 @@ def parse_alias(text: str) -> Alias:
         raise AmiSelectionError(f"alias {text!r}: expected 'family@version', e.g. 'al2023@latest'")
     if family not in FAMILIES:
         raise AmiSelectionError(f"alias {text!r}: unknown family {family!r} (expected one of {', '.join(FAMILIES)})")
-    if family in WINDOWS and version != LATEST:
-        # AWS publishes only a "latest" parameter for the Windows EKS images.
+    if family_named(family).latest_only and version != LATEST:
         raise AmiSelectionError(f"alias {text!r}: {family} supports only @latest")
     return Alias(family, version)
 
@@ -92,10 +78,7 @@ def alias_paths(alias: Alias, cluster_version: str, *, check_version: bool = Tru
     """
     if check_version:
         _check_version(alias, cluster_version)
-    if alias.family in WINDOWS:
-        return _windows(alias.family.removeprefix("windows"), cluster_version)
-    builders = {AL2023: _al2023, BOTTLEROCKET: _bottlerocket, AL2: _al2}
-    return builders[alias.family](cluster_version, alias.version)
+    return family_named(alias.family).alias_paths(cluster_version, alias.version)
 
 
 def _minor(cluster_version: str) -> int | None:
@@ -107,52 +90,6 @@ def _check_version(alias: Alias, cluster_version: str) -> None:
     minor = _minor(cluster_version)
     if minor is None:
         return
-    if alias.family == AL2 and minor > AL2_LAST_MINOR:
-        raise AmiSelectionError(f"alias {alias}: AL2 aliases are no longer supported on EKS 1.33+ "
-                                f"(cluster version {cluster_version}); use al2023 or bottlerocket")
-    if alias.family == WINDOWS2025 and minor < WINDOWS2025_FIRST_MINOR:
-        raise AmiSelectionError(f"alias {alias}: Windows Server 2025 requires EKS version 1.35 or higher, "
-                                f"current version: {cluster_version}")
-
-
-def _al2023(k: str, version: str) -> list[AliasPath]:
-    out = []
-    for ec2_arch, arch, variants in (
-        ("x86_64", AMD64, (STANDARD, NVIDIA, NEURON)),
-        ("arm64", ARM64, (STANDARD, NVIDIA)),
-    ):
-        for variant in variants:
-            leaf = "recommended" if version == LATEST else f"amazon-eks-node-al2023-{ec2_arch}-{variant}-{k}-{version}"
-            path = f"/aws/service/eks/optimized-ami/{k}/amazon-linux-2023/{ec2_arch}/{variant}/{leaf}/image_id"
-            out.append(AliasPath(path, arch, (variant,)))
-    return out
-
-
-def _bottlerocket(k: str, version: str) -> list[AliasPath]:
-    # GitHub release tags carry a leading "v" (v1.32.0); the SSM path does not. Accept both.
-    v = version.lstrip("v")
-    return [
-        AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}/x86_64/{v}/image_id", AMD64, (STANDARD, NEURON)),
-        AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}/arm64/{v}/image_id", ARM64, (STANDARD,)),
-        AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}-nvidia/x86_64/{v}/image_id", AMD64, (NVIDIA,)),
-        AliasPath(f"/aws/service/bottlerocket/aws-k8s-{k}-nvidia/arm64/{v}/image_id", ARM64, (NVIDIA,)),
-    ]
-
-
-def _al2(k: str, version: str) -> list[AliasPath]:
-    def leaf(kind: str) -> str:
-        if version == LATEST:
-            return "recommended"
-        return f"amazon-eks-{kind}node-{k}-{version}"
-
-    base = f"/aws/service/eks/optimized-ami/{k}"
-    return [
-        AliasPath(f"{base}/amazon-linux-2/{leaf('')}/image_id", AMD64, (STANDARD,)),
-        AliasPath(f"{base}/amazon-linux-2-arm64/{leaf('arm64-')}/image_id", ARM64, (STANDARD,)),
-        AliasPath(f"{base}/amazon-linux-2-gpu/{leaf('gpu-')}/image_id", AMD64, (NVIDIA, NEURON)),
-    ]
-
-
-def _windows(year: str, k: str) -> list[AliasPath]:
-    path = f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k}/image_id"
-    return [AliasPath(path, AMD64, (STANDARD,))]
+    problem = family_named(alias.family).version_problem(str(alias), cluster_version, minor)
+    if problem is not None:
+        raise AmiSelectionError(problem)

@@ -13,12 +13,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from carpool import labels
+from carpool.amifamily.family import NEURON, NVIDIA, STANDARD, VARIANTS
 from carpool.requirements import DOES_NOT_EXIST, EXISTS, IN, Requirement, Requirements
-
-STANDARD: Final = "standard"
-NVIDIA: Final = "nvidia"
-NEURON: Final = "neuron"
-VARIANTS: Final = (STANDARD, NVIDIA, NEURON)
 
 AMD64: Final = "amd64"
 ARM64: Final = "arm64"

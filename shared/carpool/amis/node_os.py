@@ -14,46 +14,48 @@ from dataclasses import replace
 from typing import Final
 
 from carpool import labels as L
-from carpool.amis.aliases import WINDOWS_BUILDS
+from carpool.amifamily import AmiFamily, find_family
 from carpool.catalog.instance_type import AMD64, InstanceType, instance_requirements
 
-WINDOWS: Final = "windows"
 #: (id of the catalog type, family) -> (that type, its view): views are rebuilt only when the catalog changes
 _VIEWS: dict[tuple[int, str], tuple[InstanceType, InstanceType]] = {}
 _MAX_VIEWS: Final = 20_000
 
 
 def compatible(it: InstanceType, family: str) -> bool:
-    """Whether `family` boots on `it` at all: AL2023 does not support the first-generation Graviton a1
-    types (AL2023 system requirements; Karpenter's amiFamilyCompatibility drops them too)."""
-    return not (family.lower() == "al2023" and it.name.startswith("a1."))
+    """Whether `family` boots on `it` at all (AL2023 not on the first-generation Graviton a1 types: the
+    family's `unsupported_types`); a name that is no family rules nothing out."""
+    known = find_family(family)
+    return known is None or not it.name.startswith(known.unsupported_types)
 
 
 def windows_build(family: str) -> str | None:
     """The Windows Server build a family's nodes report, or None for a Linux (or custom) family."""
-    return WINDOWS_BUILDS.get(family.lower())
+    known = find_family(family)
+    return known.windows_build if known is not None else None
 
 
 def for_family(it: InstanceType, family: str) -> InstanceType:
     """`it` as a node of `family` would be labelled: unchanged for Linux families, Windows labels otherwise."""
-    build = windows_build(family)
-    if build is None:
+    known = find_family(family)
+    if known is None or known.windows_build is None:
         return it
+    build = known.windows_build
     key = (id(it), build)
     hit = _VIEWS.get(key)
     if hit is not None and hit[0] is it:
         return hit[1]
     if len(_VIEWS) >= _MAX_VIEWS:
         _VIEWS.clear()
-    view = _windows_view(it, build)
+    view = _windows_view(it, known, build)
     _VIEWS[key] = (it, view)
     return view
 
 
-def _windows_view(it: InstanceType, build: str) -> InstanceType:
+def _windows_view(it: InstanceType, family: AmiFamily, build: str) -> InstanceType:
     labels = dict(it.labels)
     if it.arch == AMD64:
-        labels[L.OS] = WINDOWS
+        labels[L.OS] = family.node_os
         labels[L.WINDOWS_BUILD] = build
     else:
         labels.pop(L.OS, None)

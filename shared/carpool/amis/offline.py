@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from carpool.amifamily.family import NEURON, NVIDIA, STANDARD
 from carpool.amis.aliases import alias_paths, windows_requirements
-from carpool.amis.model import NEURON, NVIDIA, STANDARD, ResolvedAmi, ami_requirements
+from carpool.amis.model import ResolvedAmi, ami_requirements
 from carpool.amis.selectors import alias_of
 
 _ANY_ARCH_VARIANTS = [(arch, v) for arch in ("amd64", "arm64") for v in (STANDARD, NVIDIA, NEURON)]

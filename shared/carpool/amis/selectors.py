@@ -17,14 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from carpool.amis.aliases import (
-    CUSTOM,
-    FAMILIES,
-    Alias,
-    alias_paths,
-    parse_alias,
-    windows_requirements,
-)
+from carpool.amifamily import find_family
+from carpool.amis.aliases import Alias, alias_paths, parse_alias, windows_requirements
 from carpool.amis.model import (
     EC2_TO_KUBE_ARCH,
     AmiSelectionError,
@@ -123,7 +117,7 @@ def family_of(nodeclass: Any) -> str:
     if not declared:
         raise AmiSelectionError("spec.amiFamily is required when amiSelectorTerms has no alias")
     family = str(declared).lower()
-    if family not in (*FAMILIES, CUSTOM):
+    if find_family(family) is None:
         raise AmiSelectionError(f"spec.amiFamily: unknown family {declared!r}")
     return family
 

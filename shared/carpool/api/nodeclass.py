@@ -24,8 +24,10 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from carpool import amifamily, quantity
 from carpool import labels as wk
-from carpool import quantity
+from carpool.amifamily import family_named
+from carpool.amifamily.family import LATEST
 from carpool.api.base import CrdModel
 from carpool.api.durations import DurationError, parse_duration
 from carpool.api.fields import Quantity
@@ -50,14 +52,9 @@ API_VERSION: Final = "karpenter.k8s.aws/v1"
 KIND: Final = "EC2NodeClass"
 
 #: alias family -> the `spec.amiFamily` spelling of the same family.
-ALIAS_FAMILIES: dict[str, str] = {
-    "al2023": "AL2023",
-    "al2": "AL2",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-    "windows2025": "Windows2025",
-}
+ALIAS_FAMILIES: dict[str, str] = {f.name: f.api_name for f in amifamily.ALIAS_FAMILIES}
+#: the `spec.amiFamily` values, as the CRD spells them (a static type for pydantic and mypy; a unit test
+#: holds it to `carpool.amifamily.FAMILIES`)
 AmiFamilyName = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"]
 _ALIAS = re.compile(r"^[a-zA-Z0-9]+@.+$")
 _RESERVED_KEYS = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
@@ -171,7 +168,7 @@ class AmiSelectorTerm(CrdModel):
                 f"family {family!r} is not supported, must be one of the following: "
                 + ", ".join(f"'{f}'" for f in ALIAS_FAMILIES)
             )
-        if family.startswith("windows") and version != "latest":
+        if family_named(family).latest_only and version != LATEST:
             raise ValueError(f"windows families may only specify version 'latest' (got {version!r})")
         return alias
 
@@ -360,7 +357,7 @@ class EC2NodeClassSpec(CrdModel):
         alias = next((t.alias for t in terms if t.alias), None)
         if family is not None and alias is not None:
             alias_family = ALIAS_FAMILIES[alias.split("@", 1)[0]]
-            if family not in (alias_family, "Custom"):
+            if family not in (alias_family, amifamily.CUSTOM.api_name):
                 raise ValueError(
                     f"if set, amiFamily must be '{alias_family}' or 'Custom' when using an alias of that family"
                 )
@@ -444,7 +441,7 @@ class EC2NodeClass(CrdModel):
         if self.spec.ami_family is not None:
             return self.spec.ami_family.lower()
         alias = self.alias()
-        return alias[0] if alias is not None else "custom"
+        return alias[0] if alias is not None else amifamily.CUSTOM.name
 
     def _flag(self, key: str) -> bool | None:
         value = self.metadata.annotations.get(key)
@@ -480,18 +477,19 @@ def family_field_problem(family: str, spec: EC2NodeClassSpec) -> str | None:
     the Windows bootstrap takes one cluster DNS address (Karpenter passes the first of any number to every
     family but AL2023; bootstrap.sh and Bottlerocket take a list, so carpool passes them all) and sets up no
     instance store; a Custom family's user data is the user's, verbatim."""
+    known = family_named(family)
     kubelet = spec.kubelet
-    if kubelet is not None and family == "bottlerocket" and kubelet.pods_per_core is not None:
-        return "spec.kubelet.podsPerCore: Bottlerocket has no pods-per-core setting; use maxPods"
-    if kubelet is not None and family == "bottlerocket":
+    if kubelet is not None and not known.pods_per_core and kubelet.pods_per_core is not None:
+        return f"spec.kubelet.podsPerCore: {known.api_name} has no pods-per-core setting; use maxPods"
+    if kubelet is not None and not known.reserves_pids:
         for name, reserved in (("kubeReserved", kubelet.kube_reserved), ("systemReserved", kubelet.system_reserved)):
             if "pid" in reserved:
-                return f"spec.kubelet.{name}.pid: Bottlerocket reserves only cpu, memory and ephemeral-storage"
-    if kubelet is not None and family.startswith("windows") and len(kubelet.cluster_dns or []) > 1:
+                return f"spec.kubelet.{name}.pid: {known.api_name} reserves only cpu, memory and ephemeral-storage"
+    if kubelet is not None and not known.many_cluster_dns and len(kubelet.cluster_dns or []) > 1:
         return f"spec.kubelet.clusterDNS: the Windows bootstrap takes one cluster DNS address, not {len(kubelet.cluster_dns or [])}"
-    if family.startswith("windows") and spec.instance_store_policy is not None:
+    if not known.instance_store_raid0 and spec.instance_store_policy is not None:
         return "spec.instanceStorePolicy: the EKS Windows bootstrap does not set up the instance store"
-    if kubelet is not None and family == "custom":
+    if kubelet is not None and not known.carpool_user_data:
         for attr, name in _USER_DATA_ONLY_KUBELET:
             if getattr(kubelet, attr) not in (None, {}, []):
                 return (f"spec.kubelet.{name}: with amiFamily Custom carpool passes spec.userData verbatim, so it "

@@ -18,6 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from carpool import amifamily
 from carpool.catalog import Catalog, SnapshotNotFound, UnknownInstanceType
 from carpool.catalog.instance_type import InstanceType
 from carpool.quantity import MIB
@@ -28,15 +29,17 @@ from carpool.sizing.reserved import BASE_RESERVED_MIB, MIB_PER_POD
 EXIT_USAGE = 2
 
 
-class AmiFamily(enum.StrEnum):
-    al2023 = "al2023"
-    bottlerocket = "bottlerocket"
-    al2 = "al2"
-    windows = "windows"
+class FamilyChoice(enum.StrEnum):
+    """The `--ami-family` choices: sizing's kinds (`carpool.amifamily`), Windows Server versions as one."""
+
+    al2023 = amifamily.AL2023.kind
+    bottlerocket = amifamily.BOTTLEROCKET.kind
+    al2 = amifamily.AL2.kind
+    windows = amifamily.WINDOWS2022.kind
 
 
 #: Families whose user data carpool writes (stating max pods and kube-reserved).
-RENDERED_FAMILIES = frozenset({AmiFamily.al2023.value, AmiFamily.bottlerocket.value, AmiFamily.al2.value})
+RENDERED_FAMILIES = frozenset({FamilyChoice.al2023.value, FamilyChoice.bottlerocket.value, FamilyChoice.al2.value})
 
 
 class _Model(BaseModel):
@@ -165,7 +168,7 @@ def max_pods(
     reserved_enis: Annotated[int, typer.Option("--reserved-enis", min=0, help="ENIs not used for pods")] = 0,
     max_pods_override: Annotated[int | None, typer.Option("--max-pods", min=0, help="kubelet.maxPods override")] = None,
     pods_per_core: Annotated[int | None, typer.Option("--pods-per-core", min=0, help="kubelet.podsPerCore")] = None,
-    ami_family: Annotated[AmiFamily, typer.Option("--ami-family", case_sensitive=False)] = AmiFamily.al2023,
+    ami_family: Annotated[FamilyChoice, typer.Option("--ami-family", case_sensitive=False)] = FamilyChoice.al2023,
     region: Annotated[str, typer.Option("--region", help="Catalog region (offline snapshot)")] = "us-east-1",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
 ) -> None:

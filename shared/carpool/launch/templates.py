@@ -29,6 +29,7 @@ from typing import Any
 
 from carpool import labels as wk
 from carpool import quantity
+from carpool.amifamily import family_named
 from carpool.amis.model import ResolvedAmi
 from carpool.launch.userdata import NodeBootstrap, encode, render
 
@@ -227,17 +228,13 @@ def metadata_options(opts: Any) -> dict[str, Any]:
 
 
 def default_block_device_mappings(family: str) -> tuple[dict[str, Any], ...]:
-    """The root volumes Karpenter gives each family: 20Gi gp3 encrypted; Bottlerocket splits a 4Gi OS
-    volume from a 20Gi data volume; Windows needs 50Gi."""
+    """The volumes Karpenter gives each family (`AmiFamily.volumes`), gp3, encrypted, deleted with the
+    instance."""
 
     def ebs(size: int) -> dict[str, Any]:
         return {"VolumeSize": size, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}
 
-    if family == "bottlerocket":
-        return ({"DeviceName": "/dev/xvda", "Ebs": ebs(4)}, {"DeviceName": "/dev/xvdb", "Ebs": ebs(20)})
-    if family.startswith("windows"):
-        return ({"DeviceName": "/dev/sda1", "Ebs": ebs(50)},)
-    return ({"DeviceName": "/dev/xvda", "Ebs": ebs(20)},)
+    return tuple({"DeviceName": v.device_name, "Ebs": ebs(v.size_gib)} for v in family_named(family).volumes)
 
 
 _EBS_FIELDS = (

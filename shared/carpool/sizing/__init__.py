@@ -22,25 +22,22 @@ from carpool.sizing.reserved import (
     memory_capacity_mib,
 )
 from carpool.sizing.settings import (
-    AmiProfile,
     KubeletSettings,
     LearnedCapacity,
     NetworkSettings,
-    ami_profile,
     network_settings,
+    sizing_family,
 )
 from carpool.sizing.storage import StorageSettings, Volume, ephemeral_storage_bytes
 
 __all__ = [
     "VM_MEMORY_OVERHEAD",
-    "AmiProfile",
     "KubeletSettings",
     "LearnedCapacity",
     "NetworkSettings",
     "NodeSize",
     "StorageSettings",
     "Volume",
-    "ami_profile",
     "eni_limited_pods",
     "ephemeral_storage_bytes",
     "kube_reserved",
@@ -52,4 +49,5 @@ __all__ = [
     "prefix_delegation_ips",
     "prefix_delegation_pods",
     "size_node",
+    "sizing_family",
 ]

@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from carpool import resources as R
+from carpool.amifamily import AL2023, AmiFamily
 from carpool.catalog.instance_type import AMD64, InstanceType
 from carpool.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
 from carpool.sizing import max_pods as mp
 from carpool.sizing import reserved as rs
-from carpool.sizing.settings import AmiProfile, KubeletSettings, LearnedCapacity, NetworkSettings, ami_profile
-from carpool.sizing.storage import StorageSettings, ephemeral_storage_bytes
+from carpool.sizing.settings import KubeletSettings, LearnedCapacity, NetworkSettings, sizing_family
+from carpool.sizing.storage import StorageSettings
+from carpool.sizing.storage import ephemeral_storage_bytes as storage_bytes
 
 #: Windows pods get their IP from the VPC resource controller, which advertises the primary ENI's secondary
 #: IPs as this resource on Windows nodes and adds a request for one to every Windows pod (Karpenter counts
@@ -48,7 +50,7 @@ class NodeSize:
 
 def size_node(
     it: InstanceType,
-    ami_family: str | AmiProfile = "al2023",
+    ami_family: str | AmiFamily = AL2023.name,
     network: NetworkSettings = _DEFAULT_NETWORK,
     kubelet: KubeletSettings = _DEFAULT_KUBELET,
     vm_memory_overhead: float = rs.VM_MEMORY_OVERHEAD,
@@ -66,22 +68,22 @@ def size_node(
     the user data, so the node's allocatable is this `allocatable`.
     Raises ValueError naming the field for unknown AMI families and invalid quantities.
     """
-    profile = ami_profile(ami_family)
+    family = sizing_family(ami_family)
     notes: list[str] = []
     memory_bytes = _memory_capacity(it, vm_memory_overhead, learned, notes)
-    pods = mp.resolve(it, profile, network, kubelet)
+    pods = mp.resolve(it, family, network, kubelet)
     notes.extend(pods.notes)
     max_pods = _learned_pods(pods.value, learned, notes)
     if ephemeral_storage_bytes is None:
-        ephemeral_storage_bytes = _ephemeral(it, ami_family, profile, storage)
-    capacity = _capacity(it, profile, memory_bytes, max_pods, learned, ephemeral_storage_bytes)
+        ephemeral_storage_bytes = storage_bytes(it, family, storage)
+    capacity = _capacity(it, family, memory_bytes, max_pods, learned, ephemeral_storage_bytes)
     kube_reserved = rs.kube_reserved(it.vcpus, max_pods, kubelet.kube_reserved, notes)
     system_reserved = rs.apply_overrides({}, kubelet.system_reserved, "kubelet.systemReserved", notes)
     eviction = rs.eviction_threshold(capacity, kubelet.eviction_hard, notes)
     allocatable = _allocatable(capacity, kube_reserved, system_reserved, eviction, notes)
-    if profile.carpool_user_data and max_pods > pods.eni_limited and MEMORY not in kubelet.kube_reserved:
+    if family.carpool_user_data and max_pods > pods.eni_limited and MEMORY not in kubelet.kube_reserved:
         notes.append(_pod_memory_note(max_pods, capacity[MEMORY], kube_reserved[MEMORY], allocatable[MEMORY]))
-    if profile.windows and it.arch != AMD64:
+    if family.windows and it.arch != AMD64:
         notes.append(f"Windows AMIs are amd64-only: {it.name} ({it.arch}) cannot run them")
     return NodeSize(max_pods, pods.eni_limited, capacity, kube_reserved, system_reserved, eviction, allocatable, tuple(notes))
 
@@ -106,7 +108,7 @@ def _learned_pods(value: int, learned: LearnedCapacity | None, notes: list[str])
 
 def _capacity(
     it: InstanceType,
-    profile: AmiProfile,
+    family: AmiFamily,
     memory_bytes: int,
     max_pods: int,
     learned: LearnedCapacity | None,
@@ -114,19 +116,14 @@ def _capacity(
 ) -> Resources:
     """cpu, memory, ephemeral-storage, pods, and the device-plugin resources (GPUs, Neuron devices)."""
     cpu = learned.cpu_millis if learned and learned.cpu_millis is not None else it.vcpus * 1000
-    ephemeral = ephemeral_bytes if ephemeral_bytes is not None else profile.default_ephemeral_gib * rs.GIB
+    ephemeral = ephemeral_bytes if ephemeral_bytes is not None else family.default_ephemeral_gib * rs.GIB
     if learned and learned.ephemeral_storage_bytes is not None:
         ephemeral = learned.ephemeral_storage_bytes
     capacity: Resources = {CPU: cpu, MEMORY: memory_bytes, EPHEMERAL_STORAGE: ephemeral, PODS: max_pods}
     capacity.update(_devices(it))
-    if profile.windows:
+    if family.windows:
         capacity[PRIVATE_IPV4_ADDRESS] = max(it.ipv4_per_eni - 1, 0)
     return capacity
-
-
-def _ephemeral(it: InstanceType, family: str | AmiProfile, profile: AmiProfile, storage: StorageSettings) -> int:
-    name = family if isinstance(family, str) else profile.name
-    return ephemeral_storage_bytes(it, name, storage)
 
 
 def _devices(it: InstanceType) -> Resources:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from carpool.amifamily import AmiFamily
 from carpool.catalog.instance_type import InstanceType
 from carpool.sizing.eni_limits import default_card_enis
-from carpool.sizing.settings import AmiProfile, KubeletSettings, NetworkSettings
+from carpool.sizing.settings import KubeletSettings, NetworkSettings
 
 #: Pods that use host networking and need no pod IP (aws-node and kube-proxy).
 HOST_NETWORK_PODS = 2
@@ -88,39 +89,39 @@ def prefix_delegation_pods(it: InstanceType, network: NetworkSettings = PREFIX_M
     return min(ips, prefix_delegation_cap(it.vcpus))
 
 
-def resolve(it: InstanceType, profile: AmiProfile, network: NetworkSettings, kubelet: KubeletSettings) -> MaxPods:
+def resolve(it: InstanceType, family: AmiFamily, network: NetworkSettings, kubelet: KubeletSettings) -> MaxPods:
     """Max pods for `it`: override, else Windows default, else the network limit; then podsPerCore."""
     eni_limited = eni_limited_pods(it, network)
-    notes: list[str] = _network_notes(it, network, profile)
+    notes: list[str] = _network_notes(it, network, family)
     computed_notes: list[str] = []
-    computed = _computed(it, profile, network, eni_limited, computed_notes)
+    computed = _computed(it, family, network, eni_limited, computed_notes)
     if kubelet.max_pods is not None:
         value = kubelet.max_pods
         notes.append(f"kubelet.maxPods={value} overrides the computed {computed}")
-        notes.extend(_ip_shortfall(it, network, profile, value))
+        notes.extend(_ip_shortfall(it, network, family, value))
     else:
         value = computed
         notes.extend(computed_notes)
-    value = _pods_per_core(it, profile, kubelet, value, notes)
+    value = _pods_per_core(it, family, kubelet, value, notes)
     return MaxPods(value, eni_limited, tuple(notes))
 
 
 def _computed(
-    it: InstanceType, profile: AmiProfile, network: NetworkSettings, eni_limited: int, notes: list[str]
+    it: InstanceType, family: AmiFamily, network: NetworkSettings, eni_limited: int, notes: list[str]
 ) -> int:
     """Max pods without a kubelet override: the AMI default, the calculator's prefix-delegation value, or
     the ENI-limited count (the eni-max-pods.txt value the AMIs use by default)."""
-    if not profile.eni_pod_density:
+    if not family.eni_pod_density:
         if network.prefix_delegation or network.custom_networking:
-            notes.append(f"{profile.name}: max pods is the kubelet default {KUBELET_DEFAULT_MAX_PODS}; VPC CNI settings not modelled")
+            notes.append(f"{family.kind}: max pods is the kubelet default {KUBELET_DEFAULT_MAX_PODS}; VPC CNI settings not modelled")
         return KUBELET_DEFAULT_MAX_PODS
     if network.prefix_delegation:
         return _prefix_delegated(it, network, eni_limited, notes)
     return eni_limited
 
 
-def _network_notes(it: InstanceType, network: NetworkSettings, profile: AmiProfile) -> list[str]:
-    if not profile.eni_pod_density:
+def _network_notes(it: InstanceType, network: NetworkSettings, family: AmiFamily) -> list[str]:
+    if not family.eni_pod_density:
         return []
     notes = []
     if network.custom_networking:
@@ -148,9 +149,9 @@ def _prefix_delegated(it: InstanceType, network: NetworkSettings, eni_limited: i
     return value
 
 
-def _ip_shortfall(it: InstanceType, network: NetworkSettings, profile: AmiProfile, value: int) -> list[str]:
+def _ip_shortfall(it: InstanceType, network: NetworkSettings, family: AmiFamily, value: int) -> list[str]:
     """Warn when an override exceeds the pod IPs the CNI can hand out (extra pods would hang creating)."""
-    if not profile.eni_pod_density:
+    if not family.eni_pod_density:
         return []
     if network.prefix_delegation and it.nitro:
         ips = prefix_delegation_ips(it, network)
@@ -161,12 +162,12 @@ def _ip_shortfall(it: InstanceType, network: NetworkSettings, profile: AmiProfil
     return [f"kubelet.maxPods={value} exceeds the {ips} pod IPs the VPC CNI can assign; pods beyond that stay ContainerCreating"]
 
 
-def _pods_per_core(it: InstanceType, profile: AmiProfile, kubelet: KubeletSettings, value: int, notes: list[str]) -> int:
+def _pods_per_core(it: InstanceType, family: AmiFamily, kubelet: KubeletSettings, value: int, notes: list[str]) -> int:
     per_core = kubelet.pods_per_core
     if not per_core:
         return value
-    if not profile.pods_per_core:
-        notes.append(f"kubelet.podsPerCore ignored: {profile.name} has no such setting")
+    if not family.pods_per_core:
+        notes.append(f"kubelet.podsPerCore ignored: {family.kind} has no such setting")
         return value
     cap = per_core * it.vcpus
     if cap < value:

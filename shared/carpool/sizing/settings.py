@@ -1,5 +1,5 @@
-"""Inputs to node sizing: the cluster's network mode, the node class's kubelet settings, the AMI family's
-behaviour, and capacity learned from registered nodes.
+"""Inputs to node sizing: the cluster's network mode, the node class's kubelet settings, the AMI family a
+node sizes as (its facts are in `carpool.amifamily`), and capacity learned from registered nodes.
 
 All plain frozen values, so sizing stays a pure function of them. `network_settings` turns what the
 cluster and the EC2NodeClass say (aws-node env, carpool annotations) into `NetworkSettings`.
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carpool import labels as L
+from carpool.amifamily import KINDS, AmiFamily, family_of_kind
+from carpool.amifamily.family import WINDOWS
 
 #: aws-node (VPC CNI) environment variables that change how many pods a node can hold.
 CNI_PREFIX_DELEGATION = "ENABLE_PREFIX_DELEGATION"
@@ -84,49 +86,21 @@ class LearnedCapacity:
     ephemeral_storage_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AmiProfile:
-    """How an AMI family's bootstrap sizes the kubelet (mirrors Karpenter's per-family feature flags).
+def sizing_family(ami_family: str | AmiFamily) -> AmiFamily:
+    """The family a node of `ami_family` sizes as (its feature flags are Karpenter's per-family ones).
 
-    - `carpool_user_data`: carpool renders this family's user data, stating max pods and kube-reserved
-      (custom AMIs get the user's user data verbatim).
-    - `pods_per_core`: `kubelet.podsPerCore` is honoured (Bottlerocket has no such setting).
-    - `eni_pod_density`: max pods follows the ENI/IP limits; otherwise it is the kubelet default 110.
+    Every Windows Server version sizes alike, so any `windows...` name, the CLI's bare `windows` too, is
+    Windows; otherwise a family's name in either spelling (`windows2022`, `AL2023`).
     """
-
-    name: str
-    carpool_user_data: bool
-    pods_per_core: bool
-    eni_pod_density: bool
-    default_ephemeral_gib: int = 20
-
-    @property
-    def windows(self) -> bool:
-        return self.name.startswith("windows")
-
-
-AL2023 = AmiProfile("al2023", carpool_user_data=True, pods_per_core=True, eni_pod_density=True)
-AL2 = AmiProfile("al2", carpool_user_data=True, pods_per_core=True, eni_pod_density=True)
-BOTTLEROCKET = AmiProfile("bottlerocket", carpool_user_data=True, pods_per_core=False, eni_pod_density=True)
-CUSTOM = AmiProfile("custom", carpool_user_data=False, pods_per_core=True, eni_pod_density=True)
-WINDOWS = AmiProfile(
-    "windows", carpool_user_data=True, pods_per_core=True, eni_pod_density=False, default_ephemeral_gib=50
-)
-
-_PROFILES = {p.name: p for p in (AL2023, AL2, BOTTLEROCKET, CUSTOM, WINDOWS)}
-
-
-def ami_profile(ami_family: str | AmiProfile) -> AmiProfile:
-    """The profile for an AMI family name as EC2NodeClass spells it (`windows2022` -> windows)."""
-    if isinstance(ami_family, AmiProfile):
+    if isinstance(ami_family, AmiFamily):
         return ami_family
     key = ami_family.strip().lower()
-    if key.startswith("windows"):
-        key = "windows"
-    profile = _PROFILES.get(key)
-    if profile is None:
-        raise ValueError(f"unknown AMI family {ami_family!r} (expected one of {', '.join(sorted(_PROFILES))})")
-    return profile
+    if key.startswith(WINDOWS):
+        key = WINDOWS
+    family = family_of_kind(key)
+    if family is None:
+        raise ValueError(f"unknown AMI family {ami_family!r} (expected one of {', '.join(KINDS)})")
+    return family
 
 
 # -- detection ---------------------------------------------------------------------------------------

@@ -6,9 +6,9 @@ Karpenter's `ephemeralStorage` (pkg/providers/instancetype/types.go), in its ord
    containerd's directories on the array;
 2. the `blockDeviceMappings` entry marked `rootVolume`;
 3. a custom image: the last mapping (carpool cannot know which volume it uses);
-4. the mapping on the family's ephemeral device (`/dev/xvda`; Bottlerocket's data volume `/dev/xvdb`;
-   Windows `/dev/sda1`);
-5. the family's default mapping (20Gi; Windows 50Gi).
+4. the mapping on the family's ephemeral device (`AmiFamily.ephemeral_device`: the root volume, but
+   Bottlerocket's data volume);
+5. the family's default mapping (`AmiFamily.default_ephemeral_gib`).
 
 A volume size is whole GiB on the launch template (rounded up), so it is counted the same way here.
 One difference from Karpenter: only an NVMe instance store counts (the catalog's `instance-local-nvme`).
@@ -24,13 +24,11 @@ from typing import Any
 
 from carpool import labels as L
 from carpool import quantity
+from carpool.amifamily import AmiFamily
 from carpool.catalog.instance_type import InstanceType
 
 GIB = 2**30
 GB = 10**9
-#: each family's volume for pod storage, and its size when no mapping names it (Karpenter's defaults)
-_EPHEMERAL_DEVICE = {"bottlerocket": ("/dev/xvdb", 20), "windows": ("/dev/sda1", 50)}
-_DEFAULT_DEVICE = ("/dev/xvda", 20)
 RAID0 = "RAID0"
 
 
@@ -60,37 +58,31 @@ class StorageSettings:
         return cls(volumes, getattr(spec, "instance_store_policy", None))
 
 
-def ephemeral_device(family: str) -> tuple[str, int]:
-    """(device name, default GiB) of the volume that holds the kubelet's and containerd's data."""
-    key = "windows" if family.lower().startswith("windows") else family.lower()
-    return _EPHEMERAL_DEVICE.get(key, _DEFAULT_DEVICE)
-
-
 def instance_store_bytes(it: InstanceType) -> int | None:
     """The NVMe instance store of `it` in bytes (the catalog's `instance-local-nvme`, in GB), or None."""
     raw = it.labels.get(L.INSTANCE_LOCAL_NVME)
     return int(raw) * GB if raw and raw.isdigit() and int(raw) > 0 else None
 
 
-def ephemeral_storage_bytes(it: InstanceType, family: str, storage: StorageSettings) -> int:
+def ephemeral_storage_bytes(it: InstanceType, family: AmiFamily, storage: StorageSettings) -> int:
     """The ephemeral-storage capacity a node of `it` will report (see the module docstring)."""
     if storage.instance_store_policy == RAID0:
         store = instance_store_bytes(it)
         if store is not None:
             return store
-    device, default_gib = ephemeral_device(family)
+    default_bytes = family.default_ephemeral_gib * GIB
     volumes = storage.volumes
     if volumes:
         root = next((v for v in volumes if v.root_volume), None)
         if root is not None and root.size_bytes is not None:
             return root.size_bytes
-        if family.lower() == "custom":
+        if family.ephemeral_device is None:  # a custom image: its volume layout is unknown
             last = volumes[-1].size_bytes
-            return last if last is not None else _DEFAULT_DEVICE[1] * GIB
-        on_device = next((v for v in volumes if v.device_name == device), None)
+            return last if last is not None else default_bytes
+        on_device = next((v for v in volumes if v.device_name == family.ephemeral_device), None)
         if on_device is not None and on_device.size_bytes is not None:
             return on_device.size_bytes
-    return default_gib * GIB
+    return default_bytes
 
 
 def _size(mapping: Any) -> int | None:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from carpool.amifamily.family import NEURON, NVIDIA, STANDARD
 from carpool.amis import AmiSelectionError, alias_paths, parse_alias
-from carpool.amis.model import NEURON, NVIDIA, STANDARD
 
 
 def paths(alias: str, k: str = "1.32") -> list[str]:

@@ -8,6 +8,7 @@ import pytest
 from stand_ins import NOW, Term, itype, nodeclass
 
 from carpool import labels
+from carpool.amifamily.family import NVIDIA, STANDARD
 from carpool.amis import (
     ResolvedAmi,
     ami_requirements,
@@ -16,7 +17,6 @@ from carpool.amis import (
     map_instance_types,
     resolve,
 )
-from carpool.amis.model import NVIDIA, STANDARD
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 from stand_ins import NOW, Term, image, nodeclass
 
 from carpool import labels
+from carpool.amifamily.family import NEURON, NVIDIA, STANDARD
 from carpool.amis import AmiSelectionError, InMemoryAmiSource, family_of, resolve, term_filters
-from carpool.amis.model import NEURON, NVIDIA, STANDARD
 from carpool.requirements import DOES_NOT_EXIST, EXISTS, IN
 
 

@@ -1,9 +1,9 @@
 """User data for carpool's nodes, per AMI family, from one `NodeBootstrap`.
 
 `render(family, bootstrap)` returns plain text; `encode` gives the base64 a launch template carries.
-Families: `al2023` (nodeadm NodeConfig in MIME), `bottlerocket` (TOML), `al2` (bootstrap.sh),
-`windows2019`/`windows2022`/`windows2025` (PowerShell calling Start-EKSBootstrap.ps1),
-`custom` (the user's user data verbatim: carpool cannot know how a custom image joins).
+Each family names its format (`carpool.amifamily`): a nodeadm NodeConfig in MIME (`al2023`), TOML
+(`bottlerocket`), bootstrap.sh (`al2`), PowerShell calling Start-EKSBootstrap.ps1 (`windows`), or the
+user's user data verbatim (custom: carpool cannot know how a custom image joins).
 
 No value can change a document's structure: every field is checked against the rules of the system that
 reads it (`checks`) and refused with a `UserDataError` naming the field, and each format is written by a
@@ -15,22 +15,23 @@ from __future__ import annotations
 import base64
 import importlib
 
+from carpool.amifamily import find_family
+from carpool.amifamily.family import BOOTSTRAP_SH, BOTTLEROCKET_TOML, NODEADM, POWERSHELL, VERBATIM
 from carpool.launch.userdata.bootstrap import UNREGISTERED, NodeBootstrap, quantities
 from carpool.launch.userdata.mime import UserDataError
 
-#: family -> the module of this package that renders it, imported on first use: a cluster on one AMI
-#: family never loads the others (Bottlerocket's brings in the TOML reader and writer).
-_RENDERERS = {"al2023": "al2023", "bottlerocket": "bottlerocket", "al2": "al2",
-              "windows2019": "windows", "windows2022": "windows", "windows2025": "windows"}
+#: user data format -> the module of this package that renders it, imported on first use: a cluster on
+#: one AMI family never loads the others (Bottlerocket's brings in the TOML reader and writer).
+_RENDERERS = {NODEADM: "al2023", BOTTLEROCKET_TOML: "bottlerocket", BOOTSTRAP_SH: "al2", POWERSHELL: "windows"}
 
 
 def render(family: str, bootstrap: NodeBootstrap) -> str:
-    family = family.lower()
-    if family == "custom":
+    known = find_family(family)
+    if known is not None and known.user_data == VERBATIM:
         return bootstrap.user_data or ""
-    module = _RENDERERS.get(family)
+    module = _RENDERERS.get(known.user_data) if known is not None else None
     if module is None:
-        raise UserDataError(f"user data for AMI family {family!r} is not supported by carpool yet")
+        raise UserDataError(f"user data for AMI family {family.lower()!r} is not supported by carpool yet")
     renderer = importlib.import_module(f"{__name__}.{module}").render
     text: str = renderer(bootstrap)
     try:
