@@ -134,7 +134,8 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
     `snapshot_catalog`: the shipped catalog instead of the one read from (local) EC2, to time the
     provisioner's own work without the catalog's first read."""
     from carpool import delivery
-    from carpool.app import confirm, launching, parsing, provision, wiring
+    from carpool.app import launching, parsing, wiring
+    from carpool.app.provisioning import confirm, provision
     from carpool.sim import motofast
     from carpool.sim.cluster import SimulatedCluster
     from carpool.sim.lambdas import load_handler

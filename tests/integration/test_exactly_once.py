@@ -40,8 +40,9 @@ from carpool import observability
 from carpool.adapters.aws import session
 from carpool.api import events
 from carpool.api.k8s import Pod
-from carpool.app import provision, wiring
+from carpool.app import wiring
 from carpool.app.deadline import Deadline
+from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws

@@ -11,8 +11,9 @@ import pytest
 
 from carpool.api import events
 from carpool.api.k8s import Pod
-from carpool.app import batch, confirm, parsing, provision
+from carpool.app import batch, parsing
 from carpool.app.deadline import ANSWER_MARGIN_SECONDS, Deadline, allows_a_claim
+from carpool.app.provisioning import confirm, provision
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION, Claim
 from carpool.state.ports import ReservationRefused

@@ -13,7 +13,7 @@ import pytest
 from carpool import labels as L
 from carpool import observability
 from carpool.api.k8s import Pod
-from carpool.app import provision
+from carpool.app.provisioning import provision
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from carpool import labels as L
-from carpool.app import provision
+from carpool.app.provisioning import provision
 from carpool.catalog import Catalog
 from carpool.requirements import Requirements
 from carpool.scheduling.result import InstanceChoice, PlannedClaim, SchedulingResult

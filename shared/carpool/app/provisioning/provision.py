@@ -1,7 +1,7 @@
 """The provisioner's use case: pending pods in, node claims launched out.
 
 Flow per batch (one Lambda invocation):
-1. Confirm every event against the cluster (`carpool.app.confirm`, one list of the unbound Pending pods):
+1. Confirm every event against the cluster (`carpool.app.provisioning.confirm`, one list of the unbound Pending pods):
    events for pods since bound, deleted, finished, replaced, or no longer Unschedulable are dropped with
    their reason. Events are delivered at least once and late; the cluster, not the event, decides.
 2. Drop pods already nominated to a live claim: an in-flight node is coming for them, or registered
@@ -38,8 +38,9 @@ from carpool import coexistence, labels, observability, together
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import confirm, discovery, images, launching, planning, pools, reasons, startup
+from carpool.app import discovery, images, launching, planning, pools, reasons, startup
 from carpool.app.deadline import Deadline, allows_a_claim
+from carpool.app.provisioning import confirm
 from carpool.app.wiring import Dependencies
 from carpool.disruption import drift
 from carpool.disruption.keys import SPEC_HASH
