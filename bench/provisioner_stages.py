@@ -134,7 +134,8 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
     `snapshot_catalog`: the shipped catalog instead of the one read from (local) EC2, to time the
     provisioner's own work without the catalog's first read."""
     from carpool import delivery
-    from carpool.app import confirm, launching, parsing, provision, wiring
+    from carpool.app import launching, parsing, wiring
+    from carpool.app.provisioning import confirm, record, schedule, world
     from carpool.sim import motofast
     from carpool.sim.cluster import SimulatedCluster
     from carpool.sim.lambdas import load_handler
@@ -170,12 +171,12 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
             with (_patched(parsing, "pod_unschedulable", timer.wrap("parse", parsing.pod_unschedulable)),
                   _patched(confirm, "confirm", timer.wrap("confirm", confirm.confirm)),
                   _patched(cluster, "pending_pods", timer.wrap("confirm", cluster.pending_pods)),
-                  _patched(provision._World, "read", timer.wrap("schedule", provision._World.read)),
-                  _patched(provision, "_plan_round", timer.wrap("schedule", provision._plan_round)),
+                  _patched(world.World, "read", timer.wrap("schedule", world.World.read)),
+                  _patched(schedule, "plan_round", timer.wrap("schedule", schedule.plan_round)),
                   _patched(ledger, "reserve_many", timer.wrap("reserve", ledger.reserve_many)),
                   _patched(launching, "plan_fleet", timer.wrap("launch", launching.plan_fleet)),
                   _patched(launching, "launch_group", timer.wrap("launch", launching.launch_group)),
-                  _patched(provision, "_record_launches", timer.wrap("launch", provision._record_launches))):
+                  _patched(record, "record_launches", timer.wrap("launch", record.record_launches))):
                 start = time.perf_counter()
                 response = handler(event, _Context(delivery.TIMEOUT_SECONDS["provisioner"]))
                 total = time.perf_counter() - start

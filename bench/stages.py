@@ -115,7 +115,7 @@ def plan_stages(manifests: Path, pods: Path) -> dict[str, float]:
     """Seconds per stage of one `carpool plan --json` in this process (same functions as the command)."""
     from carpool import cyclic_gc
     from carpool.api.loader import load
-    from carpool.app.planning import plan
+    from carpool.app.offline_planning import plan
     from carpool.cli.plan import Stopwatch, plan_inputs, render_json
 
     clock = Stopwatch()

@@ -12,8 +12,9 @@ with cyclic_gc.paused(freeze=True):
 
     from carpool import observability
     from carpool.adapters.aws.wiring import build_from_env
-    from carpool.app import batch, parsing, provision, sources, wiring
+    from carpool.app import batch, parsing, sources, wiring
     from carpool.app.deadline import Deadline
+    from carpool.app.provisioning import provision
 
     logger = Logger(service="carpool-provisioner")
     tracer = Tracer(service="carpool-provisioner", auto_patch=False)

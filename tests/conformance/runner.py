@@ -25,7 +25,7 @@ import yaml
 from carpool import labels as L
 from carpool import quantity
 from carpool.api.loader import ManifestErrors, load
-from carpool.app.planning import assemble, plan
+from carpool.app.offline_planning import assemble, plan
 from carpool.requirements import Requirement, Requirements
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions

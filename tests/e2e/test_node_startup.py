@@ -12,7 +12,7 @@ from carpool import environment
 from carpool.adapters.aws import session
 from carpool.adapters.aws.catalog import Ec2Catalog, fetch_catalog_inputs
 from carpool.api.loader import load
-from carpool.app.planning import assemble, plan
+from carpool.app.offline_planning import assemble, plan
 from carpool.catalog import builder
 from carpool.scheduling.scheduler import ScheduleOptions
 from carpool.sim.kubelet import InstanceFacts, memory_capacity_mib

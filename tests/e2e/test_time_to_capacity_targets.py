@@ -6,7 +6,7 @@ run: pending -> CreateFleet then spreads over a whole minute, and every target b
 
 At 459.9 s ten identical pods turn pending while two nodes launched for other pods have just become
 Ready: the kube-scheduler, which knows nothing of carpool's plan, binds to each what fits. The p99 holds
-only if carpool counts a Ready node's room from what is bound to it (`app/provision.py` `_room_on_node`),
+only if carpool counts a Ready node's room from what is bound to it (`app/provisioning/inflight.py` `_room_on_node`),
 not from what it planned there: else one pod is planned into room already taken and waits minutes."""
 
 from carpool.sim.result import SimResult

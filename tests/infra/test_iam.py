@@ -138,7 +138,7 @@ def test_pass_role_only_for_the_node_role_and_only_to_ec2(default: Synth, full: 
 
 
 LAUNCH = {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags", "iam:PassRole"}
-#: Interruption and disruption launch replacements themselves (`carpool.app.provision.provision_pods`).
+#: Interruption and disruption launch replacements themselves (`carpool.app.provisioning.provision.provision_pods`).
 LAUNCHERS = {"provisioner", "interruption", "disruption"}
 CATALOG = {"pricing:GetProducts", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
            "ec2:DescribeSpotPriceHistory"}

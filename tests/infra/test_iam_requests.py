@@ -56,10 +56,10 @@ LAMBDA_SERVICE_ACTIONS = {
 #: it in one of them only: (function recorded, operations or None for all, functions it stands for, why).
 SHARED_CODE: tuple[tuple[str, frozenset[str] | None, tuple[str, ...], str], ...] = (
     ("provisioner", None, ("interruption", "disruption"),
-     "replacements for interrupted, drifted or consolidated nodes go through carpool.app.provision, the "
+     "replacements for interrupted, drifted or consolidated nodes go through carpool.app.provisioning, the "
      "provisioner's own path (provision_pods): launches, capacity errors, claim bookkeeping"),
     ("disruption", frozenset({"TerminateInstances"}), ("provisioner", "interruption"),
-     "a launch whose claim then fails is terminated by carpool.app.provision: the same TerminateInstances of "
+     "a launch whose claim then fails is terminated by carpool.app.provisioning: the same TerminateInstances of "
      "an instance carpool launched"),
 )
 #: Releasing a claim (carpool.app.register on a deleted node, carpool.app.interrupt on a stopped or

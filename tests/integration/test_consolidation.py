@@ -23,8 +23,9 @@ from carpool import observability
 from carpool.amis import InMemoryAmiSource, alias_paths, parse_alias
 from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.taints import Taint as ApiTaint
-from carpool.app import disrupt, provision
+from carpool.app import disrupt
 from carpool.app.disruption_summary import DisruptSummary
+from carpool.app.provisioning import provision
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies

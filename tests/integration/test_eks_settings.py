@@ -73,7 +73,7 @@ def test_provisioning_with_unresolved_facts_launches_nothing(make_deps: Any, aws
     pods fail with the named reason (and are retried), the metric counts it."""
     from carpool_env import manifests, nodeclass, nodepool, pending_pods, running_instances
 
-    from carpool.app import provision
+    from carpool.app.provisioning import provision
 
     deps = make_deps(manifests(nodepool(requirements={"karpenter.sh/capacity-type": ["on-demand"]}), nodeclass()))
     unresolved = complete(Settings(cluster_name="gone", cluster_endpoint="https://gone.example", cluster_ca="Q0E="))

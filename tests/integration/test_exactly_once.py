@@ -40,8 +40,11 @@ from carpool import observability
 from carpool.adapters.aws import session
 from carpool.api import events
 from carpool.api.k8s import Pod
-from carpool.app import provision, wiring
+from carpool.app import wiring
 from carpool.app.deadline import Deadline
+from carpool.app.provisioning import provision, schedule
+from carpool.app.provisioning.invocation import Invocation
+from carpool.app.provisioning.world import World
 from carpool.app.wiring import Dependencies
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws
@@ -107,10 +110,10 @@ def failed_ids(response: dict[str, Any]) -> set[str]:
 
 def planned_claims(pods: list[Pod], deps: Dependencies) -> int:
     """How many nodes the batch needs: one plan of it, before anything is launched."""
-    outcome = provision.ProvisionOutcome()
-    world = provision._World.read(deps, deps.clock())
-    _, result, _ = provision._plan_round({p.key: p for p in pods}, world, deps, frozenset(), outcome)
-    assert not result.unschedulable and not outcome.failed
+    call = Invocation(deps, deps.clock(), "provisioning")
+    world = World.read(deps, deps.clock())
+    _, result, _ = schedule.plan_round({p.key: p for p in pods}, world, call)
+    assert not result.unschedulable and not call.outcome.failed
     return len(result.claims)
 
 

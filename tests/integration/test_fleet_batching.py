@@ -15,7 +15,8 @@ import pytest
 from carpool_env import CLUSTER, MakeDeps, manifests, nodeclass, nodepool, pending_pods, running_instances
 
 from carpool import labels
-from carpool.app import provision, register
+from carpool.app import register
+from carpool.app.provisioning import provision
 from carpool.sim.localaws import LocalAws
 from carpool.state.models import ClaimStatus
 

@@ -20,7 +20,8 @@ from carpool_env import (
 )
 
 from carpool.adapters.aws.iam import IamInstanceProfiles
-from carpool.app import disrupt, profiles, provision
+from carpool.app import disrupt, profiles
+from carpool.app.provisioning import provision
 from carpool.app.sources import TextConfigSource
 from carpool.launch import profiles as naming
 from carpool.ports import RoleNotFound

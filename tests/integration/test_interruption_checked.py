@@ -33,7 +33,8 @@ from carpool_env import (
 
 from carpool import observability
 from carpool.api import events
-from carpool.app import provision, wiring
+from carpool.app import wiring
+from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws

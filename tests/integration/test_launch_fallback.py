@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from carpool_env import T0, MakeDeps, manifests, nodeclass, nodepool, pending_pods
 
-from carpool.app import provision
+from carpool.app.provisioning import provision
 from carpool.sim.faults import CapacityFaults
 from carpool.sim.scenario import CapacityFailure
 

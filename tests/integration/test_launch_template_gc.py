@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from carpool_env import CLUSTER, MakeDeps, manifests, nodeclass, nodepool, pending_pods
 
-from carpool.app import disrupt, provision
+from carpool.app import disrupt
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
+from carpool.app.provisioning import provision
 
 CONFIG = manifests(
     nodepool(requirements={"node.kubernetes.io/instance-type": ["m5.large"],

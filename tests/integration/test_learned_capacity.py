@@ -26,7 +26,8 @@ from carpool_env import (
 from carpool import labels
 from carpool.api import events
 from carpool.api.k8s import Node
-from carpool.app import images, pools, provision, wiring
+from carpool.app import images, pools, wiring
+from carpool.app.provisioning import provision
 from carpool.sim.lambdas import load_handler
 from carpool.state.models import Claim, ClaimStatus
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from carpool_env import MakeDeps, helper_client, manifests, nodeclass, nodepool, pending_pods
 
-from carpool.app import provision
+from carpool.app.provisioning import provision
 
 POOL = nodepool(requirements={"node.kubernetes.io/instance-type": ["m5.large"],
                               "karpenter.sh/capacity-type": ["on-demand"]})

@@ -26,7 +26,8 @@ from carpool_env import (
 
 from carpool.api import events
 from carpool.api.k8s import Pod
-from carpool.app import disrupt, provision, wiring
+from carpool.app import disrupt, wiring
+from carpool.app.provisioning import provision
 from carpool.sim.faults import CrashFaults, InvocationKilled
 from carpool.sim.lambdas import load_handler
 from carpool.sim.localaws import LocalAws

@@ -49,7 +49,7 @@ def test_a_pods_reasons_are_logged_once_and_status_lists_them_with_the_claims(
     (huge,) = pending_pods(1, cpu="500", prefix="huge", deps=deps)
     deps.cluster.bind()  # type: ignore[attr-defined]  # the kube-scheduler marks them Unschedulable
     caplog.set_level(logging.INFO, logger="carpool.app.reasons")
-    caplog.set_level(logging.INFO, logger="carpool.app.provision")
+    caplog.set_level(logging.INFO, logger="carpool.app.provisioning.record")
 
     _provision([*served, huge])
     _provision([huge])  # the watcher's next period publishes it again: same reasons, no new line
@@ -80,7 +80,7 @@ def test_a_pods_reasons_are_logged_once_and_status_lists_them_with_the_claims(
     assert pending["pod"] == "default/huge0" and pending["reasons"] == line.reasons  # type: ignore[attr-defined]
 
     # "what did carpool launch, and why": one structured line per claim launched
-    (launch,) = [r for r in caplog.records if r.name == "carpool.app.provision" and r.getMessage().startswith("launched ")]
+    (launch,) = [r for r in caplog.records if r.name == "carpool.app.provisioning.record" and r.getMessage().startswith("launched ")]
     assert (launch.claim, launch.reason, launch.pods) == (claim["name"], "provisioning", 2)  # type: ignore[attr-defined]
 
     table = CliRunner().invoke(app, ["status"])

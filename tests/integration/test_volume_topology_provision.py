@@ -10,7 +10,7 @@ from typing import Any
 from carpool_env import MakeDeps, manifests, nodeclass, nodepool
 
 from carpool.api.k8s import Pod
-from carpool.app import provision
+from carpool.app.provisioning import provision
 from carpool.sim.cluster import SimulatedCluster
 from carpool.sim.workload import WorkloadDriver
 

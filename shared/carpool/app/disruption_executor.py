@@ -57,9 +57,10 @@ from carpool import delivery, k8s_events, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.nodeclass import EC2NodeClass
-from carpool.app import discovery, drain, images, interrupt, pools, provision, recorder
+from carpool.app import discovery, drain, images, interrupt, pools, recorder
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
+from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, planner

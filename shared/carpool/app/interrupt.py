@@ -48,7 +48,8 @@ from datetime import UTC, datetime, timedelta
 from carpool import labels, observability
 from carpool.api import events as ev
 from carpool.api.k8s import Pod, PodDisruptionBudget
-from carpool.app import drain, instances, provision
+from carpool.app import drain, instances
+from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation
 from carpool.disruption.decision import Reason

@@ -18,7 +18,7 @@ import typer
 
 from carpool import cyclic_gc
 from carpool.api.loader import ManifestErrors, Manifests, load
-from carpool.app.planning import (
+from carpool.app.offline_planning import (
     PlanInputError,
     PlanInputs,
     assemble,

@@ -307,7 +307,7 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime, type_capac
 
     It is REGISTERED when the node is past registration (no `karpenter.sh/unregistered` taint), else
     LAUNCHED so the registrar finishes registering it. It is charged against its pool's limits for
-    everything the node has, as a launch charges a claim (`carpool.app.provision.reservation`): every
+    everything the node has, as a launch charges a claim (`carpool.app.provisioning.reserve.reservation`): every
     resource its instance type has (`type_capacity`: GPUs before their device plugin advertises them),
     the node's own reported capacity where it has one, and one node (a node that exists counts, whatever
     the limit). It records no allocatable:

@@ -24,6 +24,7 @@ from carpool.api.selectors import LabelSelector as ApiLabelSelector
 from carpool.requirements import Requirements
 from carpool.resources import Resources, subtract
 from carpool.scheduling import inputs as si
+from carpool.scheduling.volumetopology import VolumeTopology, conflict
 from carpool.taints import KNOWN_EPHEMERAL_TAINTS, Taint
 
 ORDERED_ANNOTATION = "carpool.dev/ordered-requirements"
@@ -110,6 +111,18 @@ def pod_spec(pod: Pod, volume_terms: Sequence[Requirements] = ()) -> si.PodSpec:
         host_ports=tuple(si.HostPort(port, proto, "" if ip in ("0.0.0.0", "") else ip) for ip, proto, port in pod.host_ports()),
         owner=owner,
     )
+
+
+def pod_spec_with_volumes(pod: Pod, volumes: VolumeTopology) -> si.PodSpec | str:
+    """The scheduler's view of a pod with persistent volume claims, confined to its volumes' topology;
+    or why it cannot be scheduled (its claims are not ready, or no zone suits both it and its volumes).
+    The provisioner and `carpool plan` both convert such pods so."""
+    problem = volumes.problem(pod)
+    if problem is not None:
+        return problem
+    volume_terms = volumes.requirements(pod)
+    converted = pod_spec(pod, volume_terms)
+    return conflict(converted.requirements, volume_terms) or converted
 
 
 def _with_volumes(terms: tuple[Requirements, ...], volume_terms: Sequence[Requirements]) -> tuple[Requirements, ...]:

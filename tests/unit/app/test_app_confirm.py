@@ -11,8 +11,9 @@ import pytest
 
 from carpool.api import events
 from carpool.api.k8s import Pod
-from carpool.app import batch, confirm, parsing, provision
+from carpool.app import batch, parsing
 from carpool.app.deadline import ANSWER_MARGIN_SECONDS, Deadline, allows_a_claim
+from carpool.app.provisioning import confirm, reserve
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION, Claim
 from carpool.state.ports import ReservationRefused
@@ -75,10 +76,10 @@ def test_a_claim_reserves_every_resource_at_its_largest_option_limited_or_not() 
     largest = {"cpu": 8000, "memory": 32 * 2**30, "pods": 58, "nvidia.com/gpu": 4, "ephemeral-storage": 10}
     everything = {**largest, "nodes": 1}
     # unlimited resources are held too: a limit added while the node runs counts it
-    assert provision.reservation(largest, None) == everything
-    assert provision.reservation(largest, {"nvidia.com/gpu": 1, "nodes": 3, "pods": 100}) == everything
+    assert reserve.reservation(largest, None) == everything
+    assert reserve.reservation(largest, {"nvidia.com/gpu": 1, "nodes": 3, "pods": 100}) == everything
     # a limited resource the types do not have is reserved as 0 (it still takes part in the condition)
-    assert provision.reservation({"cpu": 2000}, {"amd.com/gpu": 2})["amd.com/gpu"] == 0
+    assert reserve.reservation({"cpu": 2000}, {"amd.com/gpu": 2})["amd.com/gpu"] == 0
 
 
 def _claim(name: str, pods: list[str], reserved: dict[str, int]) -> Claim:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from carpool.api.loader import load
-from carpool.app import planning
+from carpool.app import offline_planning
 from carpool.catalog import Catalog
 from carpool.cli import app
 
@@ -35,10 +35,10 @@ def _sources(learned: dict[str, int]) -> dict[str, str]:
     path = Path(__file__).with_name("_cap.json")
     path.write_text(json.dumps(rows))
     try:
-        by_type = planning.load_capacity_rows(path, now)
+        by_type = offline_planning.load_capacity_rows(path, now)
     finally:
         path.unlink()
-    inputs = planning.assemble(load([POOL, PODS]), catalog=Catalog.snapshot("us-east-1"), learned_by_type=by_type)
+    inputs = offline_planning.assemble(load([POOL, PODS]), catalog=Catalog.snapshot("us-east-1"), learned_by_type=by_type)
     return inputs.capacity_sources["default"]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from carpool.api.loader import load
-from carpool.app.planning import assemble
+from carpool.app.offline_planning import assemble
 from carpool.catalog import Catalog
 from carpool.coexistence import Coexistence
 from carpool.scheduling import convert

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from carpool.api.loader import load
-from carpool.app.planning import assemble, plan
+from carpool.app.offline_planning import assemble, plan
 from carpool.scheduling.scheduler import ScheduleOptions
 
 NODECLASS = {

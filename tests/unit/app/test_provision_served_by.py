@@ -13,7 +13,7 @@ import pytest
 from carpool import labels as L
 from carpool import observability
 from carpool.api.k8s import Pod
-from carpool.app import provision
+from carpool.app.provisioning import pending, provision
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ def test_one_line_per_server_with_the_batch_count(capsys: pytest.CaptureFixture[
     deps = SimpleNamespace(config=SimpleNamespace(load=lambda: SimpleNamespace(nodepools=[])))
     outcome = provision.ProvisionOutcome()
 
-    kept = provision._leave_alone_what_others_serve(pods, deps, outcome)  # type: ignore[arg-type]
+    kept = pending.leave_alone_what_others_serve(pods, deps, outcome)  # type: ignore[arg-type]
 
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"metric"')]
     served = {line["server"]: line["value"] for line in lines if line["metric"] == "PodsServedBy"}

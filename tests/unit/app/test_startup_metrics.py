@@ -14,7 +14,8 @@ import pytest
 from carpool import labels, observability
 from carpool.amis import InMemoryAmiSource
 from carpool.api.k8s import Node, Pod
-from carpool.app import provision, register, startup
+from carpool.app import register, startup
+from carpool.app.provisioning import provision
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies

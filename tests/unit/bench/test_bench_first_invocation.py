@@ -18,7 +18,7 @@ def test_the_floor_keeps_libraries_and_leaves_out_carpool_and_aliases(monkeypatc
     monkeypatch.setitem(sys.modules, "six.moves.fake", alias)
     assert first_invocation._importable_library("botocore.session")
     assert not first_invocation._importable_library("six.moves.fake")
-    assert not first_invocation._importable_library("carpool.app.provision")
+    assert not first_invocation._importable_library("carpool.app.provisioning.provision")
     assert not first_invocation._importable_library("bench.first_invocation")
     assert not first_invocation._importable_library("__main__")
 

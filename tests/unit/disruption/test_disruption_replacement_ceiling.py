@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from carpool import labels as L
-from carpool.app import provision
+from carpool.app.provisioning import price_ceiling, provision
 from carpool.catalog import Catalog
 from carpool.requirements import Requirements
 from carpool.scheduling.result import InstanceChoice, PlannedClaim, SchedulingResult
@@ -36,7 +36,7 @@ def _prepared(catalog: Catalog, *names: str) -> SimpleNamespace:
 
 def test_every_offering_at_or_above_the_ceiling_is_priced_out(catalog: Catalog) -> None:
     ceiling = _price(catalog, "c7i.large")
-    out = provision.priced_out(catalog, ceiling)
+    out = price_ceiling.priced_out(catalog, ceiling)
     assert ("c7i.large", ZONE, L.CAPACITY_ON_DEMAND) in out  # equal price is not cheaper
     assert ("m7i.xlarge", ZONE, L.CAPACITY_ON_DEMAND) in out
     assert ("c7i-flex.large", ZONE, L.CAPACITY_ON_DEMAND) not in out
@@ -50,7 +50,7 @@ def test_a_round_that_could_cost_the_ceiling_launches_nothing_and_says_why(catal
                                       _claim(catalog, names[1], pods=("default/b",))])
     outcome = provision.ProvisionOutcome()
     left = _price(catalog, "c7i.large")  # two flex nodes cost more than one c7i.large
-    provision._hold_to_ceiling(result, _prepared(catalog, *names), set(), left, outcome)
+    price_ceiling.hold_to_ceiling(result, _prepared(catalog, *names), set(), left, outcome)
     assert result.claims == []
     assert set(result.unschedulable) == {"default/a", "default/b"}
     assert "must cost less than" in outcome.decisions[0]
@@ -59,7 +59,7 @@ def test_a_round_that_could_cost_the_ceiling_launches_nothing_and_says_why(catal
 def test_a_round_under_the_ceiling_is_launched_as_planned(catalog: Catalog) -> None:
     result = SchedulingResult(claims=[_claim(catalog, "c7i-flex.large")])
     outcome = provision.ProvisionOutcome()
-    provision._hold_to_ceiling(result, _prepared(catalog, "c7i-flex.large"),
-                               provision.priced_out(catalog, _price(catalog, "c7i.large")),
-                               _price(catalog, "c7i.large"), outcome)
+    price_ceiling.hold_to_ceiling(result, _prepared(catalog, "c7i-flex.large"),
+                                  price_ceiling.priced_out(catalog, _price(catalog, "c7i.large")),
+                                  _price(catalog, "c7i.large"), outcome)
     assert len(result.claims) == 1 and outcome.decisions == []

@@ -14,7 +14,7 @@ event only when its pod:
 - is still `PodScheduled=False` with reason `Unschedulable` (the kube-scheduler found no node for it).
 
 Pods nominated to a live claim (its node is coming, or registered moments ago) are dropped next, by the
-ledger (`provision_pods`). Everything dropped is logged and counted with its reason. The pod that goes
+ledger (`carpool.app.provisioning.pending`). Everything dropped is logged and counted with its reason. The pod that goes
 on to scheduling is the cluster's, not the event's: it is the newer of the two.
 """
 
@@ -59,6 +59,29 @@ def verdict(event_pod: Pod, live: Pod | None, observed_at: datetime | None = Non
         seen = f"PodScheduled={cond.status}/{cond.reason or '-'}" if cond else "no PodScheduled condition"
         return f"not marked Unschedulable by the kube-scheduler ({seen})"
     return None
+
+
+def speaking(events: Mapping[tuple[str, str], tuple[Pod, datetime | None]],
+             live: Mapping[str, Pod]) -> dict[str, tuple[Pod, datetime | None]]:
+    """One event per pod key, from the newest event of each (pod key, uid): the newest about the pod the
+    cluster has under that name (its uid), else the newest of all. A deleted predecessor's event, however
+    late it was stamped, never hides the live pod's own."""
+    out: dict[str, tuple[Pod, datetime | None]] = {}
+    for (key, uid), (pod, observed) in events.items():
+        current = live.get(key)
+        own = current is not None and bool(uid) and uid == (current.metadata.uid or "")
+        seen = out.get(key)
+        if seen is None or own or not _is_own(seen[0], current) and _newer(observed, seen[1]):
+            out[key] = (pod, observed)
+    return out
+
+
+def _is_own(pod: Pod, live: Pod | None) -> bool:
+    return live is not None and bool(pod.metadata.uid) and pod.metadata.uid == live.metadata.uid
+
+
+def _newer(observed: datetime | None, than: datetime | None) -> bool:
+    return than is None or (observed is not None and observed >= than)
 
 
 def confirm(events: Mapping[str, tuple[Pod, datetime | None]], live: Mapping[str, Pod]) -> Confirmed:

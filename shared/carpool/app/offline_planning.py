@@ -41,7 +41,7 @@ from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.scheduling.result import SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions, schedule
-from carpool.scheduling.volumetopology import VolumeTopology, conflict
+from carpool.scheduling.volumetopology import VolumeTopology
 from carpool.state.models import CapacityRecord
 
 Unavailable = frozenset[tuple[str, str, str]]
@@ -247,7 +247,7 @@ def _pending_specs(pods: Sequence[Pod], classifier: Coexistence, servers: dict[s
         if verdict.leave_alone:  # as the provisioner: node-group pods are Cluster Autoscaler's
             continue
         if volumes is not None and pod.spec.volumes and any(v.claim_name(pod.name) for v in pod.spec.volumes):
-            claimed = _with_claims(pod, volumes)
+            claimed = convert.pod_spec_with_volumes(pod, volumes)
             if isinstance(claimed, str):
                 if rejected is not None:
                     rejected[pod.key] = claimed
@@ -265,20 +265,6 @@ def _pending_specs(pods: Sequence[Pod], classifier: Coexistence, servers: dict[s
         out.append(converted)
     return out
 
-
-def _with_claims(pod: Pod, volumes: VolumeTopology) -> si.PodSpec | str:
-    """The scheduler's view of a pod with persistent volume claims, confined to its volumes' topology;
-    or why it cannot be scheduled (its claims are not ready, or no zone suits both it and its volumes)."""
-    problem = volumes.problem(pod)
-    if problem is not None:
-        return problem
-    volume_terms = volumes.requirements(pod)
-    converted = convert.pod_spec(pod, volume_terms)
-    return conflict(converted.requirements, volume_terms) or converted
-
-
-#: the provisioner converts pods with claims the same way
-with_claims = _with_claims
 
 _POD_FIELDS = tuple(f.name for f in dataclasses.fields(si.PodSpec))
 assert _POD_FIELDS[:5] == ("key", "requests", "labels", "namespace", "uid"), _POD_FIELDS

@@ -1,0 +1,79 @@
+"""What becomes of a reserved claim that gets no instance: its reservation is given back, and its pods are
+either scheduled again (capacity errors, as Karpenter's launch falls back to other offerings) or failed
+alone, so the batch's other claims go on."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from carpool import observability
+from carpool.app import launching
+from carpool.app.provisioning.invocation import Invocation
+from carpool.app.wiring import Dependencies
+from carpool.scheduling.result import PlannedClaim
+from carpool.state.models import Claim, UnavailableOffering
+
+log = logging.getLogger(__name__)
+
+
+def settle(claim: Claim, planned: PlannedClaim, attempt: launching.LaunchAttempt, call: Invocation) -> list[str]:
+    """Give back the reservation of a claim that got no instance; returns its pods when they should be
+    scheduled again (capacity errors, or options used up since it was planned)."""
+    outcome = call.outcome
+    release(claim, call.deps)
+    if attempt.stale:
+        return list(planned.pods)  # its options were used up by this round's capacity errors
+    if attempt.capacity_errors:
+        _mark_unavailable(attempt.capacity_errors, call)
+        outcome.capacity_errors.update(dict.fromkeys(planned.pods, (claim.name, list(attempt.capacity_errors))))
+        outcome.decisions.append(
+            f"{planned.pool}: insufficient capacity for {len(attempt.capacity_errors)} offerings; retrying {len(planned.pods)} pods"
+        )
+        observability.emit("LaunchFailures", reason="InsufficientCapacity")
+        return list(planned.pods)
+    outcome.launch_failures.append(f"{claim.name}: {attempt.error}")
+    outcome.fail(planned.pods, f"launch of {claim.name} failed: {attempt.error}")
+    observability.emit("LaunchFailures", reason="Error")
+    log.error("launch of %s failed: %s", claim.name, attempt.error)
+    return []
+
+
+def claim_failed(claim: Claim, planned: PlannedClaim, call: Invocation, exc: Exception,
+                 instance_id: str | None = None) -> None:
+    """A claim's launch raised: give back what it holds now, fail only its pods, let the others go on."""
+    why = f"{type(exc).__name__}: {exc}"
+    log.error("claim %s (%d pods) failed: %s", claim.name, len(planned.pods), why, exc_info=exc)
+    if instance_id is not None:
+        try:
+            call.deps.compute.terminate_instances([instance_id])
+        except Exception:  # the orphan clean-up terminates it after its grace period
+            log.exception("could not terminate %s of failed claim %s", instance_id, claim.name)
+    release(claim, call.deps)
+    call.outcome.launch_failures.append(f"{claim.name}: {why}")
+    call.outcome.fail(planned.pods, f"claim {claim.name} failed: {why}")
+    observability.emit("LaunchFailures", reason=type(exc).__name__)
+
+
+def release(claim: Claim, deps: Dependencies) -> None:
+    """Release a claim that will not launch; if even that fails, its reservation is reaped as a claim
+    that never launched (`launch_deadline_seconds`) and its nominations expire."""
+    try:
+        deps.ledger.release(claim)
+    except Exception:
+        log.exception("could not release claim %s; it is reaped as a claim that never launched", claim.name)
+
+
+def _mark_unavailable(errors: list[tuple[str, str, str]], call: Invocation) -> None:
+    errors = [e for e in dict.fromkeys(errors) if e not in call.unavailable]  # a batch's claims share its errors
+    if not errors:
+        return
+    until = call.now + timedelta(seconds=call.deps.settings.unavailable_seconds)
+    call.unavailable.update(errors)  # this invocation avoids them even if remembering them fails
+    try:
+        call.deps.offerings.mark_unavailable(
+            UnavailableOffering(instance_type=t, zone=z, capacity_type=ct, until=until, reason="insufficient capacity")
+            for t, z, ct in errors
+        )
+    except Exception:
+        log.exception("could not remember %d unavailable offerings", len(errors))

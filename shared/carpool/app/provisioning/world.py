@@ -1,0 +1,101 @@
+"""What one provisioning invocation reads once, before its first round, and every round uses."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from carpool import together
+from carpool.api.k8s import Pod
+from carpool.app import discovery, images
+from carpool.app.wiring import Dependencies
+from carpool.scheduling import convert
+from carpool.scheduling import inputs as si
+from carpool.scheduling.volumetopology import VolumeTopology
+
+
+@dataclass
+class World:
+    """What one invocation reads once: config, catalog, learned capacity, unavailable offerings, the CNI
+    mode and the DaemonSets, each node class's AMIs (resolved on first use), and, when some pod mounts a
+    persistent volume claim, the storage objects that decide where such pods may run."""
+
+    manifests: Any
+    catalog: Any
+    learned: dict
+    unavailable: set[tuple[str, str, str]]
+    cni: dict[str, str]
+    daemonsets: list[si.PodSpec]
+    resolve: Callable[[Any], list]
+    #: None when no pod of the batch mounts a claim (nothing was read)
+    volumes: VolumeTopology | None = None
+
+    @classmethod
+    def read(cls, deps: Dependencies, now: datetime, pods: Sequence[Pod] = ()) -> World:
+        """The reads are independent, so they are made at once (`carpool.together`): the AWS ones on
+        worker threads, the cluster's here meanwhile. The AMIs, subnets and security groups of the node
+        classes the pools use are read too, ahead of `pools.prepare` and the launch asking for them. The
+        stored catalog is read with them but decoded here afterwards: CPU work on a worker would slow
+        every other worker (the interpreter lock), while here it waits for nobody."""
+        manifests = deps.config.load()
+        resolved: dict[str, list | Exception] = {}
+
+        def resolve(nc: Any) -> list:  # once per node class per invocation (its failure too)
+            if nc.name not in resolved:
+                try:
+                    resolved[nc.name] = images.resolve(nc, deps)
+                except Exception as exc:
+                    resolved[nc.name] = exc
+            found = resolved[nc.name]
+            if isinstance(found, Exception):
+                raise found
+            return found
+
+        def cluster() -> tuple[dict[str, str], list[si.PodSpec], VolumeTopology | None]:
+            daemonsets = [convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()]
+            return deps.cluster.cni_env(), daemonsets, _volume_topology(deps, pods)
+
+        read_ahead = getattr(deps.catalog, "read_ahead", None)  # the stored catalog's read, not its decoding
+        (cni, daemonsets, volumes), (learned, unavailable, *_ahead) = together.beside(cluster, [
+            lambda: deps.capacity.all(now), lambda: set(deps.offerings.unavailable(now)),
+            *_ahead_of_use(manifests, deps, resolve), *([read_ahead] if read_ahead else []),
+        ])
+        return cls(manifests=manifests, catalog=deps.catalog.get(now), learned=learned, unavailable=unavailable,
+                   cni=cni, daemonsets=daemonsets, resolve=resolve, volumes=volumes)
+
+
+def _ahead_of_use(manifests: Any, deps: Dependencies, resolve: Callable[[Any], list]) -> list[Callable[[], None]]:
+    """Reads of what the pools' node classes will be asked for (AMIs, subnets, security groups), each
+    kept where its user finds it (`resolve`'s table, `discovery`'s cache). A failure is left for that
+    user to meet (and report) where it did before."""
+    names = {pool.node_class_name for pool in manifests.nodepools}
+    reads: list[Callable[[], None]] = []
+    for nc in manifests.nodeclasses:
+        if nc.name in names:
+            reads += [partial(_quietly, resolve, nc), partial(_quietly, discovery.subnets, nc, deps),
+                      partial(_quietly, discovery.security_groups, nc, deps)]
+    return reads
+
+
+def _quietly(read: Callable[..., Any], *args: Any) -> None:
+    with contextlib.suppress(Exception):
+        read(*args)
+
+
+def has_claims(pod: Pod) -> bool:
+    """Whether the pod mounts a persistent volume claim (its own ephemeral one included)."""
+    return any(v.claim_name(pod.name) is not None for v in pod.spec.volumes)
+
+
+def _volume_topology(deps: Dependencies, pods: Sequence[Pod]) -> VolumeTopology | None:
+    """The claims, volumes and StorageClasses of the pods that mount claims, read once per batch (and
+    not at all when none does): a zonal volume decides the zone of the node its pod can use."""
+    claiming = [p for p in pods if has_claims(p)]
+    if not claiming:
+        return None
+    claims, volumes, classes = deps.cluster.storage_for(claiming)
+    return VolumeTopology(classes, volumes, claims)
