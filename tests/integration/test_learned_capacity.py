@@ -27,7 +27,7 @@ from carpool import labels
 from carpool.api import events
 from carpool.api.k8s import Node
 from carpool.app import images, pools, provision, wiring
-from carpool.sim.lambdas import load_handler
+from carpool.sim.localaws.lambda_runtime import load_handler
 from carpool.state.models import Claim, ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]
