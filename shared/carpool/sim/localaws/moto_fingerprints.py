@@ -6,6 +6,18 @@ A module of its own because it imports the patch modules, which import `carpool.
 
 from __future__ import annotations
 
+# Importing the patch modules registers their patches, in import order (which the listing follows): the
+# server and what it imports first (ec2_pages, then the rest), then the speed-ups.
+import carpool.sim.localaws.server  # noqa: F401
+from carpool.sim.localaws import (  # noqa: F401
+    ec2_pages,
+    moto_errors,
+    moto_events,
+    moto_linear,
+    moto_serialize,
+    motofast,
+    shared_models,
+)
 from carpool.sim.localaws.moto_patches import SUPPORTED_MOTO, MotoPatch, current_fingerprints, moto_version
 
 
