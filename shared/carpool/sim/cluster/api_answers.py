@@ -1,4 +1,5 @@
-"""How kube-apiserver answers, shared by the simulated cluster (which decides) and its HTTP face (which serves).
+"""How kube-apiserver answers: shared by the simulated cluster, which decides, and its HTTP face, which
+serves.
 
 `SimulatedCluster` decides what a request gets (an eviction refused by a budget, a patch that conflicts)
 and `SimApiServer` puts it on the wire; both speak in these terms, so they live apart from either:

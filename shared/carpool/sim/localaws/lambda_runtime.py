@@ -1,11 +1,11 @@
 """The Lambda service's side of an invocation: the handler's code, its context object and its events.
 
 The simulation proves the production path, so it loads each `functions/<name>/handler.py` from its file
-(exactly what Lambda runs) and hands it events in the shapes Lambda delivers: EventBridge scheduled events,
-and SQS batches of the messages local SQS hands the event source mapping (`carpool.sim.localaws.event_source`).
+(exactly what Lambda runs) and hands it events in the shapes Lambda delivers: EventBridge scheduled
+events, and SQS batches of the messages local SQS hands the event source mapping
+(`carpool.sim.localaws.event_source`).
 What becomes of the handlers' output is the run's business (`carpool.sim.run.decision_log`).
 """
-
 
 from __future__ import annotations
 
