@@ -1,6 +1,6 @@
 """Learned-capacity extrapolation vs Karpenter's flat 7.5 % rule, on the simulation's ground truth.
 
-The simulated kubelets report memory as the scenario's `truth` says (`carpool.sim.kubelet`): raw size
+The simulated kubelets report memory as the scenario's `truth` says (`carpool.sim.cluster.kubelet`): raw size
 (less 64 MiB on arm64) minus a per-AMI-family overhead that differs from 7.5 %. carpool observes a few
 instance types (as registrations would), then estimates every held-out catalog type of the same AMI
 family with `carpool.capacity.estimate_memory`. Reported: mean absolute error (MiB) of both methods.
@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from carpool import capacity
 from carpool.catalog import Catalog
 from carpool.resources import MEMORY
-from carpool.sim.kubelet import InstanceFacts, truth_resources
-from carpool.sim.scenario import Truth
+from carpool.sim.cluster.kubelet import InstanceFacts, truth_resources
+from carpool.sim.cluster.specs import Truth
 from carpool.state.models import CapacityRecord
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -38,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 #: No target of its own any more: a cold start counts where it matters, inside time to capacity at the
-#: function's configured memory (`carpool.sim.durations` models each cold start from these rows;
+#: function's configured memory (`carpool.sim.run.durations` models each cold start from these rows;
 #: `bench/time_to_capacity.py` holds the targets).
 TARGET_MS: float | None = None
 PODS = 10
@@ -141,7 +141,7 @@ def _prepare(world: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     from datetime import UTC, datetime
 
     from bench.provisioner_stages import deployed_settings
-    from carpool.sim.cluster import SimulatedCluster
+    from carpool.sim.cluster.simulated import SimulatedCluster
 
     cluster = SimulatedCluster(lambda: datetime.now(UTC))
     for node in world["nodes"]:
@@ -196,11 +196,11 @@ def measure(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> dict[str,
 
     from bench.lambda_package import compile_shipped_code
     from bench.provisioner_stages import AL2023_X86, CLUSTER, CONFIG, DEPLOYED_ENV
-    from carpool.sim import motofast
-    from carpool.sim.localaws import LocalAws
+    from carpool.sim.localaws import motofast
+    from carpool.sim.localaws.server import LocalAws
 
     out: dict[str, list[dict[str, float]]] = {name: [] for name in functions}
-    # the simulation's local AWS, with its speed-ups of moto's own bookkeeping (carpool.sim.motofast)
+    # the simulation's local AWS, with its speed-ups of moto's own bookkeeping (carpool.sim.localaws.motofast)
     with LocalAws(cluster=CLUSTER) as aws, motofast.faster_moto(), tempfile.TemporaryDirectory() as folder:
         aws.create_state()
         path = aws.create_event_path()
@@ -237,7 +237,7 @@ class _Worlds:
     def __init__(self, path: Any) -> None:
         from datetime import UTC, datetime
 
-        from carpool.sim.cluster import SimulatedCluster
+        from carpool.sim.cluster.simulated import SimulatedCluster
 
         self.path = path
         self.cluster = SimulatedCluster(lambda: datetime.now(UTC))
@@ -259,7 +259,7 @@ class _Worlds:
     def pending(self, function: str) -> dict[str, Any]:
         """Pods pending: the provisioner's batch of their events, or the watcher's schedule."""
         from bench.provisioner_stages import _batch
-        from carpool.sim.lambdas import scheduled_event
+        from carpool.sim.localaws.lambda_runtime import scheduled_event
 
         event = (_batch(self.cluster.pending_pods(), _utc_now()) if function == "provisioner"
                  else scheduled_event(f"carpool-{function}", _utc_now(), "us-east-1"))
@@ -278,7 +278,7 @@ class _Worlds:
         """After the registrar's run on `registering`: nodes registered and Ready, the pods bound to them;
         the disruption function's schedule or a spot interruption warning for one of the nodes."""
         from carpool.api import events
-        from carpool.sim.lambdas import scheduled_event
+        from carpool.sim.localaws.lambda_runtime import scheduled_event
 
         self._invoke("registrar", registering)
         self.cluster.bind()
@@ -298,7 +298,7 @@ class _Worlds:
 
         from carpool.adapters.aws.wiring import build_from_env
         from carpool.app import wiring
-        from carpool.sim.lambdas import LambdaContext, load_handler
+        from carpool.sim.localaws.lambda_runtime import LambdaContext, load_handler
 
         handler = load_handler(function, ROOT / "functions")
         wiring.use(build_from_env(self._settings(), cluster=self.cluster))
@@ -310,8 +310,8 @@ class _Worlds:
     def _joined_nodes(self) -> list[dict[str, Any]]:
         """Each launched instance's Node as its kubelet registers it (`karpenter.sh/unregistered` taint on)."""
         from carpool.adapters.aws import session
-        from carpool.sim.kubelet import InstanceFacts, static_node
-        from carpool.sim.scenario import Truth
+        from carpool.sim.cluster.kubelet import InstanceFacts, static_node
+        from carpool.sim.cluster.specs import Truth
 
         ec2 = session.client("ec2")
         nodes = []
@@ -385,7 +385,7 @@ def refresh_catalog() -> None:
     from bench.provisioner_stages import deployed_settings
     from carpool.adapters.aws.wiring import build_from_env
     from carpool.app import catalog_refresh
-    from carpool.sim.cluster import SimulatedCluster
+    from carpool.sim.cluster.simulated import SimulatedCluster
 
     deps = build_from_env(deployed_settings(), cluster=SimulatedCluster(_utc_now))
     if not catalog_refresh.run(deps):

@@ -2,7 +2,7 @@
 
 A steady month is modelled per function from what one invocation used in a simulation
 (`examples/005-spot-interruption.yaml`: provisioning, registration, a spot interruption with its drain
-and replacement, disruption passes; every function runs) and priced by `carpool.sim.own_cost`, the
+and replacement, disruption passes; every function runs) and priced by `carpool.sim.run.own_cost`, the
 same model `carpool simulate` reports with. What the simulation cannot measure at this size is stated
 below as an assumption.
 
@@ -13,7 +13,7 @@ The month (1,000 nodes, 30 pods each, 3 NodePools each limiting cpu and memory, 
   plus listing the cluster at 1,000 nodes; it reads every
   active claim (a Query on the status index, items of the size the simulation stored);
 - disruption every minute: the measured run plus the pass over the month's nodes as the simulation
-  charges it (`carpool.sim.durations`: `bench/scale.py`'s pass, 7.5 ms a node at the deployed core,
+  charges it (`carpool.sim.run.durations`: `bench/scale.py`'s pass, 7.5 ms a node at the deployed core,
   which lists every node and every pod not finished, as the pass does: `bench/scale.py` at 1,000 nodes
   reads 185 MB a run); it reads every active claim. Its longest run in the simulation is the instance-type catalog's rebuild
   (the first run finds none stored), which a month has every `carpool.app.sources.REFRESH_EVERY` (12 h),
@@ -48,8 +48,8 @@ from typing import Any
 
 from carpool import delivery
 from carpool.app.sources import REFRESH_EVERY
-from carpool.sim import durations, own_cost
-from carpool.sim.own_cost import FunctionUsage, Usage
+from carpool.sim.run import durations, own_cost
+from carpool.sim.run.own_cost import FunctionUsage, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "examples" / "005-spot-interruption.yaml"
@@ -87,8 +87,8 @@ FARGATE_OVERHEAD_GIB = 0.25
 #: and stored item sizes (which the result document does not carry) as its last line.
 _SIMULATE = """
 import json, sys
-from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import load_scenario
+from carpool.sim.run.runner import SimRunner
+from carpool.sim.run.scenario import load_scenario
 runner = SimRunner(load_scenario(sys.argv[1]))
 result = runner.run()
 print(json.dumps({"result": result.to_json_dict(), "seriesSends": runner.usage.series_sends,

@@ -136,12 +136,12 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
     from carpool import delivery
     from carpool.app import launching, parsing, wiring
     from carpool.app.provisioning import confirm, record, schedule, world
-    from carpool.sim import motofast
-    from carpool.sim.cluster import SimulatedCluster
-    from carpool.sim.lambdas import load_handler
-    from carpool.sim.localaws import LocalAws
+    from carpool.sim.cluster.simulated import SimulatedCluster
+    from carpool.sim.localaws import motofast
+    from carpool.sim.localaws.lambda_runtime import load_handler
+    from carpool.sim.localaws.server import LocalAws
 
-    # the simulation's local AWS, with its speed-ups of moto's own bookkeeping (carpool.sim.motofast)
+    # the simulation's local AWS, with its speed-ups of moto's own bookkeeping (carpool.sim.localaws.motofast)
     with LocalAws(cluster=CLUSTER) as aws, motofast.faster_moto():
         aws.create_state()
         aws.create_event_path()

@@ -1,5 +1,5 @@
 """carpool's minute-by-minute reads on a large cluster: 5,000 nodes and 150,000 running pods served by the
-simulated kube-apiserver (`carpool.sim.apiserver`) over HTTP, read through the real lightkube adapter.
+simulated kube-apiserver (`carpool.sim.cluster.apiserver`) over HTTP, read through the real lightkube adapter.
 
 Three processes, so each measurement is a process of its own as a Lambda is:
 - the API server (`python -m bench.scale serve`): builds the cluster (pods of realistic size: managed
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from carpool import delivery
-from carpool.sim import durations
+from carpool.sim.run import durations
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = int(os.environ.get("CARPOOL_SCALE_NODES", "5000"))  # smaller for a quick look
@@ -41,7 +41,7 @@ INSTANCE_TYPE = "m5.2xlarge"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 #: the pass must finish within the function's timeout on the deployed core (1.2 times slower than this one,
-#: `carpool.sim.durations.CORE_SLOWDOWN`), in the function's memory
+#: `carpool.sim.run.durations.CORE_SLOWDOWN`), in the function's memory
 DISRUPTION_TARGET = (round(delivery.TIMEOUT_SECONDS["disruption"] / durations.CORE_SLOWDOWN, 1),
                      float(delivery.MEMORY_MIB["disruption"]))
 WATCHER_TARGET_SECONDS = 60.0
@@ -196,7 +196,7 @@ def pod_json(name: str, node: str | None, app: str, phase: str = "Running", daem
 
 
 def build_cluster() -> Any:
-    from carpool.sim.cluster import SimulatedCluster
+    from carpool.sim.cluster.simulated import SimulatedCluster
 
     cluster = SimulatedCluster(lambda: NOW)
     for i in range(NODES):
@@ -219,7 +219,7 @@ def build_cluster() -> Any:
 
 def serve() -> None:
     """The API server process: prints its URL, then a stats line for each line read on stdin."""
-    from carpool.sim.apiserver import SimApiServer
+    from carpool.sim.cluster.apiserver import SimApiServer
 
     started = time.perf_counter()
     cluster = build_cluster()

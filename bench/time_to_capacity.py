@@ -5,7 +5,7 @@
   carpool's overhead on a pod), against p50 <= 3 s / p99 <= 12 s, p99 <= 5 s and p99 <= 20 s;
 - `examples/burst-10k.yaml`: every pod's CreateFleet within 30 s of it turning pending (the max).
 
-These are simulated seconds (`carpool.sim.durations` models each invocation at its deployed memory), not
+These are simulated seconds (`carpool.sim.run.durations` models each invocation at its deployed memory), not
 this machine's wall time, so they do not move with the VM's load."""
 
 from __future__ import annotations

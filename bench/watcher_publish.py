@@ -60,11 +60,10 @@ def _wrapped(owner: Any, name: str, cpu: _ThreadCpu, label: str) -> Iterator[Non
 
 def measure(repeat: int = 1) -> list[dict[str, Any]]:
     """One row per watcher run: process CPU and wall seconds, the split, what was published."""
-    from moto.events.responses import EventsHandler
-
     from carpool.adapters.aws.events import EventBridgePublisher
-    from carpool.sim.runner import SimRunner
-    from carpool.sim.scenario import load_scenario
+    from carpool.sim.localaws.in_process import eventbridge_request_handler
+    from carpool.sim.run.runner import SimRunner
+    from carpool.sim.run.scenario import load_scenario
 
     rows: list[dict[str, Any]] = []
 
@@ -81,7 +80,7 @@ def measure(repeat: int = 1) -> list[dict[str, Any]]:
         def _one_run(self) -> dict[str, Any]:
             cpu = _ThreadCpu()
             with (_wrapped(EventBridgePublisher, "_send_batch", cpu, "publisher"),
-                  _wrapped(EventsHandler, "put_events", cpu, "handler")):
+                  _wrapped(eventbridge_request_handler(), "put_events", cpu, "handler")):
                 start_cpu, start_wall = time.process_time(), time.perf_counter()
                 answer = self._invoke_scheduled_answer("watcher")
                 total, wall = time.process_time() - start_cpu, time.perf_counter() - start_wall
@@ -91,9 +90,9 @@ def measure(repeat: int = 1) -> list[dict[str, Any]]:
                     "published": (answer or {}).get("published"), "failed": (answer or {}).get("failed")}
 
         def _invoke_scheduled_answer(self, name: str) -> Any:
-            from carpool.sim import lambdas
+            from carpool.sim.localaws import lambda_runtime
 
-            return self._invoke(name, lambdas.scheduled_event(f"carpool-{name}", self.clock.now(), self.region,
+            return self._invoke(name, lambda_runtime.scheduled_event(f"carpool-{name}", self.clock.now(), self.region,
                                                               self.account))
 
     FirstWatcherRun(load_scenario(SCENARIO), record_requests=False).run()

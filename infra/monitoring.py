@@ -53,7 +53,7 @@ config's (``infra/config.py``), so each "pool near its limit" alarm compares the
 threshold computed from it, and the dashboard draws the limits as lines. The config changes with a
 deploy, which rewrites the alarms too; one series less per limit and pool, every hour of the month.
 
-What this costs a month (``carpool.sim.own_cost``): each alarm $0.10 per metric it reads (a metric-math
+What this costs a month (``carpool.sim.run.own_cost``): each alarm $0.10 per metric it reads (a metric-math
 alarm pays for every input), the dashboard $3 (an account's first three are free), the topic's key $1.
 ``Monitoring.alarm_metrics`` counts the billed alarm metrics.
 

@@ -8,16 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 from carpool import resources as R
 from carpool.api.loader import load
 from carpool.catalog import builder
 from carpool.sim.clock import SimClock
-from carpool.sim.cluster import SimulatedCluster
-from carpool.sim.result import Instance, SimResult
-from carpool.sim.runner import simulate
-from carpool.sim.scenario import Scenario, load_scenario
+from carpool.sim.cluster.simulated import SimulatedCluster
+from carpool.sim.localaws.in_process import ec2_instance_types
+from carpool.sim.run.result import Instance, SimResult
+from carpool.sim.run.runner import simulate
+from carpool.sim.run.scenario import Scenario, load_scenario
 from carpool.sizing import KubeletSettings, network_settings, size_node
 from carpool.sizing.reserved import eviction_threshold
 
@@ -58,7 +58,7 @@ def allocatable_mismatches(result: SimResult, scenario: Scenario) -> list[str]:
     for inst in result.launches:
         nodeclass = classes[pools[inst.node_pool].node_class_name]
         kubelet = KubeletSettings.from_spec(nodeclass.spec.kubelet)
-        it = builder.instance_type(INSTANCE_TYPES[inst.instance_type], [], scenario.cluster.region)
+        it = builder.instance_type(ec2_instance_types()[inst.instance_type], [], scenario.cluster.region)
         size = size_node(it, nodeclass.ami_family(), network_settings(cni, nodeclass.metadata.annotations or {}),
                          kubelet)
         capacity, allocatable = R.parse(inst.capacity), R.parse(inst.allocatable)
@@ -82,7 +82,7 @@ def _saved_requests() -> Iterator[None]:
     yield
     target = os.environ.get("CARPOOL_REQUESTS_DIR")
     if target:
-        from carpool.sim import requests
+        from carpool.sim.localaws import requests
 
         Path(target).mkdir(parents=True, exist_ok=True)
         for recording in requests.recordings():

@@ -7,7 +7,7 @@ minute), not on the tick at which something happened."""
 from __future__ import annotations
 
 from carpool.adapters.aws.wiring import AMI_TTL_SECONDS
-from carpool.sim.result import Decision, SimResult
+from carpool.sim.run.result import Decision, SimResult
 
 from .conftest import registered
 

@@ -10,9 +10,9 @@ import pytest
 
 from carpool import labels as L
 from carpool.api.k8s import Pod
-from carpool.sim.result import SimResult
-from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import load_scenario
+from carpool.sim.run.result import SimResult
+from carpool.sim.run.runner import SimRunner
+from carpool.sim.run.scenario import load_scenario
 
 from .conftest import EXAMPLES
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pytest
 
 from carpool.api.k8s import Pod
-from carpool.sim.result import SimResult
-from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import load_scenario
+from carpool.sim.run.result import SimResult
+from carpool.sim.run.runner import SimRunner
+from carpool.sim.run.scenario import load_scenario
 from carpool.state.models import Claim, ClaimStatus
 
 from .conftest import EXAMPLES

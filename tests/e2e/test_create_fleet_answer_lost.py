@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from carpool.sim.scenario import load_scenario
+from carpool.sim.run.scenario import load_scenario
 
 from .conftest import EXAMPLES
 from .test_crash_recovery import Run, _Runner

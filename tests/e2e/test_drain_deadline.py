@@ -5,7 +5,7 @@ Bounds are in simulated time: the disruption function runs every minute."""
 
 from __future__ import annotations
 
-from carpool.sim.result import SimResult
+from carpool.sim.run.result import SimResult
 
 SCENARIO = "014-drain-deadline.yaml"
 PUBLISHED_AT = 300

@@ -2,15 +2,15 @@
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from carpool.sim.faults import CapacityFaults
-from carpool.sim.scenario import CapacityFailure
+from carpool.sim.localaws.in_process import moto_in_process
+from carpool.sim.run.faults import CapacityFaults
+from carpool.sim.run.scenario import CapacityFailure
 
 
 @pytest.fixture
 def ec2():
-    with mock_aws():
+    with moto_in_process():
         client = boto3.client("ec2", region_name="us-east-1")
         image = client.register_image(Name="img", Architecture="x86_64", RootDeviceName="/dev/xvda")["ImageId"]
         client.create_launch_template(LaunchTemplateName="carpool-test", LaunchTemplateData={"ImageId": image})

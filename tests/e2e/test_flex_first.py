@@ -63,7 +63,7 @@ def test_allocatable_parity(scenario_result):
 
 
 def test_carpool_own_aws_cost_is_reported_for_every_service(scenario_result):
-    from carpool.sim import own_cost
+    from carpool.sim.run import own_cost
 
     cost = scenario_result.own_cost
     assert tuple(cost.services) == own_cost.SERVICES

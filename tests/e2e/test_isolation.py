@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import yaml
 
-from carpool.sim.result import SimResult
-from carpool.sim.runner import simulate
-from carpool.sim.scenario import for_cluster, load_scenario
+from carpool.sim.run.result import SimResult
+from carpool.sim.run.runner import simulate
+from carpool.sim.run.scenario import for_cluster, load_scenario
 
 from .conftest import EXAMPLES
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from moto.ec2.models.instance_types import INSTANCE_TYPES
-
 from carpool import environment
 from carpool.adapters.aws import session
 from carpool.adapters.aws.catalog import Ec2Catalog, fetch_catalog_inputs
@@ -15,9 +13,10 @@ from carpool.api.loader import load
 from carpool.app.offline_planning import assemble, plan
 from carpool.catalog import builder
 from carpool.scheduling.scheduler import ScheduleOptions
-from carpool.sim.kubelet import InstanceFacts, memory_capacity_mib
-from carpool.sim.localaws import LocalAws
-from carpool.sim.scenario import Scenario, load_scenario, resolve_manifest
+from carpool.sim.cluster.kubelet import InstanceFacts, memory_capacity_mib
+from carpool.sim.localaws.in_process import ec2_instance_types
+from carpool.sim.localaws.server import LocalAws
+from carpool.sim.run.scenario import Scenario, load_scenario, resolve_manifest
 
 from .conftest import EXAMPLES, assert_allocatable_parity
 
@@ -47,7 +46,7 @@ def test_the_instance_whose_kubelet_failed_is_a_launch_that_never_joined(scenari
 def test_web_nodes_report_the_memory_shortfall(scenario_result):
     truth = load_scenario(EXAMPLES / SCENARIO).truth
     for inst in scenario_result.launches:
-        facts = InstanceFacts.from_ec2(INSTANCE_TYPES[inst.instance_type])
+        facts = InstanceFacts.from_ec2(ec2_instance_types()[inst.instance_type])
         short = 256 if inst.node_pool == "web" else 0
         assert inst.capacity["memory"] == f"{(memory_capacity_mib(facts, 'al2023', truth) - short) * 1024}Ki", inst
 

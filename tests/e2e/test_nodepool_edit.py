@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from carpool.sim.result import SimResult
-from carpool.sim.runner import simulate
-from carpool.sim.scenario import parse_scenario
+from carpool.sim.run.result import SimResult
+from carpool.sim.run.runner import simulate
+from carpool.sim.run.scenario import parse_scenario
 
 from .conftest import registered
 

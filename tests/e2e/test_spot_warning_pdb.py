@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from carpool.sim.result import SimResult
-from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import load_scenario
+from carpool.sim.run.result import SimResult
+from carpool.sim.run.runner import SimRunner
+from carpool.sim.run.scenario import load_scenario
 
 from .conftest import EXAMPLES
 

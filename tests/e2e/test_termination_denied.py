@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from carpool import observability
-from carpool.sim.result import SimResult
-from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import TerminationDenial, load_scenario
+from carpool.sim.run.result import SimResult
+from carpool.sim.run.runner import SimRunner
+from carpool.sim.run.scenario import TerminationDenial, load_scenario
 
 from .conftest import EXAMPLES
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 
 from carpool import observability
-from carpool.sim.result import Durations, SimResult
-from carpool.sim.runner import SimRunner
-from carpool.sim.scenario import load_scenario
+from carpool.sim.run.result import Durations, SimResult
+from carpool.sim.run.runner import SimRunner
+from carpool.sim.run.scenario import load_scenario
 
 from .conftest import EXAMPLES
 
@@ -80,7 +80,7 @@ def test_each_step_takes_time_and_the_steps_add_up(run: Run) -> None:
 
 
 def test_the_json_and_the_summaries_carry_it(run: Run) -> None:
-    from carpool.sim import report, summary
+    from carpool.sim.run import report, summary
 
     doc = run.result.to_json_dict()["timeToCapacity"]
     assert doc["throughNewNodes"] == 39 and doc["pendingToCreateFleet"]["count"] == 39

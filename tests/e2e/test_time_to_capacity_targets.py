@@ -9,7 +9,7 @@ Ready: the kube-scheduler, which knows nothing of carpool's plan, binds to each 
 only if carpool counts a Ready node's room from what is bound to it (`app/provisioning/inflight.py` `_room_on_node`),
 not from what it planned there: else one pod is planned into room already taken and waits minutes."""
 
-from carpool.sim.result import SimResult
+from carpool.sim.run.result import SimResult
 
 SCENARIO = "012-time-to-capacity.yaml"
 

@@ -1,7 +1,7 @@
 """The simulation invokes each function exactly as the synthesized stack's triggers would: its schedules
 at the template's rates, its queue consumers with the template's batch sizes, windows and concurrency.
 
-The simulated Lambda service (`carpool.sim.lambda_service`) is driven here on its own, with handlers that
+The simulated Lambda service (`carpool.sim.run.lambda_service`) is driven here on its own, with handlers that
 only record when they ran, so what is compared is the cadence and nothing else."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from cdk_support import Synth
 
-from carpool.sim import durations, lambdas
 from carpool.sim.clock import SimClock
-from carpool.sim.discrete import Agenda, Processes
-from carpool.sim.lambda_service import LambdaService
+from carpool.sim.localaws import lambda_runtime
+from carpool.sim.run import durations
+from carpool.sim.run.discrete import Agenda, Processes
+from carpool.sim.run.lambda_service import LambdaService
 
 _RATE = re.compile(r"rate\((\d+) (second|minute|hour|day)s?\)")
 _UNIT = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
@@ -36,7 +37,7 @@ class _Recorder:
         self.starts: dict[str, list[float]] = {}
         self.batches: dict[str, list[int]] = {}
 
-    def invoke(self, name: str, event: Mapping[str, Any], context: lambdas.LambdaContext, seconds: Any) -> Any:
+    def invoke(self, name: str, event: Mapping[str, Any], context: lambda_runtime.LambdaContext, seconds: Any) -> Any:
         self.starts.setdefault(name, []).append(self.clock.elapsed)
         self.batches.setdefault(name, []).append(len(event.get("Records") or []))
         return {"batchItemFailures": []}

@@ -239,9 +239,9 @@ def test_synth_names_the_refused_capacity_reservation_fields(synth: Callable[...
 
 
 def test_the_kms_authorizations_of_an_encrypted_launch_are_allowed_for_granted_keys_only(teams: Synth) -> None:
-    """The simulation's model of what EC2 authorizes for a CMK-encrypted launch (`carpool.sim.requests`)
+    """The simulation's model of what EC2 authorizes for a CMK-encrypted launch (`carpool.sim.localaws.requests`)
     against the synthesized policy: every check for the granted key passes, none for another key."""
-    from carpool.sim.requests import AwsCall, authorizations
+    from carpool.sim.localaws.requests import AwsCall, authorizations
 
     def launch(key: str) -> list[Any]:
         template = {"arn": f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-1", "tags": {}, "kmsKeys": [key]}

@@ -2,14 +2,14 @@
 
 Local AWS enforces no IAM, so a policy that refuses carpool's own launches passes every other test. Here
 scenarios run through the real handlers (each in its own process, both at once) with
-`carpool.sim.requests` recording every request per function and what IAM authorizes for it; each
+`carpool.sim.localaws.requests` recording every request per function and what IAM authorizes for it; each
 authorization is evaluated (`iam_eval`) against that function's policy from the synthesized template,
 bound to the names the simulation gave the stack's resources. The test fails on any request the policy
 would deny, and on any granted action that no request uses (recorded, or derived where code shared between
 functions was reached in one of them only: `derived_calls`).
 
 More recordings can be added with ``CARPOOL_REQUESTS_DIR``: every ``*.json`` there (written by
-``python -m carpool.sim.record``, or by the e2e suite when the variable is set) is evaluated too.
+``python -m carpool.sim.run.record``, or by the e2e suite when the variable is set) is evaluated too.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from aws_cdk import Environment
 from cdk_support import Synth, statements
 from iam_eval import as_list, evaluate, granted_actions
 
-from carpool.sim.localaws import queue_name
-from carpool.sim.requests import AwsCall, Check, Recording, authorizations, tag_specifications
-from carpool.sim.scenario import for_cluster
+from carpool.sim.localaws.requests import AwsCall, Check, Recording, authorizations, tag_specifications
+from carpool.sim.localaws.server import queue_name
+from carpool.sim.run.scenario import for_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = (REPO / "tests/infra/scenarios/iam-requests.yaml", REPO / "examples/005-spot-interruption.yaml")
@@ -89,7 +89,7 @@ def _run_scenarios(out_dir: Path) -> list[Recording]:
         scenario = _for_cluster(path, out_dir)
         with log.open("w") as sink:
             runs.append((path, out, log, subprocess.Popen(
-                [sys.executable, "-m", "carpool.sim.record", str(scenario), "--out", str(out),
+                [sys.executable, "-m", "carpool.sim.run.record", str(scenario), "--out", str(out),
                  "--result", str(out.with_suffix(".result.json"))],
                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)))  # fmt: skip
     try:

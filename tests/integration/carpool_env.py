@@ -19,8 +19,8 @@ from carpool.api.k8s import Pod
 from carpool.app import wiring
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource
-from carpool.sim.cluster import SimulatedCluster
-from carpool.sim.localaws import LocalAws
+from carpool.sim.cluster.simulated import SimulatedCluster
+from carpool.sim.localaws.server import LocalAws
 
 CLUSTER = "itest"  # the session LocalAws fixture's cluster
 AL2023_X86 = {"name": "al2023-x86", "architecture": "x86_64", "creationDate": "2026-01-01T00:00:00Z",

@@ -17,14 +17,14 @@ from datetime import UTC, datetime
 import pytest
 from carpool_env import CLUSTER, aws, helper_client, make_deps  # noqa: F401  (fixtures, see the docstring)
 
-from carpool.sim import motofast
-from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
+from carpool.sim.localaws import motofast
+from carpool.sim.localaws.server import EventPath, LocalAws, Network, StateTables
 
 
 @pytest.fixture(scope="module")
 def local_aws() -> Iterator[LocalAws]:
     """moto on 127.0.0.1 with carpool's tables, bus, rules and queues; environment restored after. The
-    simulation's speed-ups of moto's own bookkeeping (`carpool.sim.motofast`) are on, as in a simulation."""
+    simulation's speed-ups of moto's own bookkeeping (`carpool.sim.localaws.motofast`) are on, as in a simulation."""
     with LocalAws(cluster=CLUSTER) as server, motofast.faster_moto():
         server.create_state()
         yield server

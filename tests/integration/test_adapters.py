@@ -27,7 +27,7 @@ from carpool.adapters.aws.pricing import OnDemandPrices
 from carpool.adapters.aws.ssm import SsmParameters
 from carpool.capacity import TTL
 from carpool.ports import LaunchTemplateMissing
-from carpool.sim.localaws import EventPath, LocalAws, Network, StateTables
+from carpool.sim.localaws.server import EventPath, LocalAws, Network, StateTables
 from carpool.state.models import CapacityRecord
 
 AL2023_X86 = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"

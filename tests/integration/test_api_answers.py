@@ -1,6 +1,6 @@
 """The Kubernetes API as it really answers, through both `Cluster` implementations: the simulated cluster
 in memory, and the lightkube adapter talking HTTP to the same simulated cluster served on 127.0.0.1 with
-kube-apiserver's codes and Status bodies (`carpool.sim.apiserver`).
+kube-apiserver's codes and Status bodies (`carpool.sim.cluster.apiserver`).
 
 - A pod selected by two PodDisruptionBudgets: the eviction answers 500 "This pod has more than one
   PodDisruptionBudget..."; the drain reports that pod blocked, with the reason, and evicts the others.
@@ -25,8 +25,8 @@ from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
 from carpool.api import events as ev
 from carpool.app import drain, interrupt
 from carpool.ports import Cluster
-from carpool.sim.apiserver import SimApiServer
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.apiserver import SimApiServer
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus
 

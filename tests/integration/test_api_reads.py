@@ -1,5 +1,5 @@
 """What the watcher and the disruption function ask the API server for, counted by the simulated
-kube-apiserver (`carpool.sim.apiserver`) that the lightkube adapter talks to over HTTP.
+kube-apiserver (`carpool.sim.cluster.apiserver`) that the lightkube adapter talks to over HTTP.
 
 A cluster's bound pods outnumber everything else carpool reads by orders of magnitude, so the reads that
 run every minute must be narrow: the watcher lists and watches unbound Pending pods only (field selector
@@ -27,8 +27,8 @@ from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.disruption import podview
-from carpool.sim.apiserver import SimApiServer
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.apiserver import SimApiServer
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -12,8 +12,8 @@ import pytest
 
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
 from carpool.api.k8s import Pod
-from carpool.sim.apiserver import SimApiServer
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.apiserver import SimApiServer
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from typing import Any
 from carpool_env import AL2023_X86, MakeDeps, manifests, nodeclass, nodepool
 
 from carpool.app import images
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.server import LocalAws
 
 REQUIREMENTS = {"node.kubernetes.io/instance-type": ["m5.large"], "karpenter.sh/capacity-type": ["on-demand"]}
 CONFIG = manifests(nodepool(requirements=REQUIREMENTS), nodeclass())

@@ -26,8 +26,8 @@ from carpool.app.settings import Settings
 from carpool.app.sources import REFRESH_EVERY, StoredCatalog
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
-from carpool.sim.cluster import SimulatedCluster
-from carpool.sim.localaws import LocalAws, StateTables
+from carpool.sim.cluster.simulated import SimulatedCluster
+from carpool.sim.localaws.server import LocalAws, StateTables
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 

@@ -12,8 +12,8 @@ from carpool_env import CLUSTER, manifests, nodeclass, nodepool
 from carpool import config_parts
 from carpool.adapters.aws.config import DEFAULT_MAX_AGE_SECONDS, SsmConfigText
 from carpool.api.loader import load
-from carpool.sim.config_store import write_config_text
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.config_store import write_config_text
+from carpool.sim.localaws.server import LocalAws
 
 
 class Clock:

@@ -10,7 +10,7 @@ import pytest
 from carpool import observability
 from carpool.adapters.aws.eks import complete
 from carpool.app.settings import ClusterFactsUnresolved, Settings
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.server import LocalAws
 
 
 def _create(local_aws: LocalAws, name: str, **network: str) -> None:
@@ -58,12 +58,9 @@ def test_explicit_facts_skip_describe_cluster(local_aws: LocalAws) -> None:
 
 
 def test_ipv6_cluster_reads_the_ipv6_service_range_and_its_dns(local_aws: LocalAws) -> None:
-    from moto.eks.models import eks_backends
-
     _create(local_aws, "six", ipFamily="ipv6")
     # EKS assigns an IPv6 cluster's service range itself (the request cannot name one); moto does not
-    eks_backends[local_aws.account_id][local_aws.region].clusters["six"].kubernetes_network_config.update(
-        {"serviceIpv6Cidr": "fd30:1c53:5f8a::/108"})
+    local_aws.update_eks_network_config("six", {"serviceIpv6Cidr": "fd30:1c53:5f8a::/108"})
     facts = complete(Settings(cluster_name="six")).cluster_facts()
     assert (facts.ip_family, facts.service_cidr, facts.dns) == ("ipv6", "fd30:1c53:5f8a::/108", "fd30:1c53:5f8a::a")
 

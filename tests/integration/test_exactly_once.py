@@ -46,8 +46,8 @@ from carpool.app.provisioning import provision, schedule
 from carpool.app.provisioning.invocation import Invocation
 from carpool.app.provisioning.world import World
 from carpool.app.wiring import Dependencies
-from carpool.sim.lambdas import load_handler
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.lambda_runtime import load_handler
+from carpool.sim.localaws.server import LocalAws
 from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION, ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from carpool_env import CLUSTER, MakeDeps, manifests, nodeclass, nodepool, pendi
 from carpool import labels
 from carpool.app import register
 from carpool.app.provisioning import provision
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.server import LocalAws
 from carpool.state.models import ClaimStatus
 
 #: 2-vCPU on-demand types only: a 1500m pod needs a node of its own, and every claim asks for the same

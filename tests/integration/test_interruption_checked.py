@@ -36,8 +36,8 @@ from carpool.api import events
 from carpool.app import wiring
 from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
-from carpool.sim.lambdas import load_handler
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.lambda_runtime import load_handler
+from carpool.sim.localaws.server import LocalAws
 from carpool.state.models import Claim
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The lightkube adapter's watch against the simulated API server over HTTP (`carpool.sim.apiserver`):
+"""The lightkube adapter's watch against the simulated API server over HTTP (`carpool.sim.cluster.apiserver`):
 bookmarks in the real shape move the resume point, one kind's failure never ends the other's watch, a 410
 relists that kind, and `idle_seconds` marks quiet spells.
 
@@ -20,9 +20,10 @@ from carpool.adapters.k8s import cluster as adapter_module
 from carpool.adapters.k8s import reads
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
 from carpool.ports import WatchEvent
-from carpool.sim import apiserver
-from carpool.sim.apiserver import SimApiServer, api_status
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster import apiserver
+from carpool.sim.cluster.api_answers import api_status
+from carpool.sim.cluster.apiserver import SimApiServer
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -25,9 +25,9 @@ from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
 from carpool.app.wiring import Dependencies
-from carpool.sim.faults import LostAnswers
-from carpool.sim.lambdas import load_handler, scheduled_event
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.lambda_runtime import load_handler, scheduled_event
+from carpool.sim.localaws.server import LocalAws
+from carpool.sim.run.faults import LostAnswers
 from carpool.state.models import ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]

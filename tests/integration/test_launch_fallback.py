@@ -11,8 +11,8 @@ import pytest
 from carpool_env import T0, MakeDeps, manifests, nodeclass, nodepool, pending_pods
 
 from carpool.app.provisioning import provision
-from carpool.sim.faults import CapacityFaults
-from carpool.sim.scenario import CapacityFailure
+from carpool.sim.run.faults import CapacityFaults
+from carpool.sim.run.scenario import CapacityFailure
 
 CONFIG = manifests(
     nodepool("flex", weight=100, requirements={"karpenter.k8s.aws/instance-family": ["c7i-flex"]}),

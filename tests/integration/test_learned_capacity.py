@@ -28,7 +28,7 @@ from carpool.api import events
 from carpool.api.k8s import Node
 from carpool.app import images, pools, wiring
 from carpool.app.provisioning import provision
-from carpool.sim.lambdas import load_handler
+from carpool.sim.localaws.lambda_runtime import load_handler
 from carpool.state.models import Claim, ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,8 +40,8 @@ from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
 from carpool.app.wiring import Dependencies
-from carpool.sim.lambdas import load_handler
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.lambda_runtime import load_handler
+from carpool.sim.localaws.server import LocalAws
 from carpool.state.models import Claim, ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ import pytest
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
 from carpool.api.k8s import Node
 from carpool.ports import NodeConflict, NodeGone, NodePatch
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.taints import Taint
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)

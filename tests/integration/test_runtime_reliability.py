@@ -28,10 +28,10 @@ from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import disrupt, wiring
 from carpool.app.provisioning import provision
-from carpool.sim.faults import CrashFaults, InvocationKilled
-from carpool.sim.lambdas import load_handler
-from carpool.sim.localaws import LocalAws
-from carpool.sim.scenario import Crash
+from carpool.sim.localaws.lambda_runtime import load_handler
+from carpool.sim.localaws.server import LocalAws
+from carpool.sim.run.faults import CrashFaults, InvocationKilled
+from carpool.sim.run.scenario import Crash
 from carpool.state.models import ClaimStatus
 
 ROOT = Path(__file__).resolve().parents[2]

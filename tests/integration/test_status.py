@@ -19,8 +19,8 @@ from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
 from carpool.cli import app
-from carpool.sim.lambdas import load_handler
-from carpool.sim.localaws import LocalAws
+from carpool.sim.localaws.lambda_runtime import load_handler
+from carpool.sim.localaws.server import LocalAws
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("event_path")

@@ -11,8 +11,8 @@ from carpool_env import MakeDeps, manifests, nodeclass, nodepool
 
 from carpool.api.k8s import Pod
 from carpool.app.provisioning import provision
-from carpool.sim.cluster import SimulatedCluster
-from carpool.sim.workload import WorkloadDriver
+from carpool.sim.cluster.simulated import SimulatedCluster
+from carpool.sim.cluster.workload import WorkloadDriver
 
 ZONE = "topology.kubernetes.io/zone"
 CONFIG = manifests(nodepool("general", requirements={"karpenter.k8s.aws/instance-family": ["m6i", "c6i"]}),

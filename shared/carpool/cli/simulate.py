@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from carpool.cli import files
-from carpool.sim.scenario import ScenarioError, load_scenario
+from carpool.sim.run.scenario import ScenarioError, load_scenario
 
 
 def register(app: typer.Typer) -> None:
@@ -35,9 +35,9 @@ def simulate(
         "--status", help="After the summary, what `carpool status` shows on the simulation's state.")] = False,
 ) -> None:
     """Simulate a scenario: pods, NodePools and capacity errors played against carpool's Lambdas."""
-    from carpool.sim import report as report_page
-    from carpool.sim import summary
-    from carpool.sim.runner import simulate as run
+    from carpool.sim.run import report as report_page
+    from carpool.sim.run import summary
+    from carpool.sim.run.runner import simulate as run
 
     err = Console(stderr=True)
     try:

@@ -13,7 +13,7 @@ from carpool.api import events as ev
 from carpool.app import interrupt
 from carpool.disruption.decision import Reason
 from carpool.sim.clock import SimClock
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
 

@@ -12,7 +12,7 @@ import pytest
 
 from carpool import k8s_events
 from carpool.app import recorder
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

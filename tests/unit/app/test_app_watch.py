@@ -13,7 +13,7 @@ from carpool.app import watch
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import Claim
 

@@ -13,7 +13,7 @@ from test_app_watch import NOW, UNREGISTERED, Publisher, _deps, _join, _launched
 from carpool import delivery
 from carpool.app import watch
 from carpool.sim.clock import SimClock
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 
 class _World:

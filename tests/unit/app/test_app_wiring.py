@@ -12,7 +12,7 @@ import pytest
 from carpool.adapters.aws import wiring as aws_wiring
 from carpool.app import wiring
 from carpool.app.settings import Settings
-from carpool.sim import lambdas
+from carpool.sim.localaws import lambda_runtime
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +61,7 @@ def test_dependencies_with_unresolved_cluster_facts_are_built_again_next_time() 
     assert resolved.settings.cluster_facts_error == "" and wiring.get() is resolved and len(built) == 2
 
 
-@pytest.mark.parametrize("name", lambdas.HANDLERS)
+@pytest.mark.parametrize("name", lambda_runtime.HANDLERS)
 def test_every_handler_builds_with_the_production_wiring(name: str) -> None:
-    lambdas.load_handler(name)
+    lambda_runtime.load_handler(name)
     assert wiring._factory is aws_wiring.build_from_env

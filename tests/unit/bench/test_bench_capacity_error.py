@@ -3,7 +3,7 @@
 from bench.capacity_error import measure
 
 from carpool.catalog import Catalog
-from carpool.sim.scenario import Truth
+from carpool.sim.cluster.specs import Truth
 
 
 def test_extrapolation_error_is_lower_than_the_flat_rule_for_every_ami_family() -> None:

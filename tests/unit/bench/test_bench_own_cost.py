@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from bench import own_cost as bench
 
-from carpool.sim import own_cost
+from carpool.sim.run import own_cost
 
 MEASURED = {"watcher": {"invocations": 10.0}, "provisioner": {"invocations": 2.0}}
 

@@ -15,7 +15,7 @@ from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource
 from carpool.catalog import Catalog
 from carpool.disruption import orphans
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.sizing.allocatable import size_node
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus

@@ -3,7 +3,7 @@
 For every field that reaches user data and every injection string, rendering either refuses with a
 `UserDataError` naming the field, or the output read back (strictly: `email` for the MIME archive,
 `yaml.safe_load_all` for each NodeConfig, `tomllib`, `shlex`, then the readers' own separators: systemd's
-whitespace split, kubelet's `,`/`=`/`:`/`<`) and through `carpool.sim.userdata` (what the simulated kubelet
+whitespace split, kubelet's `,`/`=`/`:`/`<`) and through `carpool.sim.cluster.userdata` (what the simulated kubelet
 reads) holds exactly the original values in the original fields, and nothing else.
 """
 
@@ -35,7 +35,7 @@ from carpool.launch.userdata import NodeBootstrap, UserDataError, quantities, re
 from carpool.requirements import Requirement, Requirements
 from carpool.scheduling import convert
 from carpool.scheduling.scheduler import schedule
-from carpool.sim import userdata as sim
+from carpool.sim.cluster import userdata as sim
 from carpool.taints import Taint
 
 FAMILIES = ["al2023", "bottlerocket", "al2"]

@@ -1,6 +1,6 @@
 """Every `spec.kubelet` field and `instanceStorePolicy: RAID0` in every AMI family's user data, where Karpenter
 puts it (pkg/providers/amifamily/bootstrap), read back twice: by the format's own parser (YAML, TOML, shell
-words, PowerShell arguments) and by the simulated bootstrap (`carpool.sim.userdata`, modelled on nodeadm,
+words, PowerShell arguments) and by the simulated bootstrap (`carpool.sim.cluster.userdata`, modelled on nodeadm,
 bootstrap.sh, Bottlerocket and Start-EKSBootstrap.ps1), so the value a node runs with is the one configured.
 A field a family cannot carry is refused, naming it."""
 
@@ -21,7 +21,7 @@ import yaml
 from carpool.launch.userdata import NodeBootstrap, UserDataError, render
 from carpool.launch.userdata.al2 import BOOTSTRAP
 from carpool.launch.userdata.mime import NODE_CONFIG, parse_archive
-from carpool.sim import nodeboot, userdata
+from carpool.sim.cluster import nodeboot, userdata
 
 MIB, GIB = 2**20, 2**30
 BASE = NodeBootstrap(

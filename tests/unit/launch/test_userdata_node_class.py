@@ -18,8 +18,8 @@ from carpool.launch.userdata import render
 from carpool.resources import EPHEMERAL_STORAGE
 from carpool.scheduling import convert
 from carpool.scheduling.scheduler import schedule
-from carpool.sim import kubelet as sim_kubelet
-from carpool.sim import nodeboot, userdata
+from carpool.sim.cluster import kubelet as sim_kubelet
+from carpool.sim.cluster import nodeboot, userdata
 
 CATALOG = Catalog.snapshot()
 GIB = 2**30

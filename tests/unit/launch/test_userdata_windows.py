@@ -10,7 +10,7 @@ import pytest
 
 from carpool.launch.userdata import NodeBootstrap, UserDataError, render
 from carpool.launch.userdata.windows import quote
-from carpool.sim import nodeboot
+from carpool.sim.cluster import nodeboot
 from carpool.taints import Taint
 
 MIB = 2**20

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from carpool.sim.clock import SimClock
-from carpool.sim.cluster import SimulatedCluster
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 
 def make_pod(name: str, cpu: str = "500m", memory: str = "1Gi", **spec: Any) -> dict[str, Any]:
@@ -43,26 +41,3 @@ def clock() -> SimClock:
 @pytest.fixture
 def cluster(clock: SimClock) -> SimulatedCluster:
     return SimulatedCluster(clock, elapsed=lambda: clock.elapsed)
-
-
-def create_dynamo_table(client: Any, name: str, gsi1: bool = False) -> None:
-    """A table with carpool's key layout (pk/sk, optionally the gsi1 index) on an in-process moto."""
-    attributes = ["pk", "sk", *(["gsi1pk", "gsi1sk"] if gsi1 else [])]
-    extra: dict[str, Any] = {}
-    if gsi1:
-        extra["GlobalSecondaryIndexes"] = [{"IndexName": "gsi1", "Projection": {"ProjectionType": "ALL"}, "KeySchema": [
-            {"AttributeName": "gsi1pk", "KeyType": "HASH"}, {"AttributeName": "gsi1sk", "KeyType": "RANGE"}]}]
-    client.create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes], **extra)
-
-
-@pytest.fixture
-def moto_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """moto in this process (`mock_aws`), with the fake credentials and region boto3 clients need."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        yield

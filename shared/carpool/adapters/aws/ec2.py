@@ -57,7 +57,7 @@ class Ec2Compute:
     """EC2 for the provisioner, interruption handler and disruption loop.
 
     `client` is public on purpose: the simulation registers botocore event hooks on it to inject capacity
-    errors (`carpool.sim.faults`), so every call, CreateFleet included, must go through it.
+    errors (`carpool.sim.run.faults`), so every call, CreateFleet included, must go through it.
     """
 
     def __init__(

@@ -1,0 +1,112 @@
+"""What a scenario tells the simulated cluster: its CNI, the hidden truths of node start-up, the DaemonSet
+agents that lift startup taints, misbehaving kubelets, and the Deployment controller's scale and delete steps.
+
+Declared here, beside what plays them, so the cluster needs nothing of the run; the scenario file
+(`carpool.sim.run.scenario`) is built from these sections as from its own.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from carpool.sim.yaml_model import YamlModel
+
+
+class Cni(YamlModel):
+    """The cluster's VPC CNI settings, as the `aws-node` DaemonSet env would show them."""
+
+    prefix_delegation: bool = False
+    custom_networking: bool = False
+
+
+class Truth(YamlModel):
+    """What the real world does, unknown to carpool until it observes it."""
+
+    #: memory a node really loses to the hypervisor/OS, per AMI family (carpool estimates 7.5 %)
+    memory_overhead_percent: dict[str, float] = Field(
+        default_factory=lambda: {"al2023": 6.0, "al2": 6.0, "bottlerocket": 9.5, "custom": 7.5}
+    )
+    #: from instance running to the kubelet registering the Node (NotReady)
+    boot_seconds: float = Field(default=40.0, ge=0)
+    #: from Node registration to Ready
+    registration_seconds: float = Field(default=15.0, ge=0)
+    #: from a node turning Ready to the kube-scheduler binding the pods that waited for it: they sit in its
+    #: unschedulable queue with a backoff (1 s, doubling per failed attempt, at most 10 s, counted from the
+    #: last attempt), so they bind up to 10 s after the Node update that lets them in. 0: at once.
+    bind_seconds: float = Field(default=0.0, ge=0, le=10)
+
+    def overhead_percent(self, family: str) -> float:
+        return self.memory_overhead_percent.get(family, self.memory_overhead_percent.get("custom", 7.5))
+
+
+class NodeSelector(YamlModel):
+    """Which nodes or instances something applies to (all set fields must match; none set: all)."""
+
+    node_pool: str | None = None
+    instance_type: str | None = Field(default=None, description="name or glob")
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] | None = None
+
+    def matches(self, node_pool: str, instance_type: str, zone: str, capacity_type: str) -> bool:
+        return not ((self.node_pool is not None and self.node_pool != node_pool)
+                    or (self.instance_type is not None and not fnmatch.fnmatchcase(instance_type, self.instance_type))
+                    or (self.zone is not None and self.zone != zone)
+                    or (self.capacity_type is not None and self.capacity_type != capacity_type))
+
+
+class Agent(YamlModel):
+    """A DaemonSet agent that removes one startup taint from each node it runs on (a CNI or CSI node agent
+    such as Cilium's, which removes `node.cilium.io/agent-not-ready`).
+
+    Such agents tolerate every taint, so their pod starts as soon as the node registers; `after: ready`
+    models one that waits for the node to be Ready. `delaySeconds` is the pod's start-up time (image pull,
+    agent initialisation) before it removes the taint.
+    """
+
+    name: str
+    removes_taint: str
+    delay_seconds: float = Field(default=20.0, ge=0)
+    after: Literal["registered", "ready"] = "registered"
+    #: the DaemonSet's node selection (by the node's pool, type, zone, capacity type)
+    nodes: NodeSelector = Field(default_factory=NodeSelector)
+
+    @field_validator("removes_taint")
+    @classmethod
+    def _not_karpenters(cls, v: str) -> str:
+        if v.startswith("karpenter.sh/"):
+            raise ValueError(f"{v}: karpenter.sh/ taints belong to the autoscaler, not to a DaemonSet agent")
+        return v
+
+
+class KubeletFault(NodeSelector):
+    """Instances whose kubelet misbehaves: never joins, joins late, or reports less memory than the type
+    should (a kernel or hypervisor reserving more). `count` limits how many instances are hit (the first
+    ones launched that match); unset, every matching instance is."""
+
+    count: int | None = Field(default=None, ge=1)
+    fail_to_join: bool = False
+    extra_join_seconds: float = Field(default=0.0, ge=0)
+    memory_short_mib: int = Field(default=0, ge=0, alias="memoryShortMiB")
+
+
+class Scale(YamlModel):
+    deployment: str
+    namespace: str = "default"
+    replicas: int = Field(ge=0)
+
+
+class Delete(YamlModel):
+    """Remove a workload (its pods go away) or single pods."""
+
+    deployment: str | None = None
+    namespace: str = "default"
+    pods: list[str] = Field(default_factory=list, description="namespace/name keys")
+
+    @model_validator(mode="after")
+    def _something(self) -> Delete:
+        if not self.deployment and not self.pods:
+            raise ValueError("delete needs a deployment or pods")
+        return self

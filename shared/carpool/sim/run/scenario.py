@@ -1,0 +1,425 @@
+"""The scenario file `carpool simulate` runs: a cluster, its manifests, hidden truths and a timed workload.
+
+A scenario is what a user writes to try carpool without AWS, and what the e2e tests use to prove a
+capability. The *truth* section is what the real world would do and carpool cannot know in advance
+(how much memory a node really reports, how long it takes to boot, which offerings are out of capacity);
+the simulation plays it so carpool's learning and fallbacks are exercised.
+
+Field names are camelCase in YAML (like Kubernetes) and snake_case in Python. Unknown fields are errors,
+so a typo is reported with its path (`workload[2].scale.replica: Extra inputs are not permitted`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias_paths
+from carpool.sim.cluster.specs import Agent, Cni, Delete, KubeletFault, Scale, Truth
+from carpool.sim.yaml_model import YamlModel
+
+#: Errors that CreateFleet reports for offerings without capacity (see reference §6).
+CapacityErrorCode = Literal[
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "InsufficientFreeAddressesInSubnet",
+]
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file and the field."""
+
+
+class ClusterSpec(YamlModel):
+    name: str = "sim"
+    version: str = "1.32"
+    region: str = "us-east-1"
+    zones: list[str] = Field(default_factory=lambda: ["us-east-1a", "us-east-1b", "us-east-1c"], min_length=1)
+    cni: Cni = Field(default_factory=Cni)
+
+    @field_validator("version")
+    @classmethod
+    def _version_shape(cls, v: str) -> str:
+        parts = v.split(".")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"expected a Kubernetes minor version like '1.32', got {v!r}")
+        return v
+
+
+#: A manifest source: a path relative to the scenario file, inline YAML text, or inline document(s).
+ManifestSource = str | dict[str, Any] | list[dict[str, Any]]
+
+
+class AmiSpec(YamlModel):
+    """One image to register in local EC2 and the SSM parameter that points at it."""
+
+    parameter: str | None = None
+    name: str
+    architecture: Literal["x86_64", "arm64"] = "x86_64"
+    creation_date: str = "2025-01-01T00:00:00.000Z"
+    deprecated: bool = False
+    id: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("creation_date", mode="before")
+    @classmethod
+    def _date_as_text(cls, v: Any) -> Any:
+        # YAML turns an unquoted 2025-01-01 into a date; EC2 wants the ISO text.
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+class CapacityFailure(YamlModel):
+    """Offerings that fail with a capacity error during a window of simulated time."""
+
+    instance_type: str = Field(description="instance type name or glob, e.g. c7i-flex.* or c7i-flex*")
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] | None = None
+    from_: float = Field(default=0.0, alias="from", ge=0)
+    until: float | None = Field(default=None, ge=0)
+    error: CapacityErrorCode = "InsufficientInstanceCapacity"
+
+    @model_validator(mode="after")
+    def _window(self) -> CapacityFailure:
+        if self.until is not None and self.until <= self.from_:
+            raise ValueError(f"until ({self.until}) must be after from ({self.from_})")
+        return self
+
+    def matches(self, instance_type: str, zone: str | None, capacity_type: str | None, at: float) -> bool:
+        """Whether an offering fails at `at` seconds into the run (unset fields match anything)."""
+        if at < self.from_ or (self.until is not None and at >= self.until):
+            return False
+        if not fnmatch.fnmatchcase(instance_type, self.instance_type):
+            return False
+        if self.zone is not None and zone is not None and self.zone != zone:
+            return False
+        return not (self.capacity_type is not None and capacity_type is not None and self.capacity_type != capacity_type)
+
+
+#: Where a Lambda invocation can die around a CreateFleet call (see `carpool.sim.run.faults.CrashFaults`);
+#: `answer-lost-after-create-fleet` is not a death: EC2 launched and the answer never came back (read
+#: timeouts on every retry), so the invocation goes on with botocore's `ReadTimeoutError`.
+CrashPoint = Literal["before-create-fleet", "after-create-fleet", "answer-lost-after-create-fleet"]
+
+
+class Crash(YamlModel):
+    """A Lambda invocation killed at a point of its work (timeout, out of memory): nothing after that point
+    runs, the invocation fails and its SQS batch comes back after the visibility timeout."""
+
+    #: from this simulated time on, the next `times` invocations reaching `point` die there
+    at: float = Field(default=0.0, ge=0)
+    point: CrashPoint
+    times: int = Field(default=1, ge=1)
+    #: the function whose invocation dies (the provisioner is the one that launches)
+    function: Literal["provisioner", "interruption", "disruption"] = "provisioner"
+
+
+class TerminationDenial(YamlModel):
+    """A service control policy (or IAM policy) with an explicit deny of `ec2:TerminateInstances` on the
+    instances of `nodePool` (all of carpool's when unset) from `from` to `until` seconds: EC2 answers
+    `UnauthorizedOperation` (HTTP 403) and terminates nothing of that call."""
+
+    node_pool: str | None = None
+    from_: float = Field(default=0.0, alias="from", ge=0)
+    until: float | None = Field(default=None, ge=0)
+
+    def denies(self, node_pool: str, at: float) -> bool:
+        return ((self.node_pool is None or self.node_pool == node_pool) and at >= self.from_
+                and (self.until is None or at < self.until))
+
+
+class NodeGroup(YamlModel):
+    """Nodes that exist before carpool starts (an EKS managed node group run by Cluster Autoscaler)."""
+
+    name: str
+    instance_type: str
+    count: int = Field(default=1, ge=0)
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] = "on-demand"
+    ami_family: str = "al2023"
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[dict[str, str]] = Field(default_factory=list)
+
+
+class InstanceSelector(YamlModel):
+    """Which carpool instances an interruption or health event hits (all set fields must match)."""
+
+    node_pool: str | None = None
+    instance_type: str | None = Field(default=None, description="name or glob")
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] | None = None
+    count: int = Field(default=1, ge=1)
+
+
+#: How each family writes a release in its image names: `amazon-eks-node-al2023-x86_64-standard-1.32-v20250115`,
+#: `amazon-eks-node-1.32-v20250115`, `bottlerocket-aws-k8s-1.32-x86_64-v1.31.0-aa1b2c3d`.
+_RELEASE = {AL2023: r"v\d{8}", AL2: r"v\d{8}", BOTTLEROCKET: r"v\d+\.\d+\.\d+"}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One image of a published release: what to register in EC2 (a `seed_amis` entry, without a
+    parameter) and every SSM parameter that names it from now on."""
+
+    image: dict[str, Any]
+    parameters: tuple[str, ...]
+
+
+class PublishAmi(YamlModel):
+    """AWS publishes a new release of an EKS-optimized (or Bottlerocket) AMI family: a new image for each
+    of the scenario's `amis` the family's `@latest` alias resolves through, registered in EC2, its
+    `@latest` parameter pointing at it, and the release's own parameter (`al2023@v20250301`) created."""
+
+    #: the family: al2023, al2 or bottlerocket (`al2023@latest` is read as al2023)
+    alias: str
+    #: the new release, as the family's names write it: v20250301 (al2023, al2), v1.33.0 (bottlerocket)
+    version: str
+    #: the images' creation date (default: the simulated time of the step)
+    creation_date: str | None = None
+
+    @field_validator("alias")
+    @classmethod
+    def _family(cls, v: str) -> str:
+        family, _, version = v.lower().partition("@")
+        if family not in _RELEASE:
+            raise ValueError(f"{v!r}: publishAmi publishes a release of {', '.join(_RELEASE)}")
+        if version not in ("", LATEST):
+            raise ValueError(f"{v!r}: a release is published under @latest; name the family alone")
+        return family
+
+    @field_validator("creation_date", mode="before")
+    @classmethod
+    def _date_as_text(cls, v: Any) -> Any:
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+    @model_validator(mode="after")
+    def _version_shape(self) -> PublishAmi:
+        if not re.fullmatch(_RELEASE[self.alias], self.version):
+            example = "v1.33.0" if self.alias == BOTTLEROCKET else "v20250301"
+            raise ValueError(f"version {self.version!r}: {self.alias} releases are written like {example}")
+        return self
+
+    def releases(self, amis: list[AmiSpec], cluster_version: str, at: datetime) -> list[Release]:
+        """The images and parameters of this release, one for each of `amis` that the family's `@latest`
+        parameters name. Raises ValueError when none does, or when an image's name shows no release."""
+        latest = alias_paths(Alias(self.alias, LATEST), cluster_version, check_version=False)
+        pinned = alias_paths(Alias(self.alias, self.version), cluster_version, check_version=False)
+        by_path = {a.parameter: a for a in amis if a.parameter}
+        out = [self._release(by_path[p.path], (p.path, q.path), at)
+               for p, q in zip(latest, pinned, strict=True) if p.path in by_path]
+        if not out:
+            raise ValueError(f"publishAmi {self.alias}: no AMI of the scenario's `amis` is published under "
+                             f"{self.alias}@latest for Kubernetes {cluster_version} "
+                             f"(its parameters: {', '.join(p.path for p in latest)})")
+        return out
+
+    def _release(self, old: AmiSpec, parameters: tuple[str, ...], at: datetime) -> Release:
+        name, n = re.subn(_RELEASE[self.alias], self.version, old.name, count=1)
+        if not n:
+            raise ValueError(f"publishAmi {self.alias}: AMI name {old.name!r} shows no release to replace "
+                             f"(expected one like {_RELEASE[self.alias]})")
+        image = old.model_dump(by_alias=True, exclude_none=True, exclude={"id", "parameter", "deprecated"})
+        image |= {"name": name, "creationDate": self.creation_date or at.isoformat()}
+        return Release(image, parameters)
+
+
+#: The action fields of a step, as written in Python (`WorkloadStep.action` answers one of them).
+STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event", "publish_ami",
+                "termination_protection")
+
+
+class WorkloadStep(YamlModel):
+    """One timed action; exactly one of the action fields is set. A NodePool or EC2NodeClass edit is an
+    `apply` of the changed document: it replaces the one of that kind and name in carpool's config."""
+
+    at: float = Field(ge=0)
+    apply: ManifestSource | None = None
+    scale: Scale | None = None
+    delete: Delete | None = None
+    spot_interruption: InstanceSelector | None = None
+    health_event: InstanceSelector | None = None
+    publish_ami: PublishAmi | None = None
+    #: someone turns on termination protection for these instances (ModifyInstanceAttribute
+    #: `DisableApiTermination`): EC2 then refuses TerminateInstances with `OperationNotPermitted`
+    termination_protection: InstanceSelector | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> WorkloadStep:
+        actions = [n for n in STEP_ACTIONS if getattr(self, n) is not None]
+        if len(actions) != 1:
+            raise ValueError(
+                f"a step needs exactly one of {', '.join(to_camel(n) for n in STEP_ACTIONS)}"
+                f" (got {', '.join(actions) or 'none'})"
+            )
+        return self
+
+    @property
+    def action(self) -> str:
+        for n in STEP_ACTIONS:
+            if getattr(self, n) is not None:
+                return n
+        raise AssertionError("validated to have one action")
+
+
+class BindRace(YamlModel):
+    """Pods created and bound by the kube-scheduler while a function's run is between its read of the
+    cluster and its first cordon at or after `at` seconds (once).
+
+    Deployed, the disruption function lists the pods, then plans for seconds (tens at a few thousand
+    nodes) before it cordons what it chose; the kube-scheduler binds a new pod within milliseconds to any
+    schedulable node it fits, and a node the plan judged empty is schedulable until it is cordoned. The
+    simulation runs an invocation's work in one instant, so this plays that window: just before the
+    cordon is written, the pods are created and the simulated kube-scheduler binds what it can (its own
+    filters, nothing chosen for it)."""
+
+    at: float = Field(default=0.0, ge=0)
+    function: Literal["disruption"] = "disruption"
+    apply: ManifestSource
+
+
+class Expect(YamlModel):
+    """Optional outcome the scenario author expects; `carpool simulate` reports whether it held."""
+
+    all_pods_scheduled: bool | None = None
+    max_seconds_to_schedule: float | None = None
+
+
+class Scenario(YamlModel):
+    name: str = ""
+    description: str = ""
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    manifests: list[ManifestSource] = Field(default_factory=list)
+    amis: list[AmiSpec] = Field(default_factory=list)
+    truth: Truth = Field(default_factory=Truth)
+    capacity: list[CapacityFailure] = Field(default_factory=list)
+    #: Lambda invocations killed at a point of their work (a crash between CreateFleet and the claim write)
+    crashes: list[Crash] = Field(default_factory=list)
+    node_groups: list[NodeGroup] = Field(default_factory=list)
+    workload: list[WorkloadStep] = Field(default_factory=list)
+    #: DaemonSet agents that remove startup taints (nothing else lifts them)
+    agents: list[Agent] = Field(default_factory=list)
+    #: kubelets that fail to join, join late or report less memory
+    kubelets: list[KubeletFault] = Field(default_factory=list)
+    #: pods the kube-scheduler binds between a function's read and its cordon (see `BindRace`)
+    races: list[BindRace] = Field(default_factory=list)
+    #: explicit denies of TerminateInstances (a service control policy, see `TerminationDenial`)
+    termination_denials: list[TerminationDenial] = Field(default_factory=list)
+    duration: float = Field(default=600.0, gt=0)
+    #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
+    #: trigger (`carpool.sim.run.lambda_service`), so a scenario cannot set a schedule of its own
+    tick_seconds: float = Field(default=10.0, gt=0)
+    expect: Expect = Field(default_factory=Expect)
+    #: where the file was read from; relative manifest paths resolve against it
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _sorted_steps(self) -> Scenario:
+        self.workload.sort(key=lambda s: s.at)
+        return self
+
+    @model_validator(mode="after")
+    def _publishable(self) -> Scenario:
+        """A release can only replace images the scenario has (checked now, not minutes into the run)."""
+        for step in self.workload:
+            if step.publish_ami is not None:
+                try:
+                    step.publish_ami.releases(self.amis, self.cluster.version, datetime.fromtimestamp(0, UTC))
+                except ValueError as exc:
+                    raise ValueError(f"workload step at {step.at:g}s: {exc}") from None
+        return self
+
+    def manifest_texts(self, sources: list[ManifestSource] | None = None) -> list[tuple[str, str]]:
+        """(label, YAML text) for each source; files are read relative to the scenario file."""
+        out = []
+        for i, src in enumerate(self.manifests if sources is None else sources):
+            out.append(resolve_manifest(src, self.base_dir, f"manifests[{i}]"))
+        return out
+
+
+def resolve_manifest(src: ManifestSource, base_dir: Path, label: str) -> tuple[str, str]:
+    """Turn a manifest source into (label, YAML text). Text with a newline or a colon is inline YAML."""
+    if isinstance(src, dict):
+        return label, yaml.safe_dump(src, sort_keys=False)
+    if isinstance(src, list):
+        return label, yaml.safe_dump_all(src, sort_keys=False)
+    if "\n" in src or ":" in src:
+        return label, src
+    path = (base_dir / src).resolve()
+    if not path.is_file():
+        raise ScenarioError(f"{label}: manifest file {src!r} not found (looked in {base_dir})")
+    return str(path), path.read_text()
+
+
+def _format_errors(source: str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        path = ""
+        for part in e["loc"]:
+            if isinstance(part, int):
+                path += f"[{part}]"
+            elif part in {"str", "dict[str,any]", "list[dict[str,any]]"} or "[" in str(part):
+                continue  # union member names pydantic adds to the location
+            else:
+                path += ("." if path else "") + str(part)
+        lines.append(f"{source}: {path or '<root>'}: {e['msg']}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate already-loaded YAML. Raises ScenarioError naming `source` and each bad field."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping (cluster, manifests, workload...)")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(_format_errors(source, err)) from None
+    if base_dir is not None:
+        scenario.base_dir = base_dir
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file. Raises ScenarioError with the file and field path on any problem."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as err:
+        raise ScenarioError(f"{p}: cannot read scenario ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{p}: not valid YAML: {err}") from None
+    scenario = parse_scenario(data, str(p), p.resolve().parent)
+    if not scenario.name:
+        scenario.name = p.stem
+    return scenario
+
+
+#: The tag the usual EC2NodeClass selects its subnets and security groups by, with the cluster's name.
+DISCOVERY_TAG = "karpenter.sh/discovery"
+
+
+def for_cluster(doc: dict[str, Any], cluster: str) -> dict[str, Any]:
+    """The scenario document `doc` (as loaded from YAML) played for the cluster `cluster`: its name, and
+    every discovery tag that selected the old name, now select the new one. Scenarios written for
+    different clusters can then share one set of names (tables, queues, bus) and one synthesized stack."""
+    old = doc["cluster"]["name"]
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (cluster if k == DISCOVERY_TAG and v == old else renamed(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        return value
+
+    out: dict[str, Any] = renamed(doc)
+    out["cluster"]["name"] = cluster
+    return out
