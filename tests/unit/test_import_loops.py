@@ -4,9 +4,11 @@ another's private names.
 Why a test: a loop makes import order matter (a module sees a half-initialised partner depending on who
 was imported first) and ties two modules into one that can only be understood together. Imports are read
 from the source (ast), module level and inside functions alike, since a function-level import is still a
-dependency that only hides the loop until the function runs. Imports under `if TYPE_CHECKING:` are left
-out: they never execute. A private name (`_x`) imported from another module is a dependency on that
-module's insides, type-only or not, so that check reads every import.
+dependency that only hides the loop until the function runs. Imports under `if TYPE_CHECKING:` count
+too: they never execute, but a module that needs another's types to be read is tied to it all the same,
+and a type-only loop is the one a refactoring most often leaves behind. A private name (`_x`) imported
+from another module is a dependency on that module's insides, type-only or not, so that check reads
+every import.
 """
 
 from __future__ import annotations
@@ -33,27 +35,11 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement that can execute: anywhere but the body of `if TYPE_CHECKING:`."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                yield from _imports_in(child)
-            continue
-        yield from _imports_in(node)
-
-
-def _imports_in(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        yield node
-    else:
-        yield from _imports(node)
+    """Every import statement, wherever it is: module level, in functions, under `if TYPE_CHECKING:`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
 
 
 def _package_of(module: str, path: Path) -> str:
@@ -159,14 +145,14 @@ def test_cycle_finder_reports_a_loop() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_type_checking_imports_are_not_dependencies() -> None:
+def test_type_checking_and_function_imports_are_dependencies() -> None:
     tree = ast.parse(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    import carpool.x\nelse:\n    import carpool.y\n"
         "def f():\n    import carpool.z\n"
     )
     names = [a.name for node in _imports(tree) for a in node.names]
-    assert names == ["TYPE_CHECKING", "carpool.y", "carpool.z"]
+    assert names == ["TYPE_CHECKING", "carpool.x", "carpool.y", "carpool.z"]
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
