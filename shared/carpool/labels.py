@@ -40,11 +40,6 @@ ALIASES: Final = {
 }
 
 
-def normalize(key: str) -> str:
-    """The well-known key `key` stands for (itself when it is no alias)."""
-    return NORMALIZED.get(key, key)
-
-
 # AWS provider
 _P: Final = "karpenter.k8s.aws/"
 INSTANCE_FAMILY: Final = _P + "instance-family"

@@ -9,7 +9,7 @@ dashboard and alarms (`infra/monitoring.py`) read exactly these names.
 
 Every data point also carries `cluster` (and Powertools' `service`): two clusters in one account and
 Region must never share a series, or one cluster's watcher would keep the other's alarms green. The
-cluster is the process's (`configure`, else `CARPOOL_CLUSTER_NAME`, the variable the stack sets on every
+cluster is the process's (`CARPOOL_CLUSTER_NAME`, the variable the stack sets on every
 function and `carpool.app.settings` reads), never the caller's. A point with a breakdown (`reason`,
 `nodepool`...) is published to its own series, and, for the metrics in `CLUSTER_TOTALS`, to the cluster's
 total ``{cluster, service}`` too. CloudWatch does not add series up across dimension values, and an alarm
@@ -51,7 +51,6 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -66,7 +65,7 @@ if TYPE_CHECKING:
 NAMESPACE = "Carpool"
 #: The dimension that keeps clusters apart, on every data point.
 CLUSTER = "cluster"
-#: Where the cluster name comes from when `configure` was not called (set by the stack on every function).
+#: Where the cluster name comes from (set by the stack on every function).
 CLUSTER_VARIABLE = "CARPOOL_CLUSTER_NAME"
 #: `carpool.app.settings.Settings.from_env`'s default, so metrics and settings agree when nothing is set.
 DEFAULT_CLUSTER = "demo"
@@ -95,9 +94,6 @@ ALARMED_VALUES: dict[str, tuple[str, frozenset[str]]] = {
 }
 tally: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
 log = logging.getLogger(__name__)
-#: the cluster `configure` fixed for the running context (a simulation's functions each keep their own)
-_cluster: ContextVar[str | None] = ContextVar("carpool_metrics_cluster", default=None)
-
 #: X-Ray patch -> the module whose import triggers it. Every AWS call carpool makes goes through a boto3
 #: client (`carpool.adapters.aws.session`), so patching botocore once boto3 is loaded traces them all.
 #: (The hook is on boto3, not botocore: Powertools itself imports bare `botocore` at start-up, and a hook
@@ -109,15 +105,10 @@ _traced = False
 T = TypeVar("T")
 
 
-def configure(*, cluster: str | None) -> None:
-    """Fix the cluster every data point of this process is recorded under (None: back to the environment)."""
-    _cluster.set(cluster)
-
-
 def cluster_name() -> str:
-    """The configured cluster, else the environment's. Read per data point, not cached at import: the
-    simulation sets the variable after carpool is imported."""
-    return _cluster.get() or environment.get(CLUSTER_VARIABLE) or DEFAULT_CLUSTER
+    """The environment's cluster. Read per data point, not cached at import: the simulation sets the
+    variable after carpool is imported (each of its functions in its own environment)."""
+    return environment.get(CLUSTER_VARIABLE) or DEFAULT_CLUSTER
 
 
 def _enabled() -> bool:

@@ -154,11 +154,6 @@ class Cluster(Protocol):
 
     def list_pods(self) -> list[Pod]: ...
 
-    def active_pods(self) -> list[Pod]:
-        """Pods not in phase Succeeded or Failed: what holds room on a node or waits for one. One list with
-        the server-side field selector `status.phase!=Succeeded,status.phase!=Failed`."""
-        ...
-
     def pods_on_node(self, node_name: str) -> list[Pod]:
         """Pods bound to one node (field selector `spec.nodeName=<node>`): a drain's cost follows the
         node's pods, not the cluster's."""

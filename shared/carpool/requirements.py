@@ -306,10 +306,6 @@ class Requirement:
                 return i
         return len(self.order)
 
-    def has_preference_order(self) -> bool:
-        """True when the values carry an order worth honouring (more than one entry, a glob among them)."""
-        return not self.complement and len(self.order) > 1 and bool(self.patterns)
-
     # -- algebra ------------------------------------------------------------------------------------
     def meets(self, other: Requirement) -> bool:
         """Whether some value satisfies both: `not self.intersection(other).is_empty()`, without building
@@ -523,11 +519,6 @@ class Requirements(Mapping[str, Requirement]):
     def __len__(self) -> int:
         return len(self._reqs)
 
-    def get_or_exists(self, key: str) -> Requirement:
-        """The requirement on `key`, or Exists when undefined (Karpenter's `Get`)."""
-        r = self._reqs.get(key)
-        return r if r is not None else Requirement.exists(key)
-
     # -- algebra ------------------------------------------------------------------------------------
     def add(self, *reqs: Requirement) -> Requirements:
         """A new set with `reqs` intersected in."""
@@ -569,9 +560,6 @@ class Requirements(Mapping[str, Requirement]):
                 continue
             return Incompatibility(key, f"incompatible requirement {key}: {req!r} but {key} is not defined")
         return self.intersects(other)
-
-    def is_compatible(self, other: Requirements, allow_undefined: frozenset[str] = frozenset()) -> bool:
-        return self.compatible(other, allow_undefined) is None
 
     def labels(self) -> dict[str, str]:
         """Labels a node built from these requirements would carry: keys with one concrete allowed value."""

@@ -64,11 +64,6 @@ def fits(request: Mapping[str, int], available: Mapping[str, int]) -> bool:
     return True
 
 
-def exceeded(request: Mapping[str, int], available: Mapping[str, int]) -> list[str]:
-    """The resource names for which `request` does not fit `available` (for explanations)."""
-    return [k for k, v in request.items() if v > 0 and v > available.get(k, 0)]
-
-
 def sum_all(lists: Iterable[Mapping[str, int]]) -> Resources:
     return add(*lists)
 

@@ -68,5 +68,3 @@ def untolerated(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> T
     return None
 
 
-def tolerates_all(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> bool:
-    return untolerated(taints, tolerations) is None

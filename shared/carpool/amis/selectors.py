@@ -12,10 +12,10 @@ Resolution is pure: every AWS read goes through an `AmiSource`. Rules (reference
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from carpool.amifamily import find_family
 from carpool.amis.aliases import Alias, alias_paths, parse_alias, windows_requirements
@@ -33,30 +33,6 @@ from carpool.amis.model import (
 from carpool.requirements import Requirement
 
 DEFAULT_NAME_OWNERS = ("self", "amazon")
-
-
-class SelectorTerm(Protocol):
-    """One `amiSelectorTerms[i]` as the `carpool.api` model exposes it (all fields optional)."""
-
-    alias: str | None
-    id: str | None
-    name: str | None
-    owner: str | None
-    tags: Mapping[str, str] | None
-    ssm_parameter: str | None
-
-
-class NodeClassSpec(Protocol):
-    """The part of `EC2NodeClass.spec` resolution reads."""
-
-    ami_selector_terms: Sequence[Any]
-
-
-class NodeClass(Protocol):
-    """An `EC2NodeClass` (or any stand-in with `.spec.ami_selector_terms`)."""
-
-    @property
-    def spec(self) -> NodeClassSpec: ...
 
 
 @dataclass(frozen=True)

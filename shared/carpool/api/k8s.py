@@ -180,9 +180,6 @@ class TopologySpreadConstraint(KubeModel):
     node_taints_policy: Literal["Honor", "Ignore"] | None = None
     match_label_keys: list[str] = Field(default_factory=list)
 
-    def is_hard(self) -> bool:
-        return self.when_unsatisfiable == "DoNotSchedule"
-
 
 # --- volumes ------------------------------------------------------------------------------------------
 class PersistentVolumeClaimVolumeSource(KubeModel):

@@ -79,13 +79,6 @@ class InstanceType:
     def available_offerings(self) -> list[Offering]:
         return [o for o in self.offerings if o.available]
 
-    def cheapest_offering(self, available_only: bool = True) -> Offering | None:
-        """The lowest-priced offering (ties broken by capacity type then zone, for determinism)."""
-        pool = self.available_offerings() if available_only else list(self.offerings)
-        if not pool:
-            return None
-        return min(pool, key=lambda o: (o.price, o.capacity_type, o.zone))
-
     def zones(self, available_only: bool = True) -> list[str]:
         pool = self.available_offerings() if available_only else self.offerings
         return sorted({o.zone for o in pool})

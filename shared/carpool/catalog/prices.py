@@ -112,11 +112,6 @@ def _static_table() -> Mapping[str, Mapping[str, float]]:
     return json.loads(text)["regions"]
 
 
-def static_regions() -> list[str]:
-    """Regions the shipped on-demand table covers."""
-    return sorted(_static_table())
-
-
 def static_ondemand(region: str) -> dict[str, float]:
     """The shipped on-demand table (type -> USD/h) for `region`.
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from carpool.requirements import Requirement, Requirements
+from carpool.requirements import Requirements
 from carpool.resources import Resources
 from carpool.taints import Taint, Toleration
 
@@ -273,12 +273,3 @@ class ExistingNode:
     pool: str | None = None
 
 
-def requirements_of(
-    node_selector: Mapping[str, str] | None = None,
-    terms: Sequence[Iterable[Requirement]] = (),
-) -> tuple[Requirements, ...]:
-    """Pod node constraints as OR-terms: each required-affinity term merged with the node selector."""
-    base = Requirements.from_labels(node_selector or {})
-    if not terms:
-        return (base,) if len(base) else ()
-    return tuple(base.add(*term) for term in terms)

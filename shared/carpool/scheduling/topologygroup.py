@@ -114,9 +114,6 @@ class TopologyGroup:
     def count(self, domain: str) -> int:
         return self.domain_counts.get(domain, 0)
 
-    def host_count(self, bin_id: int) -> int:
-        return self.host_counts.get(bin_id, 0)
-
     # -- constraint evaluation ----------------------------------------------------------------------
     def allowed(self, eligible: frozenset[str], self_selecting: bool) -> dict[str, int]:
         """Domains (of a non-hostname key) a pod may go to now, each with how many pods of its group may

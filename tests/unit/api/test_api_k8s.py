@@ -244,7 +244,7 @@ def test_affinity_topology_tolerations_and_host_ports() -> None:
     assert anti.required[0].selects(p, "default")
     assert anti.preferred[0].pod_affinity_term.label_selector is not None
     tsc = p.spec.topology_spread_constraints[0]
-    assert (tsc.max_skew, tsc.min_domains, tsc.is_hard()) == (1, 3, False)
+    assert (tsc.max_skew, tsc.min_domains, tsc.when_unsatisfiable) == (1, 3, "ScheduleAnyway")
     assert (tsc.node_affinity_policy, tsc.node_taints_policy) == ("Honor", "Ignore")
     assert p.tolerations() == [domain.Toleration(key="batch", operator="Exists", effect="NoSchedule")]
     assert p.tolerations()[0].tolerates(domain.Taint("batch", "NoSchedule", "yes"))

@@ -55,10 +55,8 @@ def _deps(ledger: MemoryLedger, age: timedelta) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _cluster() -> Any:
-    observability.configure(cluster=CLUSTER)
-    yield
-    observability.configure(cluster=None)
+def _cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARPOOL_CLUSTER_NAME", CLUSTER)
 
 
 def test_an_event_older_than_five_minutes_is_dropped_with_a_metric() -> None:

@@ -17,9 +17,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "carpool")
-    observability.configure(cluster=None)
     yield
-    observability.configure(cluster=None)
 
 
 def emf_lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
@@ -97,14 +95,13 @@ def test_a_metric_no_alarm_reads_is_a_log_line_not_a_series(
     assert observability.total("PodsServedBy", cluster="blue", server="carpool") >= 3.0
 
 
-def test_configure_wins_over_the_environment_and_over_the_caller(
+def test_the_environment_wins_over_the_caller(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
-    observability.configure(cluster="green")
     observability.emit("LaunchFailures", reason="Error", cluster="someone-else")
     (line,) = emf_lines(capsys)
-    assert {s["cluster"] for s in series(line)} == {"green"}
+    assert {s["cluster"] for s in series(line)} == {"blue"}
 
 
 def test_two_clusters_never_share_a_series(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from carpool import labels as L
-from carpool import observability
 from carpool.api.k8s import Pod
 from carpool.app.provisioning import pending, provision
 
@@ -22,9 +21,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "carpool")
     monkeypatch.setenv("CARPOOL_CLUSTER_NAME", "blue")
-    observability.configure(cluster=None)
     yield
-    observability.configure(cluster=None)
 
 
 def _pod(i: int, pinned: bool) -> Pod:

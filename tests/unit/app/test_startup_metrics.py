@@ -58,9 +58,7 @@ def _emf(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "carpool")
     monkeypatch.setenv("CARPOOL_CLUSTER_NAME", CLUSTER)
-    observability.configure(cluster=None)
     yield
-    observability.configure(cluster=None)
 
 
 def emf(out: str, name: str) -> list[tuple[dict[str, str], list[float]]]:

@@ -447,12 +447,6 @@ class TestOrder:
         assert r.preference_rank("c7i.large") == 0
         assert r.preference_rank("m5.large") == 1
 
-    def test_has_preference_order(self) -> None:
-        assert req(IN, "c7i-flex", "*").has_preference_order()
-        assert not req(IN, "a", "b").has_preference_order()
-        assert not req(IN, "*").has_preference_order()
-        assert not req(NOT_IN, "a", "b*").has_preference_order()
-
 
 # -- Requirements -----------------------------------------------------------------------------------------
 
@@ -475,11 +469,6 @@ class TestRequirementsSet:
         assert set(merged) == {K, "x", "y"}
         assert allowed(merged[K]) == {"B"}
         assert merged == b.merge(a)
-
-    def test_get_or_exists(self) -> None:
-        rs = reqs(req(IN, "A"))
-        assert rs.get_or_exists(K) is rs[K]
-        assert rs.get_or_exists("missing").operator == EXISTS
 
     def test_mapping_protocol(self) -> None:
         rs = reqs(req(IN, "A"), req(EXISTS, key="x"))
@@ -610,10 +599,6 @@ class TestCompatibleStrict:
 
     def test_defined_keys_must_intersect(self) -> None:
         assert reqs(req(IN, "A")).compatible(reqs(req(IN, "B"))) is not None
-
-    def test_is_compatible(self) -> None:
-        assert reqs(req(IN, "A")).is_compatible(reqs(req(IN, "A", "B")))
-        assert not reqs(req(IN, "A")).is_compatible(reqs(req(IN, "B")))
 
 
 class TestAmiMapping:

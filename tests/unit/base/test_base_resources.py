@@ -99,16 +99,6 @@ class TestFits:
         assert not res.fits({"cpu": 1}, {"cpu": -5})
 
 
-def test_exceeded_names_what_does_not_fit() -> None:
-    assert res.exceeded(
-        {"cpu": 2000, "memory": GI, "nvidia.com/gpu": 1}, {"cpu": 1000, "memory": 2 * GI}
-    ) == [
-        "cpu",
-        "nvidia.com/gpu",
-    ]
-    assert res.exceeded({"cpu": 1}, {"cpu": 1}) == []
-
-
 def test_sum_all() -> None:
     assert res.sum_all([{"cpu": 1}, {"cpu": 2}, {"pods": 1}]) == {"cpu": 3, "pods": 1}
     assert res.sum_all(iter([])) == {}
@@ -126,12 +116,6 @@ def test_describe() -> None:
 
 NAMES = st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"])
 lists = st.dictionaries(NAMES, st.integers(min_value=0, max_value=10**12), max_size=4)
-
-
-@settings(deadline=None)
-@given(lists, lists)
-def test_fits_iff_nothing_exceeded(request: dict[str, int], available: dict[str, int]) -> None:
-    assert res.fits(request, available) == (res.exceeded(request, available) == [])
 
 
 @settings(deadline=None)

@@ -10,7 +10,6 @@ from carpool.taints import (
     PREFER_NO_SCHEDULE,
     Taint,
     Toleration,
-    tolerates_all,
     untolerated,
 )
 
@@ -73,7 +72,6 @@ class TestTolerates:
 class TestUntolerated:
     def test_no_taints(self) -> None:
         assert untolerated([], []) is None
-        assert tolerates_all([], [])
 
     def test_first_untolerated_hard_taint(self) -> None:
         assert untolerated([GPU, DEDICATED], []) == GPU
@@ -82,16 +80,14 @@ class TestUntolerated:
     def test_all_tolerated(self) -> None:
         tolerations = [Toleration("nvidia.com/gpu", "Exists"), Toleration("dedicated", "Equal", "batch")]
         assert untolerated([GPU, DEDICATED], tolerations) is None
-        assert tolerates_all([GPU, DEDICATED], tolerations)
 
     def test_prefer_no_schedule_never_blocks(self) -> None:
         assert untolerated([SOFT], []) is None
         assert untolerated([SOFT, GPU], []) == GPU
-        assert tolerates_all([SOFT], [])
 
     def test_no_execute_blocks(self) -> None:
         assert untolerated([NO_VALUE], []) == NO_VALUE
-        assert not tolerates_all([NO_VALUE], [Toleration("karpenter.sh/unregistered", effect=NO_SCHEDULE)])
+        assert untolerated([NO_VALUE], [Toleration("karpenter.sh/unregistered", effect=NO_SCHEDULE)]) == NO_VALUE
 
     def test_wildcard_toleration(self) -> None:
         assert untolerated([GPU, DEDICATED, NO_VALUE], [Toleration(operator="Exists")]) is None

@@ -52,7 +52,6 @@ def test_offerings_per_zone_and_capacity_type_with_prices() -> None:
     assert it.offering("us-east-1a", "on-demand") == Offering("us-east-1a", "on-demand", 0.096)
     assert it.offering("us-east-1a", "spot") == Offering("us-east-1a", "spot", 0.031)
     assert it.offering("us-east-1b", "spot") == Offering("us-east-1b", "spot", prices.estimate_spot(0.096))
-    assert it.cheapest_offering() == Offering("us-east-1a", "spot", 0.031)
     assert it.offering("us-east-1c", "spot") is None
 
 
@@ -96,7 +95,7 @@ def test_i386_and_x86_64_type_is_amd64() -> None:
 
 def test_type_without_zones_is_kept_with_no_offering() -> None:
     it = from_ec2([info()], [], {}, {"m5.large": 0.096}, "us-east-1")["m5.large"]
-    assert it.offerings == [] and it.cheapest_offering() is None
+    assert it.offerings == []
     assert it.requirements[L.ZONE].is_empty()
 
 

@@ -26,7 +26,7 @@ def with_managed_fields(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def test_active_pods_and_pods_on_node_ask_the_server_to_filter() -> None:
+def test_pods_on_node_asks_the_server_to_filter() -> None:
     api, seen = FakeApi(), []
 
     def answer(request: httpx2.Request) -> httpx2.Response:
@@ -35,11 +35,10 @@ def test_active_pods_and_pods_on_node_ask_the_server_to_filter() -> None:
 
     api.on("GET", "/api/v1/pods", answer)
     cluster = cluster_on(api)
-    (active,) = cluster.active_pods()
     (on_node,) = cluster.pods_on_node("ip-10-0-0-1.ec2.internal")
-    assert seen == [reads.NOT_FINISHED, "spec.nodeName=ip-10-0-0-1.ec2.internal"]
-    assert isinstance(active, Pod) and active.requests()["cpu"] == 500
-    assert active.metadata.managed_fields is None and on_node.metadata.managed_fields is None  # never kept
+    assert seen == ["spec.nodeName=ip-10-0-0-1.ec2.internal"]
+    assert isinstance(on_node, Pod) and on_node.requests()["cpu"] == 500
+    assert on_node.metadata.managed_fields is None  # never kept
     assert "Pod" not in cluster.resource_versions  # neither is where the pod watch resumes
 
 
@@ -67,7 +66,7 @@ def test_a_page_that_does_not_validate_fails_the_whole_list() -> None:
     bad["spec"]["containers"][0]["ports"] = [{"hostPort": 70000}]
     api.on("GET", "/api/v1/pods", lambda r: page([bad]))
     with pytest.raises(ValueError):
-        cluster_on(api).active_pods()
+        cluster_on(api).pods_on_node("ip-10-0-0-1.ec2.internal")
 
 
 def test_parse_page_reads_items_and_list_metadata() -> None:

@@ -116,14 +116,3 @@ class SsmConfigText:
 
     __call__ = read
 
-
-_readers: dict[str, SsmConfigText] = {}
-
-
-def read_config_text(parameter_name: str | None = None, max_age: int = DEFAULT_MAX_AGE_SECONDS) -> str:
-    """The config YAML from SSM, through one cached reader per parameter name for the whole process."""
-    name = parameter_name or environment.get(CONFIG_PARAMETER_ENV, "")
-    reader = _readers.get(name)
-    if reader is None:
-        reader = _readers[name] = SsmConfigText(name or None, max_age)
-    return reader.read()

@@ -317,10 +317,6 @@ class LightkubeCluster:
     def list_pods(self) -> list[api.Pod]:
         return self._list(PodResource, api.Pod, "Pod")
 
-    def active_pods(self) -> list[api.Pod]:
-        """Pods not in phase Succeeded or Failed (server-side field selector)."""
-        return self._list(PodResource, api.Pod, fields=reads.NOT_FINISHED)
-
     def pods_on_node(self, node_name: str) -> list[api.Pod]:
         """Pods bound to one node (field selector `spec.nodeName=<node>`)."""
         return self._list(PodResource, api.Pod, fields=reads.on_node(node_name))

@@ -56,14 +56,6 @@ def encode_token(url: str) -> str:
     return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
 
 
-def decode_token(token: str) -> str:
-    """The presigned URL inside a token (for tests and debugging)."""
-    if not token.startswith(TOKEN_PREFIX):
-        raise ValueError(f"not an EKS token: does not start with {TOKEN_PREFIX}")
-    body = token[len(TOKEN_PREFIX) :]
-    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
-
-
 def eks_token(cluster_name: str, region: str, credentials: Credentials) -> str:
     return encode_token(presigned_caller_identity_url(cluster_name, region, credentials))
 
