@@ -301,9 +301,13 @@ class _Worlds:
         from carpool.sim.localaws.lambda_runtime import LambdaContext, load_handler
 
         handler = load_handler(function, ROOT / "functions")
+        found = wiring.installed()
         wiring.use(build_from_env(self._settings(), cluster=self.cluster))
-        with contextlib.redirect_stdout(io.StringIO()):  # its log lines
-            answer = handler(event, LambdaContext.deployed(function))
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # its log lines
+                answer = handler(event, LambdaContext.deployed(function))
+        finally:  # the caller's wiring back: a world prepared in-process leaves none of its own behind
+            wiring.use(found)
         if answer.get("batchItemFailures"):
             raise RuntimeError(f"preparing the bench world: the {function} failed {answer}")
 
