@@ -51,7 +51,8 @@ def test_createfleet_latency_is_charged_after_the_provisioners_writes() -> None:
 
 
 def test_reading_a_byte_is_not_faster_than_the_watchers_resync_at_scale() -> None:
-    """The resync at 5,000 nodes (`bench/scale.py`): its seconds over the bytes it read, HTTP and decode."""
+    """The resync at 5,000 nodes (`bench/scale.py`): the watcher's CPU seconds over the bytes it read
+    (HTTP and decode; its wall time also waits on the simulated API server, which is not carpool)."""
     rows = json.loads((RESULTS.parent / "scale_results.json").read_text())
     resync = next(r for r in rows if r["benchmark"].startswith("watcher resync"))
-    assert resync["seconds"] / resync["bytesRead"] <= durations.BYTE_CPU_SECONDS
+    assert resync["cpuSeconds"] / resync["bytesRead"] <= durations.BYTE_CPU_SECONDS
