@@ -38,7 +38,7 @@ CREATE_FLEET_SECONDS = 1.5
 #: Reading one byte of a listed or watched Kubernetes object on one bench core: the watcher's resync at
 #: 5,000 nodes / 151,000 pods when it read every node in full (`bench/scale.py`: 2.26 s for 29.1 MB,
 #: 78 ns a byte, the HTTP read, the decode and the watcher's own work on each object). Kept though the
-#: resync now reads 7 MB (node names, metadata only) for 0.19 CPU seconds (27 ns a byte): the harsher
+#: resync now reads 7 MB (node names, metadata only) for 0.19-0.26 CPU seconds (27-37 ns a byte): the harsher
 #: figure also covers the API server's time to answer, which the CPU figure leaves out. Charged by size,
 #: not by count: a burst's pending pods are under 1 KB, and decoding costs what there is to decode.
 BYTE_CPU_SECONDS = 7.8e-8
