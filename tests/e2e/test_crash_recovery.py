@@ -55,6 +55,12 @@ class Run:
     def logged(self, text: str) -> list[str]:
         return [d.message for d in self.result.decisions if text in d.message]
 
+    def most_running_at_once(self) -> int:
+        """The most instances running at one moment, from each launch's start and end."""
+        edges = sorted([(i.launched_at, 1) for i in self.result.launches]
+                       + [(i.terminated_at, -1) for i in self.result.launches if i.terminated_at is not None])
+        return max(sum(d for _, d in edges[: n + 1]) for n in range(len(edges)))
+
 
 def _run(name: str) -> Run:
     runner = _Runner(load_scenario(EXAMPLES / name))

@@ -23,6 +23,7 @@ import pytest
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
 from carpool.api.k8s import Node
 from carpool.ports import NodeConflict, NodeGone, NodePatch
+from carpool.sim.cluster.api_answers import merge_patch
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.taints import Taint
 
@@ -39,19 +40,6 @@ def node_json(name: str) -> dict[str, Any]:
             "metadata": {"name": name, "labels": {"zone": "us-east-1a"}},
             "spec": {"providerID": f"aws:///us-east-1a/i-{name}", "taints": [UNREGISTERED]},
             "status": {"conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-05-01T00:00:00Z"}]}}
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge key by key, null deletes, anything else (lists too) replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def status(code: int, reason: str, message: str, name: str) -> dict[str, Any]:
