@@ -96,11 +96,7 @@ class MemoryLedger:
 
     def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
         with self._lock:
-            stored = self.claims.get(claim.name)
-            if stored is None:
-                raise ClaimGone(claim.name)
-            if stored.version != claim.version:
-                raise ClaimChanged(claim.name)
+            stored = self._as_read(claim)
             usage = self.pool_usage.setdefault(stored.nodepool, {})
             for k, v in extra.items():
                 stored.reserved[k] = stored.reserved.get(k, 0) + v
@@ -110,11 +106,7 @@ class MemoryLedger:
 
     def save(self, claim: Claim) -> None:
         with self._lock:
-            stored = self.claims.get(claim.name)
-            if stored is None:
-                raise ClaimGone(claim.name)
-            if stored.version != claim.version:
-                raise ClaimChanged(claim.name)
+            self._as_read(claim)
             claim.version += 1
             self.claims[claim.name] = claim.model_copy(deep=True)
 
@@ -170,6 +162,15 @@ class MemoryLedger:
             if holder is not None:
                 out[pod] = holder
         return out
+
+    def _as_read(self, claim: Claim) -> Claim:
+        """The stored claim, if it is still the version `claim` was read at (the conditional write's check)."""
+        stored = self.claims.get(claim.name)
+        if stored is None:
+            raise ClaimGone(claim.name)
+        if stored.version != claim.version:
+            raise ClaimChanged(claim.name)
+        return stored
 
     def _holder(self, pod: str, now: datetime) -> str | None:
         """The claim whose nomination holds `pod` at `now` (`carpool.state.models.holds_nominations`)."""
