@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from carpool import labels, observability
-from carpool.app import drain, profiles
+from carpool.app import drain, pod_snapshot, profiles
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
@@ -93,9 +93,9 @@ def _release(release: orphans.Release, deps: Dependencies, summary: DisruptSumma
 
 def _serving(deps: Dependencies) -> dict[str, int]:
     """Node name -> how many pods it runs that would need a new home (what `drain.pods_on` counts), from
-    one read of the unfinished pods as compact views (a full `Pod` per pod would not fit the Lambda's
-    memory on a large cluster)."""
-    return dict(Counter(v.node for v in deps.cluster.pod_views() if v.node and v.reschedulable))
+    the unfinished pods as compact views (a full `Pod` per pod would not fit the Lambda's memory on a large
+    cluster), kept up to date between runs (`pod_snapshot`)."""
+    return dict(Counter(v.node for v in pod_snapshot.read(deps).pods() if v.node and v.reschedulable))
 
 
 def _charge_in_full(claims: list[Claim], decisions: orphans.Decisions, deps: Dependencies, now: datetime,

@@ -56,8 +56,9 @@ from functools import partial
 from carpool import delivery, k8s_events, labels, observability
 from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
+from carpool.api.loader import Manifests
 from carpool.api.nodeclass import EC2NodeClass
-from carpool.app import discovery, drain, images, interrupt, pools, recorder
+from carpool.app import discovery, drain, images, interrupt, pod_snapshot, pools, recorder
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.provisioning import provision
@@ -84,6 +85,8 @@ _VALIDATED = frozenset({Reason.EMPTY, Reason.UNDERUTILIZED})
 #: after advancing disruptions in flight plans nothing (the plan would only serve one decision); with none
 #: in flight it plans and starts its first decision however old it is, so every run can make progress.
 START_SECONDS = 35.0
+#: where a warm environment keeps the last consolidation search that found nothing (`planner.Consolidated`)
+_CONSOLIDATED_KEY = "disruption.consolidated"
 #: a node class's AMIs as this run resolved them (`_resolver`)
 Resolver = Callable[[EC2NodeClass], list[ResolvedAmi]]
 
@@ -103,6 +106,8 @@ class _World:
     steps: int = 0
     #: when the run started (monotonic seconds), before its reads
     started: float = field(default_factory=time.monotonic)
+    #: `pod_snapshot.PodSnapshot.generation` of the pods read (what the consolidation gate compares)
+    pods_generation: int = 0
     _by_node: dict[str, list[PodView]] | None = None
 
     def late(self) -> bool:
@@ -173,12 +178,14 @@ class _Stages:
 
 
 def _observe(deps: Dependencies, started: float | None = None) -> _World:
-    """Nodes, the pods that are not finished (one paged read with a server-side field selector, projected
-    page by page into `PodView`s: Succeeded and Failed pods hold no room and never move), the live claims."""
+    """Nodes, the pods that are not finished (`carpool.app.pod_snapshot`: the warm environment's views
+    brought up to date from the watch, or one paged list with a server-side field selector, projected page
+    by page into `PodView`s: Succeeded and Failed pods hold no room and never move), the live claims."""
     started = time.monotonic() if started is None else started  # the run's age counts its reads too
     nodes = {n.name: n for n in deps.cluster.list_nodes()}
-    return _World(nodes, deps.cluster.pod_views(), sorted(deps.ledger.active(), key=lambda c: c.name),
-                  started=started)
+    snapshot = pod_snapshot.read(deps)
+    return _World(nodes, snapshot.pods(), sorted(deps.ledger.active(), key=lambda c: c.name),
+                  started=started, pods_generation=snapshot.generation)
 
 
 def _refresh(world: _World, deps: Dependencies) -> _World:
@@ -190,7 +197,7 @@ def _refresh(world: _World, deps: Dependencies) -> _World:
     fresh = [p for node in sorted(world.touched) if node in nodes for p in deps.cluster.pod_views(node)]
     return _World(nodes, [*kept, *fresh, *deps.cluster.pod_views("")],
                   sorted(deps.ledger.active(), key=lambda c: c.name), deferred=world.deferred,
-                  steps=world.steps, started=world.started)
+                  steps=world.steps, started=world.started, pods_generation=-1)  # changed by this run
 
 
 def _pods_to_move(deps: Dependencies, nodes: Iterable[str], wanted: set[str] | None = None) -> list[Pod]:
@@ -427,13 +434,30 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
         expected_amis=_expected_amis(view, classes, catalog, resolved),
         type_labels={c.instance_type: catalog.types[c.instance_type].labels for c in view.candidates
                      if c.instance_type in catalog.types},
+        state=_state(world, manifests, catalog, deps, now),
     )
-    plan = planner.plan(inputs, now)
+    plan = planner.plan(inputs, now, planner.Options(consolidated=deps.cache.get(_CONSOLIDATED_KEY)))
+    deps.cache[_CONSOLIDATED_KEY] = plan.consolidated
     for node, why in sorted(plan.waiting.items()):
         log.info("node %s not disrupted now: %s", node, why)
     recorder.record([k8s_events.disruption_blocked(node, why) for node, why in sorted(plan.waiting.items())], deps)
     recorder.record([k8s_events.unconsolidatable(node, why) for node, why in sorted(plan.kept.items()) if why], deps)
     return plan
+
+
+def _state(world: _World, manifests: Manifests, catalog: Catalog, deps: Dependencies, now: datetime) -> str:
+    """A digest of what a consolidation search depends on besides the candidates and budgets the planner
+    adds: the pods (`pod_snapshot`'s generation: a change to any pod changes it), each node's labels, taints,
+    cordon, allocatable and readiness, the claims' steps, the pools and classes, the catalog, the offerings
+    found unavailable and the pools' usage. "" (search) when this run changed pods itself."""
+    if world.pods_generation < 0:
+        return ""
+    nodes = [(n.name, sorted(n.labels.items()), repr(n.taints()), n.spec.unschedulable, repr(n.allocatable()),
+              n.is_ready()) for n in sorted(world.nodes.values(), key=lambda n: n.name)]
+    claims = [(c.name, c.status, c.node_name, c.disruption is not None, c.abandoned_for) for c in world.claims]
+    config = [m.model_dump_json() for m in (*manifests.nodepools, *manifests.nodeclasses)]
+    return planner.digest(world.pods_generation, nodes, claims, config, id(catalog),
+                          sorted(deps.offerings.unavailable(now)), sorted(deps.ledger.usage().items()))
 
 
 def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
@@ -468,15 +492,22 @@ def _resolver(deps: Dependencies) -> Resolver:
 
 def _expected_amis(view: candidates.ClusterView, classes: Mapping[str, EC2NodeClass], catalog: Catalog,
                    resolve: Resolver) -> dict[str, str | None]:
-    """Node -> the AMI the strict mapping gives its type now; nodes of an unresolvable class are left out."""
+    """Node -> the AMI the strict mapping gives its type now; nodes of an unresolvable class are left out.
+    The mapping reads only the keys the AMIs' requirements name, so nodes of one class and type that agree
+    on those labels get one answer (a thousand nodes are a few mappings, not a thousand)."""
     out: dict[str, str | None] = {}
+    answers: dict[tuple[str, str, tuple[tuple[str, str], ...]], str | None] = {}
     for c in view.candidates:
         nodeclass = classes.get(c.nodeclass)
         amis = resolve(nodeclass) if nodeclass is not None else []
         if not amis:
             continue
-        expected = images.expected_for_node(dict(c.labels), catalog.types.get(c.instance_type), amis)
-        out[c.node] = expected.id if expected else None
+        read = {k for ami in amis for k in ami.requirements}
+        key = (c.nodeclass, c.instance_type, tuple(sorted((k, v) for k, v in c.labels.items() if k in read)))
+        if key not in answers:
+            expected = images.expected_for_node(dict(c.labels), catalog.types.get(c.instance_type), amis)
+            answers[key] = expected.id if expected else None
+        out[c.node] = answers[key]
     return out
 
 

@@ -25,13 +25,13 @@ run, since pods drained now would be pending until that node joins and the provi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from carpool import labels
 from carpool.disruption.candidates import Candidate, ClusterView
 from carpool.disruption.decision import Decision, Kind, Reason, Replacement
-from carpool.resources import subtract
+from carpool.resources import fits, subtract, sum_all
 from carpool.scheduling import inputs as si
 from carpool.scheduling.claim import NODE
 from carpool.scheduling.indexcache import IndexCache
@@ -78,6 +78,11 @@ class Simulator:
         self._reduced: dict[tuple[str, bool], si.ExistingNode] = {}
         self._indexes = IndexCache()
         self.simulations = 0
+        #: the least request of a candidate's pods -> the nodes whose room it fits (`settled`); emptied
+        #: whenever a node's room changes
+        self._fitting: dict[tuple[tuple[str, int], ...], list[str]] = {}
+        #: every pool's (price, allocatable) per offering it may launch, cheapest first (`settled`)
+        self._offers = sorted((offer for pool in self.pools for offer in _offers(pool)), key=lambda o: o[0])
         self._reserve_for_pending(view.pending)
 
     # -- simulation ---------------------------------------------------------------------------------
@@ -97,6 +102,41 @@ class Simulator:
             indexes=self._indexes,
         )
 
+    def settled(self, cands: Sequence[Candidate]) -> str | None:
+        """Why consolidating `cands` together finds nothing, when that is known without a simulation (None:
+        simulate). A pod fits a node only where each quantity it requests is within the node's room
+        (`resources.fits`, the scheduler's own test), so when the least request of their pods fits no
+        other node's room, none of the pods can stay on a node that exists: all would need new nodes, and
+        a single new node (the most a decision launches) must hold them all, at an allocatable of at least
+        their sum. If no offering of any pool with that allocatable is cheaper than the nodes together, the
+        simulation could only keep them (the cost of a packed cluster: every candidate simulated against
+        every node, every run)."""
+        pods = [p for c in cands for p in c.pods]
+        price = _price(cands)
+        if price is None or not pods:
+            return None
+        least: dict[str, int] = dict(pods[0].requests)
+        for pod in pods[1:]:
+            least = {r: min(v, pod.requests.get(r, 0)) for r, v in least.items()}
+        gone = {c.node for c in cands}
+        if any(name not in gone for name in self._fitting_nodes(least)):
+            return None
+        total = sum_all(p.requests for p in pods)
+        for offer_price, allocatable in self._offers:
+            if offer_price >= price:
+                break
+            if fits(total, allocatable):
+                return None
+        return (f"no other node has room for any of its pods, and no instance type that holds them all is "
+                f"cheaper than ${price:.4f}/h")
+
+    def _fitting_nodes(self, least: Mapping[str, int]) -> list[str]:
+        key = tuple(sorted((r, v) for r, v in least.items() if v > 0))
+        found = self._fitting.get(key)
+        if found is None:
+            found = self._fitting[key] = [name for name, n in self.existing.items() if fits(least, n.remaining)]
+        return found
+
     def _room(self, node: si.ExistingNode, with_pods: bool) -> si.ExistingNode:
         """The node as a simulation needs it (labels cut to the referenced keys, pods only when counted);
         built once per node until a decision changes it."""
@@ -113,6 +153,7 @@ class Simulator:
         for c in removed:
             self.existing.pop(c.node, None)
             self.touched.add(c.node)
+        self._fitting.clear()
         if result is not None:
             self._occupy(result, pods)
 
@@ -132,10 +173,22 @@ class Simulator:
             if placement.kind == NODE and placement.target in self.existing:
                 n = self.existing[placement.target]
                 self.existing[n.name] = replace(n, remaining=subtract(n.remaining, pod.requests), pods=(*n.pods, pod))
+                self._fitting.clear()
                 self.touched.add(n.name)
                 self._reduced.pop((n.name, True), None)
                 self._reduced.pop((n.name, False), None)
                 self._repelling = self._repelling or bool(pod.anti_affinity)
+
+
+def _offers(pool: si.PoolSpec) -> Iterable[tuple[float, si.Resources]]:
+    """(price, allocatable) of each offering the pool may launch: available, in a zone and of a capacity
+    type its requirements allow (the scheduler's own test of an offering)."""
+    zones, capacity_types = pool.requirements.get(labels.ZONE), pool.requirements.get(labels.CAPACITY_TYPE)
+    for t in pool.instance_types:
+        for o in t.offerings:
+            if (o.available and (zones is None or zones.has(o.zone))
+                    and (capacity_types is None or capacity_types.has(o.capacity_type))):
+                yield o.price, t.allocatable
 
 
 #: labels the scheduler reads on every node whatever the pods ask
@@ -187,6 +240,9 @@ def referenced_keys(view: ClusterView, pools: Sequence[si.PoolSpec], daemonsets:
 def evaluate(cands: Sequence[Candidate], sim: Simulator, *, spot_to_spot: bool = False,
              avoid_same_type: bool = False) -> Outcome:
     """Delete or replace `cands` together, or why not."""
+    settled = sim.settled(cands)
+    if settled is not None:
+        return Outcome(None, settled)
     result = sim.simulate(cands)
     moving = {p.key for c in cands for p in c.pods}
     stuck = sorted(k for k in result.unschedulable if k in moving)

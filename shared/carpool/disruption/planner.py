@@ -17,6 +17,7 @@ the run's decisions.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +36,22 @@ from carpool.scheduling import inputs as si
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 
 
+#: Karpenter's consolidation state (`state.Cluster.Consolidated`): a search that completed and found nothing
+#: is not run again while what it saw is unchanged, except once this long has passed (for what the state
+#: cannot show changing: spot prices, capacity coming back)
+RECHECK_AFTER = timedelta(minutes=5)
 #: how long the consolidation search may take in one run: multi-node, then multi- and single-node
 #: together (Karpenter's are 1 and 3 minutes per method; carpool runs every minute, within its Lambda)
 MULTI_SECONDS = 6.0
 CONSOLIDATION_SECONDS = 12.0
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    """The last consolidation search that completed and found nothing: the state it saw, and when."""
+
+    state: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,8 @@ class Options:
     multi_seconds: float = MULTI_SECONDS
     consolidation_seconds: float = CONSOLIDATION_SECONDS
     clock: Callable[[], float] = time.monotonic
+    #: the previous run's search that found nothing (None: search)
+    consolidated: Consolidated | None = None
 
 
 @dataclass
@@ -65,6 +80,9 @@ class Inputs:
     expected_amis: Mapping[str, str | None] = field(default_factory=dict)
     #: instance type -> its catalog labels (requirement drift sees labels carpool does not put on nodes)
     type_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: a digest of everything else consolidation depends on (pods, nodes, claims, pools, catalog,
+    #: offerings; `carpool.disruption.consolidation_state`); "" when unknown: the search always runs
+    state: str = ""
 
 
 @dataclass
@@ -74,6 +92,9 @@ class Plan:
     waiting: dict[str, str] = field(default_factory=dict)
     #: node -> why consolidation keeps it
     kept: dict[str, str] = field(default_factory=dict)
+    #: the search that found nothing, for the next run's `Options.consolidated`: this run's when it
+    #: completed and found nothing, the previous one when nothing changed since (None: search next run)
+    consolidated: Consolidated | None = None
 
 
 def plan(inputs: Inputs, now: datetime, options: Options | None = None) -> Plan:
@@ -227,7 +248,12 @@ class _Planner:
         return out
 
     def _consolidate(self) -> None:
-        started = self.opt.clock()
+        state = self._state(self._consolidatable())
+        last = self.opt.consolidated
+        if state and last is not None and last.state == state and self.now - last.at < RECHECK_AFTER:
+            self.out.consolidated = last  # nothing changed since a search found nothing: Karpenter skips too
+            return
+        started, before, complete = self.opt.clock(), len(self.out.decisions), True
         self._multi(self._consolidatable(), lambda: self.opt.clock() - started >= self.opt.multi_seconds)
         for c in self._consolidatable():
             if not self._fresh(c):
@@ -236,6 +262,7 @@ class _Planner:
                 # Karpenter's single-node timeout: the rest is looked at in a later run
                 self.out.kept[c.node] = (f"not evaluated in this run: the consolidation search took its "
                                          f"{self.opt.consolidation_seconds:.0f} s")
+                complete = False
                 continue
             if self.budgets.remaining(c.pool, Reason.UNDERUTILIZED) <= 0:
                 self._wait(c, "underutilized", self.budgets.describe(c.pool, Reason.UNDERUTILIZED))
@@ -245,6 +272,17 @@ class _Planner:
                 self.out.kept[c.node] = outcome.why_not
                 continue
             self._take(outcome.decision, [c], outcome)
+        if state and complete and len(self.out.decisions) == before:
+            self.out.consolidated = Consolidated(state, self.now)
+
+    def _state(self, cands: Sequence[Candidate]) -> str:
+        """What a consolidation search depends on: the caller's digest, the candidates it may consider now
+        (consolidateAfter passing changes them) and the budgets their pools have left (schedules open)."""
+        if not self.inp.state:
+            return ""
+        pools = sorted({c.pool for c in cands})
+        budgets = [(p, self.budgets.remaining(p, Reason.UNDERUTILIZED)) for p in pools]
+        return digest(self.inp.state, [c.node for c in cands], budgets)
 
     def _single(self, c: Candidate) -> Outcome:
         return consolidation.evaluate([c], self.sim, spot_to_spot=self.opt.spot_to_spot)
@@ -274,6 +312,11 @@ class _Planner:
             if single.decision is not None:
                 best = max(best, single.decision.savings)
         return best
+
+
+def digest(*parts: object) -> str:
+    """A short digest of plain values (their `repr`)."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
 
 def _within_budgets(cands: Sequence[Candidate], remaining: Callable[[str], int]) -> list[Candidate]:

@@ -174,11 +174,12 @@ class World:
         return candidates.build(self.nodes, self.pods, self.claims, self.pdbs, CLUSTER, self.now, nominated)
 
     def inputs(self, expected_amis: dict[str, str | None] | None = None, types: tuple[str, ...] = tuple(TYPES),
-               nominated: dict[str, str] | None = None) -> planner.Inputs:
+               nominated: dict[str, str] | None = None, state: str = "") -> planner.Inputs:
         specs = [convert.pool_spec(np, [option(t) for t in types]) for np in self.nodepools.values()]
         ds = [convert.pod_spec(p) for p in self.pods if p.is_daemonset_pod() and p.spec.node_name == self.nodes[0].name] \
             if self.nodes else []
-        return planner.Inputs(self.view(nominated), self.nodepools, self.nodeclasses, specs, ds, expected_amis or {})
+        return planner.Inputs(self.view(nominated), self.nodepools, self.nodeclasses, specs, ds, expected_amis or {},
+                              state=state)
 
     def plan(self, options: planner.Options | None = None, **kw: Any) -> planner.Plan:
         return planner.plan(self.inputs(**kw), self.now, options)

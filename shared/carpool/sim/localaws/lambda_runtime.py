@@ -65,10 +65,13 @@ class LambdaContext:
     account: str = ACCOUNT
     #: simulated seconds (when given, the time left counts on the simulation's clock from `started`)
     elapsed: Callable[[], float] | None = None
+    #: which execution environment runs the invocation (Lambda names one log stream per environment)
+    environment: int = 0
 
     @classmethod
     def deployed(cls, function_name: str, region: str = "us-east-1", account: str = ACCOUNT, *,
-                 spent: float = 0.0, elapsed: Callable[[], float] | None = None) -> LambdaContext:
+                 spent: float = 0.0, elapsed: Callable[[], float] | None = None,
+                 environment: int = 0) -> LambdaContext:
         """The context of an invocation with the function's deployed timeout and memory, `spent` seconds
         of which are gone already (the modelled work the simulation charged before the handler runs).
         With `elapsed` (simulated seconds), the time left counts down on the simulation's clock: for an
@@ -76,7 +79,7 @@ class LambdaContext:
         started = (elapsed() if elapsed else time.monotonic()) - spent
         return cls(function_name, memory_limit_in_mb=delivery.MEMORY_MIB.get(function_name, 512), region=region,
                    timeout_seconds=delivery.TIMEOUT_SECONDS.get(function_name, 60), account=account,
-                   started=started, elapsed=elapsed)
+                   started=started, elapsed=elapsed, environment=environment)
 
     @property
     def invoked_function_arn(self) -> str:
@@ -88,7 +91,7 @@ class LambdaContext:
 
     @property
     def log_stream_name(self) -> str:
-        return "sim"
+        return f"sim/[$LATEST]{self.environment:032x}"
 
     @property
     def function_version(self) -> str:

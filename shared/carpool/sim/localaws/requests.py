@@ -257,7 +257,7 @@ class RequestRecorder:
         self.calls: dict[str, AwsCall] = {}
         self._facts: _LocalFacts | None = None
         self._deps_factory: Callable[[], Any] | None = None
-        self._deps: dict[str, Any] = {}
+        self._deps: dict[tuple[str, int], Any] = {}
         self._sessions: list[Any] = []
         #: the account local AWS serves the run in (resource ARNs name it)
         self.account = lambda_runtime.ACCOUNT
@@ -285,15 +285,18 @@ class RequestRecorder:
             self._deps_factory = factory
 
     @contextlib.contextmanager
-    def invocation(self, function: str) -> Iterator[None]:
-        """Attribute requests to `function` while its handler runs, with its own dependencies."""
+    def invocation(self, function: str, environment: int = 0) -> Iterator[None]:
+        """Attribute requests to `function` while its handler runs, with the dependencies of the execution
+        environment running it (built on its first invocation, as a cold start builds them; a new
+        environment starts with none of the caches an earlier one filled)."""
         from carpool.app import wiring
 
         previous = wiring.installed()
         if self._deps_factory is not None:
-            if function not in self._deps:
-                self._deps[function] = self._deps_factory()
-            wiring.use(self._deps[function])
+            key = (function, environment)
+            if key not in self._deps:
+                self._deps[key] = self._deps_factory()
+            wiring.use(self._deps[key])
         self.function = function
         try:
             yield

@@ -52,6 +52,11 @@ PUT_EVENTS_SECONDS = 0.03
 #: Lambda keeps an idle execution environment at least this long (AWS does not promise more; shorter
 #: is harsher: more cold starts).
 WARM_SECONDS = 300.0
+#: Lambda retires an execution environment after a while even when it is invoked all the time (AWS says
+#: environments are recycled periodically and promises no lifetime; a few hours is what users observe). An
+#: hour here, harsher: what an environment keeps in memory (the disruption pass's pods) is read anew at
+#: least this often.
+ENVIRONMENT_LIFETIME_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)

@@ -36,21 +36,31 @@ Invoke = Callable[[str, Mapping[str, Any], lambda_runtime.LambdaContext, Callabl
 
 @dataclass
 class Containers:
-    """One function's execution environments: an idle warm one is reused, else a new one starts cold."""
+    """One function's execution environments: an idle warm one is reused, else a new one starts cold. An
+    environment is retired once idle `durations.WARM_SECONDS`, or `durations.ENVIRONMENT_LIFETIME_SECONDS`
+    after it started however busy it is. Each has its own number: what it keeps in memory (the handler's
+    dependencies and their caches) is its own and goes with it (`carpool.sim.localaws.requests`)."""
 
-    #: simulated time each idle environment became idle
-    idle: list[float] = field(default_factory=list)
+    #: (when it became idle, when it started, its number) of each idle environment
+    idle: list[tuple[float, float, int]] = field(default_factory=list)
+    #: environment number -> when it started, while it runs an invocation
+    busy: dict[int, float] = field(default_factory=dict)
+    started: int = 0
 
-    def acquire(self, now: float) -> bool:
-        """Take an environment; True when it is a new one (a cold start)."""
-        self.idle = [t for t in self.idle if now - t <= durations.WARM_SECONDS]
+    def acquire(self, now: float) -> tuple[int, bool]:
+        """Take an environment: its number, and True when it is a new one (a cold start)."""
+        self.idle = [e for e in self.idle if now - e[0] <= durations.WARM_SECONDS
+                     and now - e[1] < durations.ENVIRONMENT_LIFETIME_SECONDS]
         if self.idle:
-            self.idle.pop()
-            return False
-        return True
+            _idle, born, number = self.idle.pop()
+            self.busy[number] = born
+            return number, False
+        self.started += 1
+        self.busy[self.started] = now
+        return self.started, True
 
-    def release(self, now: float) -> None:
-        self.idle.append(now)
+    def release(self, now: float, number: int) -> None:
+        self.idle.append((now, self.busy.pop(number), number))
 
 
 class LambdaService:
@@ -104,14 +114,14 @@ class LambdaService:
         """An invocation that starts now and whose reads and writes happen when its time has passed."""
         start = self._clock.elapsed
         self.triggered.append((name, start))
-        cold = self.containers[name].acquire(start)
+        environment, cold = self.containers[name].acquire(start)
         took = (durations.cold_start(name) if cold else 0.0) + durations.work(name, items)
 
         tail = durations.tail(name)
 
         def run() -> None:
             context = lambda_runtime.LambdaContext.deployed(name, self._region, self._account,
-                                                     spent=durations.work(name, items))
+                                                     spent=durations.work(name, items), environment=environment)
             answer = self._invoke(name, event, context, lambda: took + tail)
             self._after()
             if tail:
@@ -120,7 +130,7 @@ class LambdaService:
                 end(answer)
 
         def end(answer: Any) -> None:
-            self.containers[name].release(self._clock.elapsed)
+            self.containers[name].release(self._clock.elapsed, environment)
             answered(answer)
 
         self._agenda.at(start + took, run, f"invoke {name}")
@@ -131,18 +141,18 @@ class LambdaService:
         its time as it goes (`SimulatedCluster.charge`, the PutEvents hook of the runner)."""
         start = self._clock.elapsed
         self.triggered.append((name, start))
-        cold = self.containers[name].acquire(start)
+        environment, cold = self.containers[name].acquire(start)
         before = (durations.cold_start(name) if cold else 0.0) + durations.work(name, 0)
         clock = self._clock
 
         def body() -> None:
             self._processes.sleep(before)
             context = lambda_runtime.LambdaContext.deployed(name, self._region, self._account,
-                                                     elapsed=lambda: clock.elapsed)
+                                                     elapsed=lambda: clock.elapsed, environment=environment)
             self._invoke(name, event, context, lambda: clock.elapsed - start)
 
         def ended() -> None:
-            self.containers[name].release(clock.elapsed)
+            self.containers[name].release(clock.elapsed, environment)
 
         self._processes.start(name, body, on_end=ended)
 

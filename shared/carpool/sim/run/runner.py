@@ -509,7 +509,7 @@ class SimRunner:
             self._processes.on_resume(lambda: self._attribute(name))
         self._attribute(name)
         try:
-            with self.requests.invocation(name), self.usage.invocation(name, event, seconds):
+            with self.requests.invocation(name, context.environment), self.usage.invocation(name, event, seconds):
                 answer = self.handlers[name](dict(event), context)
         except ProcessKilled:
             raise
