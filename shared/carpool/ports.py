@@ -32,6 +32,34 @@ class WatchEvent:
     resource_version: str | None = None
 
 
+class ResourceVersionExpired(Exception):
+    """A watch was asked to resume from a resource version the API server no longer holds the changes
+    after (HTTP 410 Gone, or an ERROR event with a 410 Status): list again, then resume from the list's
+    version (the informer pattern)."""
+
+    def __init__(self, kind: str, version: str) -> None:
+        super().__init__(f"{kind} watch from resource version {version}: expired (410), list again")
+        self.kind, self.version = kind, version
+
+
+@dataclass(frozen=True, slots=True)
+class PodViewChange:
+    """One pod's change as a watch of the unfinished pods reports it: its view while it is unfinished,
+    None once it was deleted or finished (the field selector's watch then sends DELETED)."""
+
+    key: str
+    view: PodView | None
+
+
+@dataclass(frozen=True)
+class PodViewChanges:
+    """The changes to the unfinished pods after a resource version, in order, and the version to resume
+    from next (the last change's or bookmark's; the one asked from when nothing came)."""
+
+    changes: list[PodViewChange]
+    resource_version: str
+
+
 class OutcomeUnknown(Exception):
     """A call was sent but its answer never came (read timeouts on every retry, the connection closed
     mid-answer): it may or may not have taken effect. Not a failure: what it did is read back from AWS."""
@@ -163,6 +191,17 @@ class Cluster(Protocol):
         """Pods not in phase Succeeded or Failed as compact `PodView`s (what the disruption pass reads):
         every node's with `node_name` None, one node's (field selector `spec.nodeName=<node>`), or the
         unbound ones with "". The views of one read share the scheduling shapes of a workload's pods."""
+        ...
+
+    def pod_views_versioned(self) -> tuple[list[PodView], str]:
+        """`pod_views()` of every node, and the list's resource version: where `pod_view_changes` resumes."""
+        ...
+
+    def pod_view_changes(self, since: str) -> PodViewChanges:
+        """The unfinished pods' changes after resource version `since`: one watch request of the
+        `status.phase!=Succeeded,status.phase!=Failed` selection, read while the API server sends what
+        it holds (a watch starts with every change after its version at once), then closed. Raises
+        `ResourceVersionExpired` when the API server no longer holds the changes after `since`."""
         ...
 
     def pod_keys(self) -> set[str]:

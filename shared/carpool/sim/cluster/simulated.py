@@ -38,6 +38,9 @@ from carpool.ports import (
     NodeConflict,
     NodeGone,
     NodePatch,
+    PodViewChange,
+    PodViewChanges,
+    ResourceVersionExpired,
     StorageObjects,
     WatchEvent,
     claimed,
@@ -65,6 +68,12 @@ from carpool.taints import Taint, Toleration, untolerated
 _REQUEST_FIELDS = ("containers", "initContainers", "overhead")
 #: objects per list page, as the adapter asks for them (`carpool.adapters.k8s.cluster.LIST_CHUNK`)
 LIST_PAGE = 500
+
+#: How long kube-apiserver's watch cache holds a change: at least `eventFreshDuration` (75 s, the bookmark
+#: period plus a margin; `k8s.io/apiserver/pkg/storage/cacher`), more while its buffer is not full. Here
+#: never more (harsher than a quiet server): a watch resuming from before a pod change this old is answered
+#: 410 Gone, and the reader lists again.
+WATCH_HISTORY_SECONDS = 75.0
 
 #: Owner kinds whose pods come back (under a new name) when evicted or when their node goes away.
 _RECREATING_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
@@ -234,6 +243,8 @@ class SimulatedCluster:
         self._log_rvs: list[int] = []
         #: (type, kind, record) per change, in resource-version order; models are built when read
         self._log: list[tuple[str, str, _Record]] = []
+        #: the simulated moment (elapsed seconds) of each change of `_log`
+        self._log_times: list[float] = []
         self._names = itertools.count(1)
         #: how long each bound pod waited (seconds of simulated time), for the result
         self.unbound_seconds: list[float] = []
@@ -272,6 +283,7 @@ class SimulatedCluster:
         rec.model = rec.view = None
         self._log_rvs.append(rv)
         self._log.append((etype, kind, rec))
+        self._log_times.append(self._elapsed())
 
     def _model(self, kind: str, rec: _Record) -> Any:
         if rec.model is None:
@@ -313,6 +325,41 @@ class SimulatedCluster:
                 rec.view = self._view(rec, shapes)
             out.append(rec.view)
         return out
+
+    def pod_views_versioned(self) -> tuple[list[PodView], str]:
+        """Every node's unfinished pods and the list's resource version (charged as the list is read)."""
+        views = self.pod_views()
+        self._charge(r for r in self.pods.values()
+                     if (r.raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        return views, self.resource_version
+
+    def pod_view_changes(self, since: str) -> PodViewChanges:
+        """What a watch of the unfinished pods from `since` sends at once: each pod changed since, in its
+        latest state (an informer catching up), None for one deleted or finished (the field selector's
+        watch sends DELETED). 410 (`ResourceVersionExpired`) when the first pod change after `since` is
+        older than the watch cache holds (`WATCH_HISTORY_SECONDS`). The version to resume from is the
+        last change's, not the cluster's: no bookmark comes in so short a read."""
+        start = int(since) if str(since).isdigit() else -1
+        i = bisect.bisect_right(self._log_rvs, start)
+        latest: dict[int, tuple[int, str, _Record]] = {}
+        for at, rv, (etype, kind, rec) in zip(self._log_times[i:], self._log_rvs[i:], self._log[i:], strict=True):
+            if kind != "Pod":
+                continue
+            if not latest and (start < 0 or at < self._elapsed() - WATCH_HISTORY_SECONDS):
+                raise ResourceVersionExpired("Pod", since)
+            latest[id(rec)] = (rv, etype, rec)
+        ordered = sorted(latest.values(), key=lambda e: e[0])
+        self._charge(rec for _rv, _etype, rec in ordered)
+        shapes, changes = Shapes(), []
+        for _rv, etype, rec in ordered:
+            finished = (rec.raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if etype == "DELETED" or finished:
+                changes.append(PodViewChange(pod_key(rec.raw), None))
+                continue
+            if rec.view is None:
+                rec.view = self._view(rec, shapes)
+            changes.append(PodViewChange(pod_key(rec.raw), rec.view))
+        return PodViewChanges(changes, str(ordered[-1][0]) if ordered else str(since))
 
     def _view(self, rec: _Record, shapes: Shapes) -> PodView:
         try:
