@@ -369,18 +369,10 @@ class LightkubeCluster:
         ADDED), `WatchBroken` for another ERROR event, lightkube's `ApiError` for another HTTP error."""
         if since in ("", "0"):
             raise ResourceVersionExpired("Pod", since)
-        generic = self._client()._client
-        request = generic.prepare_request(
-            "list", res=PodResource, namespace=ALL_NS, watch=True,
-            params={"resourceVersion": since, "allowWatchBookmarks": "true", "fieldSelector": reads.NOT_FINISHED,
-                    "timeoutSeconds": CATCH_UP_TIMEOUT_SECONDS},
-        )
-        opened = generic._watch_timeout  # the client's connect/write/pool limits
-        request.timeout = httpx2.Timeout(connect=opened.connect, read=CATCH_UP_MAX_SECONDS, write=opened.write,
-                                         pool=opened.pool)
         deadline = time.monotonic() + CATCH_UP_MAX_SECONDS
         catch_up = _CatchUp(since, self._shapes)
-        response = generic.send(generic.build_adapter_request(request), stream=True)
+        generic = self._client()._client
+        response = generic.send(generic.build_adapter_request(_catch_up_request(generic, since)), stream=True)
         try:
             if response.is_error:
                 response.read()
@@ -741,6 +733,21 @@ class LightkubeCluster:
             if not page.metadata.continue_token:
                 return items, page.metadata.resource_version
             request.params["continue"] = page.metadata.continue_token
+
+
+def _catch_up_request(generic: Any, since: str) -> Any:
+    """The catch-up's watch request (a lightkube `BasicRequest`): the unfinished pods from `since`, with
+    bookmarks. Its read timeout is `CATCH_UP_MAX_SECONDS` while the answer is awaited (`_catch_up_lines`
+    lowers it for the stream); connect, write and pool limits are the client's."""
+    request = generic.prepare_request(
+        "list", res=PodResource, namespace=ALL_NS, watch=True,
+        params={"resourceVersion": since, "allowWatchBookmarks": "true", "fieldSelector": reads.NOT_FINISHED,
+                "timeoutSeconds": CATCH_UP_TIMEOUT_SECONDS},
+    )
+    limits = generic._watch_timeout
+    request.timeout = httpx2.Timeout(connect=limits.connect, read=CATCH_UP_MAX_SECONDS, write=limits.write,
+                                     pool=limits.pool)
+    return request
 
 
 def _catch_up_lines(response: httpx2.Response, deadline: float) -> Iterator[str]:
