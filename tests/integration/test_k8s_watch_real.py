@@ -4,7 +4,8 @@ start.sh, then `source $HOME/.cache/carpool-kube-apiserver/run/env`). Skipped wi
 The simulated API server sends what we believe the real one sends; these tests check the belief: a pod
 BOOKMARK (`"spec":{"containers":null}`) does not stop the pod watch, and a version the watch cache no
 longer holds (410) is relisted. The 410 test needs a server whose watch cache started after version 1
-(restart it with `KEEP_DATA=1 ./start.sh`); on a fresh one it is skipped."""
+(restart it with `KEEP_DATA=1 ./start.sh`); on a fresh one it is skipped. The catch-up test checks that a
+finished pod leaves the unfinished pods' watch as DELETED, which `pod_view_changes` relies on."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from lightkube import Client
 from lightkube.models.core_v1 import Container, PodSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod, ServiceAccount
+from lightkube.types import PatchType
 
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster, kube_config
 
@@ -124,3 +126,26 @@ def test_a_real_410_relists_the_pods_and_watches_on(access: ClusterAccess, names
     names = [(e.type, e.obj.name) for e in events if e is not None and e.kind == "Pod" and e.obj.namespace == ns]
     assert names[0] == ("ADDED", "missed")  # the relist
     assert ("ADDED", "late") in names[1:]  # the watch resumed from the list's version
+
+
+def test_a_real_catch_up_brings_the_pod_changes_after_the_list(access: ClusterAccess,
+                                                               namespace: tuple[Client, str]) -> None:
+    client, ns = namespace
+    make_pod(client, ns, "first")
+    make_pod(client, ns, "job", node="x")
+    adapter = adapter_for(access)
+    views, version = adapter.pod_views_versioned()
+    assert {f"{ns}/first", f"{ns}/job"} <= {v.key for v in views}
+    make_pod(client, ns, "second")
+    # the kubelet's report of a finished pod: it leaves the `status.phase!=` selection as a DELETED
+    client.patch(Pod.Status, "job", {"status": {"phase": "Succeeded"}}, namespace=ns, patch_type=PatchType.MERGE)
+    client.delete(Pod, "first", namespace=ns, grace_period=0)  # MODIFIED (deletionTimestamp), then DELETED
+
+    caught = adapter.pod_view_changes(version)
+
+    mine = [(c.key, c.view is not None) for c in caught.changes if c.key.startswith(f"{ns}/")]
+    assert mine[:2] == [(f"{ns}/second", True), (f"{ns}/job", False)]
+    assert mine[-1] == (f"{ns}/first", False)
+    assert int(caught.resource_version) > int(version)
+    assert [c.key for c in adapter.pod_view_changes(caught.resource_version).changes
+            if c.key.startswith(f"{ns}/")] == []

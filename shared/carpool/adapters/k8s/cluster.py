@@ -11,6 +11,10 @@ BOOKMARK is its kind's zero value with only a resource version (`"spec":{"contai
 which lightkube's typed decode rejects. A list that cannot be converted fails loudly (deciding on a
 partial view of the cluster could, say, consolidate a node whose pods were not seen); a watch event that
 cannot be converted is logged and skipped (events are hints; the next list is the truth).
+
+Two kinds of watch: `watch` follows pods and nodes for a while (the watcher Lambda), on the async client
+in a helper thread; `pod_view_changes` is one short synchronous watch that catches a kept pod snapshot
+up (the disruption Lambda, once a minute) and ends as soon as the server has sent what it holds.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ import logging
 import math
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import httpx2
 import msgspec
 from lightkube import ALL_NS, ApiError, AsyncClient, Client, KubeConfig
 from lightkube.config.models import Cluster as KubeCluster
@@ -55,6 +61,9 @@ from carpool.ports import (
     NodeConflict,
     NodeGone,
     NodePatch,
+    PodViewChange,
+    PodViewChanges,
+    ResourceVersionExpired,
     StorageObjects,
     WatchEvent,
     claimed,
@@ -77,6 +86,14 @@ ERROR = "ERROR"
 #: `WATCH_RETRY_MAX` (seconds): a server that refuses or drops every stream is not hammered
 WATCH_RETRY_FIRST = 0.5
 WATCH_RETRY_MAX = 8.0
+#: a catch-up watch (`pod_view_changes`) takes this long without a line as the end of what the server
+#: holds: a watch sends every change after its version at once when it opens, then only new ones (seconds)
+CATCH_UP_IDLE_SECONDS = 0.2
+#: the longest a catch-up reads however busy the cluster (a steady trickle of changes would otherwise hold
+#: the run); what it has not read by then comes with the next catch-up, from the version it returned
+CATCH_UP_MAX_SECONDS = 3.0
+#: the catch-up watch's `timeoutSeconds`: the server ends the stream on its side soon after the read stops
+CATCH_UP_TIMEOUT_SECONDS = 5
 
 
 class TokenSource(Protocol):
@@ -115,7 +132,8 @@ class WatchExpired(Exception):
 
 class WatchBroken(Exception):
     """The server ended a kind's watch stream with an ERROR event other than 410, or closed it before
-    sending anything: the watch is opened again from its latest version after a pause."""
+    sending anything: `watch` opens it again from its latest version after a pause; `pod_view_changes`
+    raises it (its caller lists again or tries next run)."""
 
     def __init__(self, kind: str, why: str) -> None:
         super().__init__(f"{kind} watch: {why}")
@@ -199,6 +217,9 @@ class LightkubeCluster:
         self._client_obj: Client | None = None
         self.resource_versions: dict[str, str] = {}
         self.read_stats = ReadStats()
+        #: the scheduling shapes of `pod_views_versioned` and the `pod_view_changes` after it: a warm
+        #: Lambda's catch-ups convert a workload's shape once, not once per run
+        self._shapes = podview.Shapes()
 
     @classmethod
     def from_settings(cls, settings: ClusterSettings) -> LightkubeCluster:
@@ -329,6 +350,41 @@ class LightkubeCluster:
         fields = reads.NOT_FINISHED if node_name is None else f"{reads.on_node(node_name)},{reads.NOT_FINISHED}"
         return self._list(PodResource, reads.PodProjection, fields=fields,
                           per_page=lambda page: [p.view(shapes) for p in page])
+
+    def pod_views_versioned(self) -> tuple[list[PodView], str]:
+        """`pod_views()` of every node and the list's resource version, where `pod_view_changes` resumes.
+        The list starts the adapter's shapes afresh (what the catch-ups after it share): a relist is when
+        the shapes of workloads that are gone can be let go."""
+        shapes = self._shapes = podview.Shapes()
+        return self._paged(PodResource, reads.PodProjection, fields=reads.NOT_FINISHED,
+                           per_page=lambda page: [p.view(shapes) for p in page])
+
+    def pod_view_changes(self, since: str) -> PodViewChanges:
+        """The unfinished pods' changes after `since`, from one watch request of the `reads.NOT_FINISHED`
+        selection with bookmarks, read until the server has been quiet for `CATCH_UP_IDLE_SECONDS`, closes
+        the stream, or `CATCH_UP_MAX_SECONDS` pass (`_catch_up_lines`), then closed.
+
+        Each line is decoded by its type first (`_CatchUp`). Raises `ResourceVersionExpired` for a 410
+        (HTTP answer or ERROR event; also for an empty or "0" `since`, which would replay every pod as
+        ADDED), `WatchBroken` for another ERROR event, lightkube's `ApiError` for another HTTP error."""
+        if since in ("", "0"):
+            raise ResourceVersionExpired("Pod", since)
+        deadline = time.monotonic() + CATCH_UP_MAX_SECONDS
+        catch_up = _CatchUp(since, self._shapes)
+        generic = self._client()._client
+        response = generic.send(generic.build_adapter_request(_catch_up_request(generic, since)), stream=True)
+        try:
+            if response.is_error:
+                response.read()
+                if response.status_code == 410:
+                    raise ResourceVersionExpired("Pod", since)
+                generic.raise_for_status(response)
+            for line in _catch_up_lines(response, deadline):
+                catch_up.take(line)
+        finally:
+            response.close()
+            self.read_stats.add(response.num_bytes_downloaded)
+        return PodViewChanges(catch_up.changes, catch_up.version)
 
     def pod_keys(self) -> set[str]:
         """Keys of every pod, from a metadata-only list (`PartialObjectMetadataList`: no spec or status is
@@ -677,6 +733,91 @@ class LightkubeCluster:
             if not page.metadata.continue_token:
                 return items, page.metadata.resource_version
             request.params["continue"] = page.metadata.continue_token
+
+
+def _catch_up_request(generic: Any, since: str) -> Any:
+    """The catch-up's watch request (a lightkube `BasicRequest`): the unfinished pods from `since`, with
+    bookmarks. Its read timeout is `CATCH_UP_MAX_SECONDS` while the answer is awaited (`_catch_up_lines`
+    lowers it for the stream); connect, write and pool limits are the client's."""
+    request = generic.prepare_request(
+        "list", res=PodResource, namespace=ALL_NS, watch=True,
+        params={"resourceVersion": since, "allowWatchBookmarks": "true", "fieldSelector": reads.NOT_FINISHED,
+                "timeoutSeconds": CATCH_UP_TIMEOUT_SECONDS},
+    )
+    limits = generic._watch_timeout
+    request.timeout = httpx2.Timeout(connect=limits.connect, read=CATCH_UP_MAX_SECONDS, write=limits.write,
+                                     pool=limits.pool)
+    return request
+
+
+def _catch_up_lines(response: httpx2.Response, deadline: float) -> Iterator[str]:
+    """The watch stream's lines until the server closes it, sends nothing for `CATCH_UP_IDLE_SECONDS`, or
+    the `time.monotonic()` deadline passes (checked after each line).
+
+    The request's read timeout covered waiting for the answer (the server may first wait for its cache
+    to reach the version); it is lowered to the idle time for the body. httpcore reads the timeout from
+    the request's `extensions` when the body is first iterated, so the change is made before that. A
+    transport failure mid-stream also ends the read: the lines before it are whole and in order, and the
+    next catch-up resumes after the last of them."""
+    response.request.extensions["timeout"]["read"] = CATCH_UP_IDLE_SECONDS
+    try:
+        for line in response.iter_lines():
+            if line.strip():
+                yield line
+            if time.monotonic() >= deadline:
+                return
+    except httpx2.ReadTimeout:
+        return
+    except httpx2.TransportError as e:
+        log.warning("pod catch-up: the stream broke (%s: %s); resuming from its last event next time",
+                    type(e).__name__, e)
+
+
+class _CatchUp:
+    """What one catch-up watch has read so far: the pods' changes in order and the version to resume from
+    (the last event's or bookmark's; `since` while nothing came)."""
+
+    def __init__(self, since: str, shapes: podview.Shapes) -> None:
+        self._since, self._shapes = since, shapes
+        self.changes: list[PodViewChange] = []
+        self.version = since
+
+    def take(self, line: str) -> None:
+        """One line, by its type first: a BOOKMARK only moves the version; ADDED/MODIFIED is the pod's view
+        (or its removal once it finished), DELETED its removal; an ERROR raises (410:
+        `ResourceVersionExpired`). A line or pod that does not decode is logged and skipped, its version
+        still taken: the stream goes on past it, and so does the next catch-up."""
+        try:
+            event = convert.watch_line(line)
+            version = convert.raw_version(event.object) if event.type != ERROR else None
+        except ValueError as e:
+            log.warning("pod catch-up: skipping a line that is not a watch event (%s): %.200s", e, line)
+            return
+        if event.type == ERROR:
+            status = convert.watch_status(event.object)
+            if status.code == 410:
+                raise ResourceVersionExpired("Pod", self._since)
+            raise WatchBroken("Pod", f"error {status.code} {status.reason}: {status.message}")
+        if event.type in _CHANGE_TYPES:
+            change = _pod_view_change(event.type, event.object, self._shapes)
+            if change is not None:
+                self.changes.append(change)
+        if version:
+            self.version = version
+
+
+def _pod_view_change(change: str, raw: msgspec.Raw, shapes: podview.Shapes) -> PodViewChange | None:
+    """A change event's pod as a `PodViewChange`: its view, or None for the view once it was deleted or
+    finished (a finished pod leaves a `NOT_FINISHED` watch as DELETED; an ADDED/MODIFIED one that
+    already shows it is taken the same way). None, logged, when the pod does not convert."""
+    try:
+        pod = reads.parse_projection(raw)
+        if change == "DELETED" or pod.finished:
+            return PodViewChange(pod.key, None)
+        return PodViewChange(pod.key, pod.view(shapes))
+    except ValueError as e:  # msgspec's and pydantic's errors alike
+        log.warning("pod catch-up: skipping a %s event that does not convert: %s", change, e)
+        return None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from carpool.disruption.podview import Owner, PodView, Shapes
 
 #: unbound pods that are still Pending: what a provisioning decision can be about
 PENDING_UNBOUND = "spec.nodeName=,status.phase=Pending"
+#: the phases a pod ends in (it holds nothing on its node then)
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 #: pods that hold resources on a node or wait for one (finished pods hold nothing)
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 #: nodes registered for a carpool claim and not initialized yet: the ones joining (`Cluster.joining_nodes`)
@@ -174,6 +176,16 @@ class PodProjection(msgspec.Struct):
     spec: _Spec = msgspec.field(default_factory=_Spec)
     status: _Status = msgspec.field(default_factory=_Status)
 
+    @property
+    def key(self) -> str:
+        """"namespace/name", as `PodView.key` (a pod without a namespace is in `default`)."""
+        return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded or Failed: it holds nothing on its node, and `NOT_FINISHED` leaves it out."""
+        return self.status.phase in FINISHED_PHASES
+
     def shape_key(self) -> str:
         """Everything the pod's scheduling shape is made of, as one string (the `Shapes` key): the `repr`
         of the parsed values, which is faithful (equal strings, equal values) and several times cheaper
@@ -205,7 +217,7 @@ class PodProjection(msgspec.Struct):
         m, s, st = self.metadata, self.spec, self.status
         ready = next((c.status for c in st.conditions or () if c.type == "Ready"), None)
         return shapes.view(
-            key=f"{m.namespace or 'default'}/{m.name}", uid=m.uid or "", node=s.node_name or "",
+            key=self.key, uid=m.uid or "", node=s.node_name or "",
             phase=st.phase or "", annotations=m.annotations or {},
             owners=[Owner(o.kind, o.name, bool(o.controller)) for o in m.owner_references or ()],
             priority=s.priority, terminating=m.deletion_timestamp is not None, ready=ready,
@@ -224,3 +236,12 @@ def _struct_page_decoder(model: type[Any]) -> msgspec.json.Decoder[Any]:
         ("items", list[model] | None, None),  # type: ignore[valid-type]
     ])
     return msgspec.json.Decoder(page)
+
+
+_projection_decoder = msgspec.json.Decoder(PodProjection)
+
+
+def parse_projection(content: bytes | msgspec.Raw) -> PodProjection:
+    """One pod's JSON (a watch event's object) as a `PodProjection`. Raises ValueError
+    (`msgspec.ValidationError`) when it is not a pod's shape."""
+    return _projection_decoder.decode(content)

@@ -16,9 +16,11 @@ API server's answers for what carpool calls:
 - pod DELETE with `gracePeriodSeconds` (200 with the pod, 404 when gone; no budget is consulted);
 - the Eviction subresource (`SimulatedCluster.eviction`: 201, 404, 429, and 500 for a pod covered by
   more than one PodDisruptionBudget, as `pkg/registry/core/pod/storage/eviction.go` answers);
-- watches (`?watch=true`) as the watch cache serves them: changes after `resourceVersion`, bookmarks in
-  the real shape (`bookmark_object`), and a version older than the last `compact` answered with one
-  ERROR event carrying 410 Expired "too old resource version: <rv> (<oldest>)" (`errWatcher` in
+- watches (`?watch=true`) as the watch cache serves them: changes after `resourceVersion` typed by the
+  field selector (DELETED for an object that stops matching), bookmarks in the real shape
+  (`bookmark_object`), and a version older than the last `compact`, or whose first change of the kind is
+  older than the cache holds (`WATCH_HISTORY_SECONDS` of simulated time), answered with one ERROR event
+  carrying 410 Expired "too old resource version: <rv> (<oldest>)" (`errWatcher` in
   `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`). `fault_next_watch` breaks a watch once.
 """
 
@@ -142,6 +144,17 @@ def _matches(raw: Mapping[str, Any], terms: list[tuple[str, bool, str]]) -> bool
     return all((_field(raw, path) == value) == equal for path, equal, value in terms)
 
 
+
+
+def selected_change(passed_before: bool, passes_now: bool, change: str) -> str | None:
+    """The type a field-selector watch sends for a change, as `cacheWatcher.convertToWatchEvent` decides
+    it: ADDED for an object that starts to pass the selector, MODIFIED while it passes, DELETED once it
+    stops (a pod that finished, for `status.phase!=Succeeded`), nothing for one it never passed. A change
+    that is itself a deletion (`change`) passes nothing after it. kube-apiserver sends the previous
+    object with a DELETED; the simulated server has only the latest, which carries the same key."""
+    if passes_now:
+        return "MODIFIED" if passed_before and change != "ADDED" else "ADDED"
+    return "DELETED" if passed_before else None
 
 
 def partial_metadata(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,8 +363,15 @@ class SimApiServer:
         watch events (one JSON line each) after `resourceVersion`, filtered by the field selector, until
         `timeoutSeconds`. With `allowWatchBookmarks=true` a BOOKMARK (`bookmark_object`: the kind's zero
         value with only `metadata.resourceVersion`) comes every minute and 2 s before the stream times
-        out, as the watch cache sends them. A version older than the last `compact` gets one ERROR event
-        (410 Expired) and the stream closes; a fault set by `fault_next_watch` comes first."""
+        out, as the watch cache sends them. A version older than the last `compact`, or one whose first
+        change of the kind is older than `WATCH_HISTORY_SECONDS` of the cluster's simulated time
+        (`SimulatedCluster.watch_expired`; a clock that stands still expires nothing), gets one ERROR
+        event (410 Expired) and the stream closes; a fault set by `fault_next_watch` comes first.
+
+        The simulated cluster keeps no earlier states of an object, so an object changed after the
+        watch's version that was not created since counts as matching the selector at that version: a
+        pod that had already finished and is deleted later is sent a DELETED kube-apiserver would not
+        send (a watcher takes a DELETED of a pod it does not hold as nothing)."""
         parts = urlsplit(url)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         resource = [s for s in parts.path.split("/") if s][-1]
@@ -373,8 +393,9 @@ class SimApiServer:
                 return None, iter((fault,))
             kind = LIST_KINDS.get(resource, "")
             since = int(query.get("resourceVersion") or 0) or int(self.cluster.resource_version)
-            if since < self._compacted:
-                expired = api_status(410, f"too old resource version: {since} ({self._compacted})", "Expired")
+            oldest = self._compacted if since < self._compacted else self.cluster.watch_expired(kind, since)
+            if oldest is not None:
+                expired = api_status(410, f"too old resource version: {since} ({oldest})", "Expired")
                 return None, iter((watch_line("ERROR", expired.body),))
         deadline = time.monotonic() + min(float(query.get("timeoutSeconds") or WATCH_TIMEOUT), WATCH_TIMEOUT)
         bookmarks = query.get("allowWatchBookmarks") == "true"
@@ -384,16 +405,25 @@ class SimApiServer:
                 bookmarks: bool) -> Iterator[bytes]:
         """The watch's lines. A bookmark carries the latest version and, as `cacheWatcher.process` filters
         every event, comes only when that is newer than the watch's initial events (the kind's changes
-        up to when it opened): a watch of a cluster that does not change while it is open gets none."""
+        up to when it opened): a watch of a cluster that does not change while it is open gets none.
+        Each change is typed by whether the object passes the field selector before and after it
+        (`selected_change`); `passed` remembers what this watch last told of each object."""
         bookmark_at, start = self._next_bookmark(time.monotonic(), deadline), None
+        passed: dict[tuple[str, str], bool] = {}
         while True:
             with self._lock:
                 changes = self.cluster.changes_since(kind, since)
                 latest = int(self.cluster.resource_version)
-            for etype, rv, raw in changes:
+            for etype, rv, raw, created in changes:
                 since = max(since, rv)
-                if _matches(raw, terms):
-                    yield watch_line(etype, raw)
+                meta = raw.get("metadata") or {}
+                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                before = passed.get(key, not created)
+                now_passes = etype != "DELETED" and _matches(raw, terms)
+                passed[key] = now_passes
+                sent = selected_change(before, now_passes, etype)
+                if sent is not None:
+                    yield watch_line(sent, raw)
             start = since if start is None else start
             now = time.monotonic()
             if bookmarks and now >= bookmark_at:

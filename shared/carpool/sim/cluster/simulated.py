@@ -342,10 +342,10 @@ class SimulatedCluster:
         start = int(since) if str(since).isdigit() else -1
         i = bisect.bisect_right(self._log_rvs, start)
         latest: dict[int, tuple[int, str, _Record]] = {}
-        for at, rv, (etype, kind, rec) in zip(self._log_times[i:], self._log_rvs[i:], self._log[i:], strict=True):
+        for rv, (etype, kind, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if kind != "Pod":
                 continue
-            if not latest and (start < 0 or at < self._elapsed() - WATCH_HISTORY_SECONDS):
+            if not latest and (start < 0 or self.watch_expired("Pod", start) is not None):
                 raise ResourceVersionExpired("Pod", since)
             latest[id(rec)] = (rv, etype, rec)
         ordered = sorted(latest.values(), key=lambda e: e[0])
@@ -613,15 +613,32 @@ class SimulatedCluster:
         return [(WatchEvent(etype, kind, self._model(kind, rec), str(rv)), rec)
                 for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0])]
 
-    def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any]]]:
-        """(type, resource version, JSON copy) of each `kind` object changed after `since`, once per object
-        in its latest state (what the HTTP watch streams)."""
+    def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any], bool]]:
+        """(type, resource version, JSON copy, created) of each `kind` object changed after `since`, once
+        per object in its latest state (what the HTTP watch streams); `created` when the object did not
+        exist at `since` (its first change after it is its creation), which a field-selector watch needs
+        to tell an object that stopped matching (DELETED) from one that never did (nothing)."""
         i = bisect.bisect_right(self._log_rvs, since)
-        latest: dict[int, tuple[str, int, _Record]] = {}
+        latest: dict[int, tuple[str, int, _Record, bool]] = {}
         for rv, (etype, k, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if k == kind:
-                latest[id(rec)] = (etype, rv, rec)
-        return [(etype, rv, json.loads(self.encoded(rec))) for etype, rv, rec in sorted(latest.values(), key=lambda e: e[1])]
+                created = latest[id(rec)][3] if id(rec) in latest else etype == "ADDED"
+                latest[id(rec)] = (etype, rv, rec, created)
+        return [(etype, rv, json.loads(self.encoded(rec)), created)
+                for etype, rv, rec, created in sorted(latest.values(), key=lambda e: e[1])]
+
+    def watch_expired(self, kind: str, since: int) -> int | None:
+        """When a watch of `kind` from `since` asks for changes the watch cache no longer holds (its first
+        `kind` change after `since` is older than `WATCH_HISTORY_SECONDS`): the version the cache holds
+        changes after, as kube-apiserver's "too old resource version: <since> (<oldest - 1>)" names it.
+        None while the changes are held, and always while the simulated clock does not move past the
+        window (an HTTP server on a clock that stands still never expires a watch)."""
+        cutoff = self._elapsed() - WATCH_HISTORY_SECONDS
+        first = bisect.bisect_right(self._log_rvs, since)
+        held = bisect.bisect_left(self._log_times, cutoff, lo=first)  # change times only grow
+        if not any(k == kind for _etype, k, _rec in self._log[first:held]):
+            return None
+        return self._log_rvs[held] - 1 if held < len(self._log_rvs) else self._last_rv
 
     # -- what the simulation drives ---------------------------------------------------------------------
     def add_pod(self, raw: Mapping[str, Any], controller: str | None = None, *, owned: bool = False) -> str:
@@ -655,6 +672,15 @@ class SimulatedCluster:
         if grace_period_seconds is not None and key in self.pods:
             self.actions.append((self._elapsed(), "delete", f"{key} grace={grace_period_seconds}s"))
         self._remove_pod(key, recreate=grace_period_seconds is not None)
+
+    def finish_pod(self, key: str, phase: str = "Succeeded") -> None:
+        """A pod's containers ended for good (a Job's pod Succeeded; Failed under `restartPolicy: Never`):
+        its phase, as the kubelet's status update writes it. The pod stays until its owner or the pod
+        garbage collector deletes it, holding nothing on its node, and leaves every `status.phase!=`
+        selection of it (a watch of unfinished pods sends DELETED)."""
+        rec = self.pods[key]
+        rec.raw.setdefault("status", {})["phase"] = phase
+        self._record_change("MODIFIED", "Pod", rec)
 
     def pod_deletion(self, key: str, grace_period_seconds: str | None) -> ApiAnswer:
         """What `DELETE .../pods/<name>?gracePeriodSeconds=N` answers: 404 for a pod that is gone, 400 for a
