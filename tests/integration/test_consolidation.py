@@ -31,7 +31,14 @@ from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView
-from carpool.ports import EvictionBlocked, NodePatch, TerminationRefused, WatchEvent
+from carpool.ports import (
+    EvictionBlocked,
+    NodePatch,
+    PodViewChanges,
+    ResourceVersionExpired,
+    TerminationRefused,
+    WatchEvent,
+)
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
 from carpool.state.models import ClaimStatus, UnavailableOffering
 from carpool.taints import Taint
@@ -169,6 +176,14 @@ class FakeCluster:
     def pod_views(self, node_name: str | None = None) -> list[PodView]:
         return [podview.from_pod(p) for p in self.active_pods()
                 if node_name is None or (p.spec.node_name or "") == node_name]
+
+    def pod_views_versioned(self) -> tuple[list[PodView], str]:
+        return self.pod_views(), str(self._seq)
+
+    def pod_view_changes(self, since: str) -> PodViewChanges:
+        """This API server keeps no watch history (the harshest one): every catch-up is a 410, and the
+        disruption pass lists every pod again, each run."""
+        raise ResourceVersionExpired("Pod", since)
 
     def list_nodes(self) -> list[Node]:
         return [n.model_copy(deep=True) for n in self.nodes.values()]
