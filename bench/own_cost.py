@@ -30,8 +30,9 @@ The month (1,000 nodes, 30 pods each, 3 NodePools each limiting cpu and memory, 
 - each pod of a new node waits through two watcher runs (published twice) and becomes one message;
 - metric series: each series the simulation sent, at the month's rate of the invocations that sent it
   (series of a pool spread over the month's pools), billed for the share of hours it receives data
-  (`own_cost.hourly_share`); plus each pool's usage of its two limited resources, every minute (the
-  churn's disruptions are log lines: no alarm reads their reasons, `carpool.observability.ALARMED_VALUES`);
+  (`own_cost.hourly_share`); plus the highest share of a pool limit used, one series every minute (each
+  pool's usage is a log line; the churn's disruptions are log lines too: no alarm reads their reasons,
+  `carpool.observability.ALARMED_VALUES`);
 - the stack's fixed part: the alarms of `infra/monitoring.py` for these pools (counted on the construct),
   one dashboard, the alarm topic's key. The target covers carpool's usage; the fixed part is
   reported beside it and in the total.
@@ -146,21 +147,19 @@ def _without_refresh(measured: dict[str, float], billed: list[float]) -> tuple[d
 def metric_months(sends: dict[str, dict[str, int]], measured: dict[str, dict[str, float]],
                   month_invocations: dict[str, float]) -> dict[str, float]:
     """Billed metric-months per series: each series the simulation sent at the month's rate of the
-    invocations that sent it, its pool's series spread over the month's pools; the pools' usage gauges
-    (every watcher run) added as modelled."""
+    invocations that sent it, its pool's series spread over the month's pools; the highest share of a
+    pool limit used (every watcher run) added as modelled."""
     sim_pools = {p for p in map(_pool_of, sends) if p} or {"default"}
     spread = NODEPOOLS / len(sim_pools)
     out: dict[str, float] = {}
     for series, by_function in sends.items():
-        if " NodePoolUsage " in series or any(f" {name} " in series for name in STARTUP_ONLY):
-            continue  # modelled below for the month's pools; start-up only
+        if " NodePoolLimitUsed " in series or any(f" {name} " in series for name in STARTUP_ONLY):
+            continue  # modelled below, every minute of the month; start-up only
         per_month = sum(count / max(measured[f]["invocations"], 1) * month_invocations.get(f, 0.0)
                         for f, count in by_function.items())
         copies = spread if _pool_of(series) else 1.0
         out[series] = copies * own_cost.hourly_share(per_month / copies / own_cost.MONTH_HOURS)
-    for pool in range(NODEPOOLS):
-        for resource in LIMITED_RESOURCES:
-            out[f"Carpool NodePoolUsage {{nodepool=pool-{pool}, resource={resource}}}"] = 1.0
+    out["Carpool NodePoolLimitUsed {}"] = 1.0  # the pools' limits are in the config: the watcher publishes it
     return out
 
 

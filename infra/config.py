@@ -46,7 +46,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PoolLimit:
-    """A ``spec.limits`` entry of a NodePool: its alarm compares NodePoolUsage with ``value``.
+    """A ``spec.limits`` entry of a NodePool, as deployed: the stack alarms on the pools' limits only when
+    there is one (the watcher compares each pool's usage with the limits of the config it reads).
 
     ``value`` is in the library's canonical units (millicores, bytes, counts), the units the watcher
     publishes usage in; a limit is identified by pool and resource alone.

@@ -16,7 +16,8 @@ LaunchFailures             reason                karpenter_cloudprovider_instanc
 LaunchOutcomesUnknown      -                     (carpool: a CreateFleet answer lost; its instances repaired from EC2)
 InterruptionsReceived      kind                  karpenter_interruption_received_messages_total
 InterruptionsStale         kind                  (Karpenter: its queue's 300 s retention)
-NodePoolUsage              nodepool, resource    karpenter_nodepools_usage (limits: the config's)
+NodePoolUsage              nodepool, resource    karpenter_nodepools_usage (a log line; limits: the config's)
+NodePoolLimitUsed          (nodepool, resource)  (carpool: the highest share of a limit any pool uses, percent)
 EstimatedHourlyCost        nodepool              karpenter_nodepools_cost_total
 CapacityCacheHits/Defaults -                     (carpool: learned vs estimated capacity)
 WatcherRuns                -                     (carpool: the watcher's heartbeat)
@@ -48,10 +49,13 @@ metric math); cluster-wide counts read the ``{service, cluster}`` totals instead
 with the exact dimension schema and ``cluster="<name>"``, so every nodepool/reason shows up unasked but
 only this cluster's, and the totals are not counted twice.
 
-A NodePool's limit is not a metric (Karpenter's ``karpenter_nodepools_limit``): it is the deployed
-config's (``infra/config.py``), so each "pool near its limit" alarm compares the pool's usage with a
-threshold computed from it, and the dashboard draws the limits as lines. The config changes with a
-deploy, which rewrites the alarms too; one series less per limit and pool, every hour of the month.
+A NodePool's usage of each limited resource is a log line (``observability.LOG_ONLY``), not a series:
+the watcher compares it with the limit of the config it reads each minute and publishes one series for
+the cluster, ``NodePoolLimitUsed``, the highest share of a limit any pool uses (percent, with that pool
+and resource as properties). One alarm reads it (``PoolNearLimit``, above 75 %) whatever the number of
+pools and limits, and it follows a limit changed by ``carpool apply`` without a deploy; the dashboard's
+table names the pool and resource. One series and one alarm metric in place of one of each per limit
+and pool, every hour of the month.
 
 What this costs a month (``carpool.sim.run.own_cost``): each alarm $0.10 per metric it reads (a metric-math
 alarm pays for every input), the dashboard $3 (an account's first three are free), the topic's key $1.
@@ -103,6 +107,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "InterruptionsReceived": ("kind",),
     "InterruptionsStale": ("kind",),
     "NodePoolUsage": ("nodepool", "resource"),
+    "NodePoolLimitUsed": (),
     "EstimatedHourlyCost": ("nodepool",),
     "CapacityCacheHits": (),
     "CapacityCacheDefaults": (),
@@ -242,7 +247,7 @@ class Monitoring(Construct):
             dashboard_name=f"carpool-{settings.cluster_name}",
             default_interval=Duration.hours(3),
         )
-        self._widgets(settings, functions, work_queues, dead_letter_queues, pool_limits, log_groups)
+        self._widgets(settings, functions, work_queues, dead_letter_queues, log_groups)
 
     # --- alarms -----------------------------------------------------------------------------------
 
@@ -416,28 +421,24 @@ class Monitoring(Construct):
             )
 
     def _pool_alarms(self, pool_limits: Sequence[PoolLimit]) -> None:
-        used_ids: set[str] = set()
-        five = Duration.minutes(5)
+        """One alarm for every limit of every pool: the highest share of a limit any pool uses."""
+        if not pool_limits:
+            return
         for limit in pool_limits:
             if limit.value is None:
                 raise ValueError(f"NodePool {limit.nodepool}: limit on {limit.resource} without a value")
-            alarm_id = f"PoolNearLimit{_identifier(limit.nodepool)}On{_identifier(limit.resource)}"
-            alarm_id = alarm_id if alarm_id not in used_ids else f"{alarm_id}{len(used_ids)}"
-            used_ids.add(alarm_id)
-            usage = self.metrics.series(
-                "NodePoolUsage", "Maximum", period=five, nodepool=limit.nodepool, resource=limit.resource
-            )
-            self._alarm(
-                alarm_id,
-                usage.with_(label=f"{limit.nodepool} {limit.resource} usage"),
-                description=(
-                    f"NodePool {limit.nodepool} uses more than {POOL_USAGE_RATIO_THRESHOLD:.0%} of its "
-                    f"{limit.resource} limit ({_amount(limit.resource, limit.value)}); new pods will stay pending "
-                    "once it is reached. Raise spec.limits or add a pool."
-                ),
-                threshold=POOL_USAGE_RATIO_THRESHOLD * limit.value,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            )
+        self._alarm(
+            "PoolNearLimit",
+            self.metrics.series("NodePoolLimitUsed", "Maximum", period=Duration.minutes(5)).with_(
+                label="highest share of a NodePool limit used (%)"),
+            description=(
+                f"A NodePool uses more than {POOL_USAGE_RATIO_THRESHOLD:.0%} of one of its spec.limits; new pods "
+                "will stay pending once it is reached. The dashboard's \"NodePool usage\" table, or the watcher's "
+                "NodePoolLimitUsed lines, name the pool and resource. Raise spec.limits or add a pool."
+            ),
+            threshold=100.0 * POOL_USAGE_RATIO_THRESHOLD,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
 
     def _alarm(
         self,
@@ -508,7 +509,6 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         work_queues: Mapping[str, sqs.IQueue],
         dead_letter_queues: Mapping[str, sqs.IQueue],
-        pool_limits: Sequence[PoolLimit],
         log_groups: Mapping[str, logs.ILogGroup],
     ) -> None:
         def graph(
@@ -521,11 +521,7 @@ class Monitoring(Construct):
                 title=title, left=list(metrics), width=width, height=6, left_annotations=list(annotations) or None
             )
 
-        limits = [
-            cloudwatch.HorizontalAnnotation(value=limit.value, label=f"limit {limit.nodepool} {limit.resource}")
-            for limit in pool_limits
-            if limit.value is not None
-        ]
+        near = [cloudwatch.HorizontalAnnotation(value=100.0 * POOL_USAGE_RATIO_THRESHOLD, label="alarm")]
 
         lines = self.metrics.lines
         self.dashboard.add_widgets(
@@ -570,7 +566,12 @@ class Monitoring(Construct):
                 lines("LaunchFailures", "Sum"),
                 lines("LaunchOutcomesUnknown", "Sum", prefix="CreateFleet answer lost (repaired from EC2)")]),
             graph("Interruptions dropped as stale (by kind)", [lines("InterruptionsStale", "Sum", prefix="stale")]),
-            graph("NodePool usage and limits", [lines("NodePoolUsage", "Maximum", prefix="usage")], annotations=limits),
+            graph("Highest share of a NodePool limit used (%)", [lines("NodePoolLimitUsed", "Maximum")],
+                  annotations=near),
+        )
+        self.dashboard.add_widgets(
+            logged("NodePool usage (by pool, resource; limits: millicores, bytes, counts)", ["NodePoolUsage"],
+                   "latest(value) as used by nodepool, resource", table=True),
         )
         self.dashboard.add_widgets(
             logged("Interruptions received (by kind)", ["InterruptionsReceived"], "sum(value) as received by kind",
@@ -631,16 +632,3 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="carpool alarms", width=24)
         )
-
-
-def _amount(resource: str, value: float) -> str:
-    """A limit as people write it: cpu in cores (the library counts millicores), the rest as counted."""
-    if resource == "cpu":
-        return f"{value / 1000:g} cores"
-    return f"{value / 2**30:g} GiB" if resource == "memory" else f"{value:g}"
-
-
-def _identifier(text: str) -> str:
-    """A construct-id-safe CamelCase piece of a pool or resource name (``nvidia.com/gpu`` -> NvidiaComGpu)."""
-    pieces = [p for p in "".join(c if c.isalnum() else " " for c in text).split() if p]
-    return "".join(p[:1].upper() + p[1:] for p in pieces) or "X"

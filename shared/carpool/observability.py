@@ -2,7 +2,7 @@
 
 Names (namespace `Carpool`): PodsUnboundSeconds, SchedulingDurationSeconds, NodeClaimsCreated{nodepool,
 reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale{kind},
-NodePoolUsage{nodepool, resource}, EstimatedHourlyCost{nodepool},
+NodePoolUsage{nodepool, resource}, NodePoolLimitUsed, EstimatedHourlyCost{nodepool},
 CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server},
 PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`). The CDK
 dashboard and alarms (`infra/monitoring.py`) read exactly these names.
@@ -35,7 +35,10 @@ document as a property, which Logs Insights groups by (the dashboard's tables), 
 one series, the cluster's. So `NodeClaimsCreated` is one series, not one per pool and reason, and the
 startup durations one each, as Karpenter's pods startup duration has no pool label. Where an alarm reads
 one value of a breakdown (`Disruptions{reason=registration-timeout}`), the metric's other values are log
-lines (`ALARMED_VALUES`). At 1,000 nodes this is about a third of the series carpool would otherwise pay
+lines (`ALARMED_VALUES`). A pool's usage of each limited resource is a log line too; what an alarm reads is
+one series for the cluster, `NodePoolLimitUsed`: the highest share (percent) any pool uses of any of its
+`spec.limits`, with that pool and resource as properties. One series and one alarm whatever the number of
+pools, and the threshold follows the config the watcher reads, not the one the stack was deployed with. At 1,000 nodes this is about a third of the series carpool would otherwise pay
 for (`bench/own_cost.py`).
 
 A process-local tally of the same numbers lets the simulation and tests read them back without parsing
@@ -77,6 +80,7 @@ CLUSTER_TOTALS = frozenset({"LaunchFailures", "InterruptionsStale", "ConfigInval
 LOG_ONLY = frozenset({
     "SchedulingDurationSeconds", "PodsServedBy", "CapacityCacheHits", "CapacityCacheDefaults", "EstimatedHourlyCost",
     "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks", "DisruptionsAbandoned", "UsageReconciled",
+    "NodePoolUsage",
 })  # fmt: skip
 #: Breakdowns written as properties of the EMF document, not dimensions (see the module docstring): the
 #: point counts in the series of its other dimensions. `infra/monitoring.py` shows them from the logs.
@@ -84,6 +88,7 @@ PROPERTIES: dict[str, frozenset[str]] = {
     "NodeClaimsCreated": frozenset({"nodepool", "reason"}),
     "PodPendingToLaunchSeconds": frozenset({"nodepool"}),
     "NodeRegistrationSeconds": frozenset({"nodepool"}),
+    "NodePoolLimitUsed": frozenset({"nodepool", "resource"}),
 }
 #: The claim of a node that never joined, terminated by the disruption function (`carpool.app.disrupt`).
 REGISTRATION_TIMEOUT = "registration-timeout"

@@ -200,35 +200,24 @@ def test_every_function_alarms_on_errors_and_throttles(default: Synth, name: str
     assert props["Threshold"] == 1
 
 
-def pool_alarms(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
-    found = {}
-    for name in synth.stack.monitoring.alarms:
-        if name.startswith("PoolNearLimit"):
-            props = alarm(synth, name)
-            dims = the_metric(props)["dims"]
-            found[(dims["nodepool"], dims["resource"])] = props
-    return found
-
-
-def test_pool_near_limit_alarm_per_limited_resource_of_the_config(full: Synth, default: Synth) -> None:
-    alarms = pool_alarms(full)
-    assert sorted(alarms) == [("general", "cpu"), ("general", "memory"), ("gpu", "nvidia.com/gpu")]
-    assert sorted(pool_alarms(default)) == [("default", "cpu"), ("default", "memory")]
-    limits = {(limit.nodepool, limit.resource): limit.value for limit in full.stack.cluster_config.pool_limits}
-    for (pool, resource), props in alarms.items():
+def test_one_alarm_reads_the_highest_share_of_any_pool_limit(full: Synth, default: Synth) -> None:
+    """Not one alarm per pool and limit: one series (the watcher's highest share of a limit, percent) and
+    one alarm, whatever the number of pools."""
+    for synth in (full, default):
+        names = [n for n in synth.stack.monitoring.alarms if n.startswith("PoolNearLimit")]
+        assert names == ["PoolNearLimit"]
+        props = alarm(synth, "PoolNearLimit")
         metric = the_metric(props)
-        assert (metric["namespace"], metric["name"], metric["stat"]) == ("Carpool", "NodePoolUsage", "Maximum")
-        assert metric["dims"] == cluster_dims("prod", nodepool=pool, resource=resource)
-        # 75 % of the config's limit, in the units the watcher publishes usage in
-        assert props["Threshold"] == pytest.approx(0.75 * limits[(pool, resource)])
+        assert (metric["namespace"], metric["name"], metric["stat"]) == ("Carpool", "NodePoolLimitUsed", "Maximum")
+        assert props["Threshold"] == pytest.approx(75.0)
         assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert "spec.limits" in alarm(full, "PoolNearLimit")["AlarmDescription"]
 
 
 def test_pool_limit_is_read_from_the_config_in_the_librarys_units(default: Synth) -> None:
     # the default pool: cpu "100", memory "400Gi"; usage is published in millicores and bytes
     values = {(limit.nodepool, limit.resource): limit.value for limit in default.stack.cluster_config.pool_limits}
     assert values == {("default", "cpu"): 100_000.0, ("default", "memory"): 400.0 * 2**30}
-    assert alarm(default, "PoolNearLimitDefaultOnCpu")["Threshold"] == 75_000
 
 
 def test_alarms_read_cluster_totals_only_of_metrics_the_library_totals(default: Synth) -> None:
@@ -245,16 +234,16 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
         assert set(counted) == set(synth.stack.monitoring.alarms)
         for name, props in ((n, alarm(synth, n)) for n in counted):
             assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
-    # 10 carpool alarms reading 12 metrics, 4 DLQs, errors + throttles of 5 functions, one per pool limit
-    assert sum(default.stack.monitoring.alarm_metrics.values()) == 12 + 4 + 10 + 2
+    # 10 carpool alarms reading 12 metrics, 4 DLQs, errors + throttles of 5 functions, one for every pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 12 + 4 + 10 + 1
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
     # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, cluster facts, replacement
     # above ceiling, failed disruption actions, stale interruptions, 4 DLQs, errors + throttles of 5 functions,
-    # then one per pool limit
-    default.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 2)
-    full.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 3)
+    # then one for every pool limit (the highest share of a limit used)
+    default.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 1)
+    full.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 1)
 
 
 # --- two clusters, one account ---------------------------------------------------------------------

@@ -305,11 +305,19 @@ def _age(pod: Pod, now: datetime) -> float:
 
 
 def _emit_gauges(deps: Dependencies, now: datetime) -> None:
-    """Once a minute, what Karpenter exports continuously: each pool's usage of every resource it limits.
-    The limits themselves are the deployed config's: the pool alarms and the dashboard read them from it,
-    so they are not a series of their own (`carpool.observability`)."""
+    """Once a minute, what Karpenter exports continuously: each pool's usage of every resource it limits (a
+    log line each), and the highest share of a limit any pool uses, in percent, with that pool and resource
+    (the one series the "pool near its limit" alarm reads: `carpool.observability`)."""
     usage = deps.ledger.usage()
+    highest: tuple[float, str, str] | None = None
     for pool in deps.config.load().nodepools:
         used = usage.get(pool.name, {})
-        for resource in pool.limits() or {}:
-            observability.emit("NodePoolUsage", float(used.get(resource, 0)), nodepool=pool.name, resource=resource)
+        for resource, limit in (pool.limits() or {}).items():
+            value = float(used.get(resource, 0))
+            observability.emit("NodePoolUsage", value, nodepool=pool.name, resource=resource)
+            share = 100.0 * value / limit if limit > 0 else 100.0
+            if highest is None or share > highest[0]:
+                highest = (share, pool.name, resource)
+    if highest is not None:
+        observability.emit("NodePoolLimitUsed", highest[0], observability.MetricUnit.Percent,
+                           nodepool=highest[1], resource=highest[2])

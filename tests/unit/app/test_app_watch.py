@@ -184,8 +184,24 @@ def test_pool_usage_gauges_are_emitted_for_limited_resources_only(monkeypatch: p
     monkeypatch.setattr(observability, "emit", lambda name, *a, **dims: (sent.append((name, dims)), emit(name, *a, **dims)))
     watch.run(deps)
     assert {d["resource"] for n, d in sent if n == "NodePoolUsage"} == limited
-    # the limit is the deployed config's: no series of its own
+    # the limit is the deployed config's: no series of its own; one point says the highest share used
     assert "NodePoolLimit" not in {n for n, _ in sent}
+    (highest,) = [d for n, d in sent if n == "NodePoolLimitUsed"]
+    assert highest["nodepool"] == deps.config.load().nodepools[0].name and highest["resource"] in limited
+
+
+def test_the_highest_share_of_any_limit_is_the_one_series(monkeypatch: pytest.MonkeyPatch) -> None:
+    deps = _deps(SimulatedCluster(lambda: NOW), Publisher())
+    pool = deps.config.load().nodepools[0]
+    limits = pool.limits() or {}
+    busiest = sorted(limits)[-1]
+    used = {r: int(v * (0.9 if r == busiest else 0.2)) for r, v in limits.items()}
+    monkeypatch.setattr(deps.ledger, "usage", lambda: {pool.name: used})
+    sent: list[tuple[str, float, dict[str, str]]] = []
+    monkeypatch.setattr(observability, "emit", lambda name, value=1.0, *a, **dims: sent.append((name, value, dims)))
+    watch.run(deps)
+    (point,) = [(v, d) for n, v, d in sent if n == "NodePoolLimitUsed"]
+    assert point[0] == pytest.approx(90.0, abs=0.01) and point[1] == {"nodepool": pool.name, "resource": busiest}
 
 
 def test_follow_adds_changes_after_the_resync() -> None:

@@ -108,7 +108,7 @@ def test_two_clusters_never_share_a_series(monkeypatch: pytest.MonkeyPatch, caps
     seen: dict[str, list[frozenset[tuple[str, str]]]] = {}
     for cluster in ("a", "b"):
         monkeypatch.setenv("CARPOOL_CLUSTER_NAME", cluster)
-        observability.emit("NodePoolUsage", 4.0, nodepool="default", resource="cpu")
+        observability.emit("LaunchFailures", 4.0, reason="Error")
         observability.emit("WatcherRuns")
         seen[cluster] = [frozenset(s.items()) for line in emf_lines(capsys) for s in series(line)]
     assert seen["a"] and seen["b"]

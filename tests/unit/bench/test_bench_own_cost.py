@@ -15,7 +15,7 @@ def test_series_are_billed_at_the_months_rate_of_the_invocations_that_send_them(
     sends = {
         "Carpool WatcherRuns {cluster=c}": {"watcher": 10},  # every run: every hour of the month
         "Carpool NodeClaimsCreated {cluster=c, nodepool=a, reason=provisioning}": {"provisioner": 2},
-        "Carpool NodePoolUsage {cluster=c, nodepool=a, resource=cpu}": {"watcher": 10},
+        "Carpool NodePoolLimitUsed {cluster=c}": {"watcher": 10},
         "Carpool CatalogFallbacks {cluster=c}": {"provisioner": 2},
     }
     month = {"watcher": own_cost.MONTH_SECONDS / 60, "provisioner": 730.0}  # one launch an hour
@@ -24,10 +24,10 @@ def test_series_are_billed_at_the_months_rate_of_the_invocations_that_send_them(
     # one pool's series spread over the month's pools, each sent a third as often
     pool = series["Carpool NodeClaimsCreated {cluster=c, nodepool=a, reason=provisioning}"]
     assert pool == pytest.approx(bench.NODEPOOLS * own_cost.hourly_share(1 / bench.NODEPOOLS))
-    # usage gauges: every pool's limited resources, all month; start-up fallbacks are not a month's
-    gauges = [k for k in series if " NodePoolUsage " in k]
-    assert len(gauges) == bench.NODEPOOLS * len(bench.LIMITED_RESOURCES)
-    assert all(series[k] == 1.0 for k in gauges)
+    # the highest share of a pool limit used: one series for every pool and limit, all month (each pool's
+    # usage is a log line); start-up fallbacks are not a month's
+    gauges = [k for k in series if " NodePoolLimitUsed " in k or " NodePoolUsage " in k]
+    assert gauges == ["Carpool NodePoolLimitUsed {}"] and series[gauges[0]] == 1.0
     assert not [k for k in series if "CatalogFallbacks" in k]
     assert not [k for k in series if " Disruptions " in k]  # only what was sent: the churn's reasons are log lines
 
