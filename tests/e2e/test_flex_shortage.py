@@ -54,7 +54,8 @@ def test_kubectl_describe_node_says_which_nodes_were_disrupted_and_which_waited_
     blocked = [e for e in events if e.reason == "DisruptionBlocked"]
     assert any("budget for Underutilized" in e.message for e in blocked)
     assert {e.name for e in blocked} <= set(terminating)  # each waited, then went when the budget allowed
-    # the nodes looked at and kept say why, once each, counted run after run
+    # the nodes looked at and kept say why, once each, and (Karpenter's 15-minute dedupe) not again in the
+    # minutes that follow although the search looks at them every run
     kept = [e for e in events if e.reason == "Unconsolidatable"]
     assert kept and all("cheaper" in e.message for e in kept)
-    assert len({e.name for e in kept}) == len(kept) and max(e.count for e in kept) > 1
+    assert len({e.name for e in kept}) == len(kept) and max(e.count for e in kept) == 1

@@ -87,6 +87,10 @@ _VALIDATED = frozenset({Reason.EMPTY, Reason.UNDERUTILIZED})
 START_SECONDS = 35.0
 #: where a warm environment keeps the last consolidation search that found nothing (`planner.Consolidated`)
 _CONSOLIDATED_KEY = "disruption.consolidated"
+#: Karpenter's `Unconsolidatable` event: written for a node at most this often (`DedupeTimeout`, 15 minutes)
+UNCONSOLIDATABLE_EVERY = timedelta(minutes=15)
+#: where a warm environment keeps when it last wrote each node's `Unconsolidatable`
+_UNCONSOLIDATABLE_KEY = "disruption.unconsolidatable"
 #: a node class's AMIs as this run resolved them (`_resolver`)
 Resolver = Callable[[EC2NodeClass], list[ResolvedAmi]]
 
@@ -441,8 +445,23 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     for node, why in sorted(plan.waiting.items()):
         log.info("node %s not disrupted now: %s", node, why)
     recorder.record([k8s_events.disruption_blocked(node, why) for node, why in sorted(plan.waiting.items())], deps)
-    recorder.record([k8s_events.unconsolidatable(node, why) for node, why in sorted(plan.kept.items()) if why], deps)
+    recorder.record([k8s_events.unconsolidatable(node, why) for node, why in _due_unconsolidatable(plan, deps, now)],
+                    deps)
     return plan
+
+
+def _due_unconsolidatable(plan: planner.Plan, deps: Dependencies, now: datetime) -> list[tuple[str, str]]:
+    """The kept nodes whose `Unconsolidatable` event is due: Karpenter writes a node's at most once per
+    `UNCONSOLIDATABLE_EVERY` (its `DedupeTimeout`, by node), whatever the message; a search every minute would
+    otherwise rewrite a thousand nodes' events (bumping their counts) every minute. Remembered by the warm
+    environment; at most the recorder's bound a run, the rest next run."""
+    written: dict[str, datetime] = deps.cache.setdefault(_UNCONSOLIDATABLE_KEY, {})
+    for node in [n for n, at in written.items() if now - at >= UNCONSOLIDATABLE_EVERY]:
+        del written[node]
+    due = [(node, why) for node, why in sorted(plan.kept.items()) if why and node not in written]
+    due = due[:recorder.MAX_PER_INVOCATION]
+    written.update((node, now) for node, _why in due)
+    return due
 
 
 def _state(world: _World, manifests: Manifests, catalog: Catalog, deps: Dependencies, now: datetime) -> str:
