@@ -397,18 +397,22 @@ class SimApiServer:
             if oldest is not None:
                 expired = api_status(410, f"too old resource version: {since} ({oldest})", "Expired")
                 return None, iter((watch_line("ERROR", expired.body),))
+            # the cacher registers the watcher under its lock: the kind's changes up to here are its initial
+            # events, whether or not the stream has sent them yet
+            opened = max([since, *(rv for _etype, rv, _raw, _created in self.cluster.changes_since(kind, since))])
         deadline = time.monotonic() + min(float(query.get("timeoutSeconds") or WATCH_TIMEOUT), WATCH_TIMEOUT)
         bookmarks = query.get("allowWatchBookmarks") == "true"
-        return None, self._events(kind, terms, since, deadline, bookmarks)
+        return None, self._events(kind, terms, since, deadline, bookmarks, opened)
 
     def _events(self, kind: str, terms: list[tuple[str, bool, str]], since: int, deadline: float,
-                bookmarks: bool) -> Iterator[bytes]:
+                bookmarks: bool, opened: int) -> Iterator[bytes]:
         """The watch's lines. A bookmark carries the latest version and, as `cacheWatcher.process` filters
-        every event, comes only when that is newer than the watch's initial events (the kind's changes
-        up to when it opened): a watch of a cluster that does not change while it is open gets none.
+        every event, comes only when that is newer than the watch's initial events (the kind's changes up
+        to its registration, `opened`, whether or not the stream has sent them yet): a watch of a cluster
+        that does not change while it is open gets none.
         Each change is typed by whether the object passes the field selector before and after it
         (`selected_change`); `passed` remembers what this watch last told of each object."""
-        bookmark_at, start = self._next_bookmark(time.monotonic(), deadline), None
+        bookmark_at = self._next_bookmark(time.monotonic(), deadline)
         passed: dict[tuple[str, str], bool] = {}
         while True:
             with self._lock:
@@ -424,11 +428,10 @@ class SimApiServer:
                 sent = selected_change(before, now_passes, etype)
                 if sent is not None:
                     yield watch_line(sent, raw)
-            start = since if start is None else start
             now = time.monotonic()
             if bookmarks and now >= bookmark_at:
                 bookmark_at = self._next_bookmark(now, deadline)
-                if latest > start:  # filtered out otherwise, its time spent all the same
+                if latest > opened:  # filtered out otherwise, its time spent all the same
                     since = max(since, latest)
                     yield watch_line("BOOKMARK", bookmark_object(kind, str(since)))
             if now >= deadline:

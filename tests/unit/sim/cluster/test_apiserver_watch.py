@@ -171,3 +171,21 @@ def test_a_clock_that_stands_still_expires_nothing(cluster: SimulatedCluster) ->
     cluster.add_pod({"metadata": {"name": "wait-2", "namespace": "shop"}, "spec": {"containers": [{"name": "c"}]}})
     assert cluster.watch_expired("Pod", 0) is None
     assert lines_of(SimApiServer(cluster), "1", selector="") == [("ADDED", "wait-1"), ("ADDED", "wait-2")]
+
+
+def test_a_change_after_the_watch_registered_is_live_however_late_the_stream_starts(
+        cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cacher registers a watcher under its lock: a change made once the request is answered is a live
+    event, not one of the initial events, even if the stream's first read comes after it. A pod change the
+    selection leaves out is then carried past by a bookmark (a race the stream's first poll used to lose)."""
+    monkeypatch.setattr(apiserver, "WATCH_POLL", 0.01)
+    monkeypatch.setattr(apiserver, "BOOKMARK_EVERY", 0.05)
+    server = SimApiServer(cluster)
+    since = cluster.resource_version
+    _, lines = server.watch(f"/api/v1/pods?watch=true&resourceVersion={since}&timeoutSeconds=3"
+                            "&allowWatchBookmarks=true&fieldSelector=spec.nodeName%3D")
+    with server.lock:  # before the stream is read at all
+        cluster.add_pod({"metadata": {"name": "run-2", "namespace": "shop"},
+                         "spec": {"containers": [{"name": "c"}], "nodeName": "n1"}})
+    bookmark = next(line for line in lines if b'"BOOKMARK"' in line)
+    assert bookmark == watch_line("BOOKMARK", bookmark_object("Pod", cluster.resource_version))
