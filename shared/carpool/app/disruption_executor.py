@@ -426,8 +426,9 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     classes = {c.name: c for c in manifests.nodeclasses}
     resolved = _resolver(deps)
     # the offerings provisioning may launch now: capacity errors remembered, zones with a subnet
+    unavailable, usage = set(deps.offerings.unavailable(now)), deps.ledger.usage()
     prepared = pools.prepare(manifests, catalog, resolved, deps.cluster.cni_env(), deps.capacity.all(now),
-                             set(deps.offerings.unavailable(now)), deps.ledger.usage(),
+                             unavailable, usage,
                              zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
     inputs = planner.Inputs(
         view=view,
@@ -438,7 +439,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
         expected_amis=_expected_amis(view, classes, catalog, resolved),
         type_labels={c.instance_type: catalog.types[c.instance_type].labels for c in view.candidates
                      if c.instance_type in catalog.types},
-        state=_state(world, manifests, catalog, deps, now),
+        state=_state(world, manifests, catalog, unavailable, usage),
     )
     plan = planner.plan(inputs, now, planner.Options(consolidated=deps.cache.get(_CONSOLIDATED_KEY)))
     deps.cache[_CONSOLIDATED_KEY] = plan.consolidated
@@ -464,7 +465,8 @@ def _due_unconsolidatable(plan: planner.Plan, deps: Dependencies, now: datetime)
     return due
 
 
-def _state(world: _World, manifests: Manifests, catalog: Catalog, deps: Dependencies, now: datetime) -> str:
+def _state(world: _World, manifests: Manifests, catalog: Catalog, unavailable: set[tuple[str, str, str]],
+           usage: Mapping[str, Mapping[str, int]]) -> str:
     """A digest of what a consolidation search depends on besides the candidates and budgets the planner
     adds: the pods (`pod_snapshot`'s generation: a change to any pod changes it), each node's labels, taints,
     cordon, allocatable and readiness, the claims' steps, the pools and classes, the catalog, the offerings
@@ -475,8 +477,8 @@ def _state(world: _World, manifests: Manifests, catalog: Catalog, deps: Dependen
               n.is_ready()) for n in sorted(world.nodes.values(), key=lambda n: n.name)]
     claims = [(c.name, c.status, c.node_name, c.disruption is not None, c.abandoned_for) for c in world.claims]
     config = [m.model_dump_json() for m in (*manifests.nodepools, *manifests.nodeclasses)]
-    return planner.digest(world.pods_generation, nodes, claims, config, id(catalog),
-                          sorted(deps.offerings.unavailable(now)), sorted(deps.ledger.usage().items()))
+    return planner.digest(world.pods_generation, nodes, claims, config, id(catalog), sorted(unavailable),
+                          sorted((pool, sorted(used.items())) for pool, used in usage.items()))
 
 
 def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:

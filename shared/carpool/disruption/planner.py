@@ -248,13 +248,14 @@ class _Planner:
         return out
 
     def _consolidate(self) -> None:
-        state = self._state(self._consolidatable())
+        cands = self._consolidatable()
+        state = self._state(cands)
         last = self.opt.consolidated
         if state and last is not None and last.state == state and self.now - last.at < RECHECK_AFTER:
             self.out.consolidated = last  # nothing changed since a search found nothing: Karpenter skips too
             return
         started, before, complete = self.opt.clock(), len(self.out.decisions), True
-        self._multi(self._consolidatable(), lambda: self.opt.clock() - started >= self.opt.multi_seconds)
+        self._multi(cands, lambda: self.opt.clock() - started >= self.opt.multi_seconds)
         for c in self._consolidatable():
             if not self._fresh(c):
                 continue

@@ -685,18 +685,13 @@ class LightkubeCluster:
         """One watch event, decoded by its type first: a BOOKMARK (its kind's zero value, which no typed
         decode accepts) only moves the resume point; a change moves it and is handed on if it converts
         (else logged and skipped); an ERROR ends the stream."""
-        try:
-            event = convert.watch_line(line)
-            version = convert.raw_version(event.object) if event.type != ERROR else None
-        except ValueError as e:
-            log.warning("%s watch: skipping a line that is not a watch event (%s): %.200s", watch.kind, e, line)
+        decoded = _decoded(watch.kind, line)
+        if decoded is None:
             return
+        event, version = decoded
         watch.received()
         if event.type == ERROR:
-            status = convert.watch_status(event.object)
-            if status.code == 410:
-                raise WatchExpired(watch.kind)
-            raise WatchBroken(watch.kind, f"error {status.code} {status.reason}: {status.message}")
+            raise _stream_error(watch.kind, event.object) or WatchExpired(watch.kind)
         if version:
             watch.version = self.resource_versions[watch.kind] = version
         if event.type in _CHANGE_TYPES:
@@ -733,6 +728,27 @@ class LightkubeCluster:
             if not page.metadata.continue_token:
                 return items, page.metadata.resource_version
             request.params["continue"] = page.metadata.continue_token
+
+
+def _decoded(kind: str, line: str) -> tuple[Any, str | None] | None:
+    """A watch line decoded by its type first (a BOOKMARK is its kind's zero value, which no typed decode
+    accepts), with the version it moves to (None for an ERROR); None, logged, for a line that is not a
+    watch event."""
+    try:
+        event = convert.watch_line(line)
+        return event, convert.raw_version(event.object) if event.type != ERROR else None
+    except ValueError as e:
+        log.warning("%s watch: skipping a line that is not a watch event (%s): %.200s", kind, e, line)
+        return None
+
+
+def _stream_error(kind: str, status_object: Any) -> WatchBroken | None:
+    """What an ERROR event ends a stream with: None for a 410 (the version expired: the caller raises its
+    own named error for it), else `WatchBroken` naming the Status."""
+    status = convert.watch_status(status_object)
+    if status.code == 410:
+        return None
+    return WatchBroken(kind, f"error {status.code} {status.reason}: {status.message}")
 
 
 def _catch_up_request(generic: Any, since: str) -> Any:
@@ -787,17 +803,12 @@ class _CatchUp:
         (or its removal once it finished), DELETED its removal; an ERROR raises (410:
         `ResourceVersionExpired`). A line or pod that does not decode is logged and skipped, its version
         still taken: the stream goes on past it, and so does the next catch-up."""
-        try:
-            event = convert.watch_line(line)
-            version = convert.raw_version(event.object) if event.type != ERROR else None
-        except ValueError as e:
-            log.warning("pod catch-up: skipping a line that is not a watch event (%s): %.200s", e, line)
+        decoded = _decoded("Pod", line)
+        if decoded is None:
             return
+        event, version = decoded
         if event.type == ERROR:
-            status = convert.watch_status(event.object)
-            if status.code == 410:
-                raise ResourceVersionExpired("Pod", self._since)
-            raise WatchBroken("Pod", f"error {status.code} {status.reason}: {status.message}")
+            raise _stream_error("Pod", event.object) or ResourceVersionExpired("Pod", self._since)
         if event.type in _CHANGE_TYPES:
             change = _pod_view_change(event.type, event.object, self._shapes)
             if change is not None:

@@ -21,13 +21,11 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from carpool import labels
-from carpool.api.k8s import Pod
+from carpool.api.k8s import TERMINAL_PHASES, Pod
 from carpool.disruption.podview import Owner, PodView, Shapes
 
 #: unbound pods that are still Pending: what a provisioning decision can be about
 PENDING_UNBOUND = "spec.nodeName=,status.phase=Pending"
-#: the phases a pod ends in (it holds nothing on its node then)
-FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 #: pods that hold resources on a node or wait for one (finished pods hold nothing)
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 #: nodes registered for a carpool claim and not initialized yet: the ones joining (`Cluster.joining_nodes`)
@@ -184,7 +182,7 @@ class PodProjection(msgspec.Struct):
     @property
     def finished(self) -> bool:
         """Succeeded or Failed: it holds nothing on its node, and `NOT_FINISHED` leaves it out."""
-        return self.status.phase in FINISHED_PHASES
+        return self.status.phase in TERMINAL_PHASES
 
     def shape_key(self) -> str:
         """Everything the pod's scheduling shape is made of, as one string (the `Shapes` key): the `repr`

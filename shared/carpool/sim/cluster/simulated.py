@@ -27,7 +27,7 @@ from carpool import k8s_events
 from carpool import resources as res
 from carpool.adapters.k8s import reads
 from carpool.adapters.k8s.reads import PodProjection
-from carpool.api.k8s import DaemonSet, Node, Pod, PodDisruptionBudget
+from carpool.api.k8s import TERMINAL_PHASES, DaemonSet, Node, Pod, PodDisruptionBudget
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
@@ -135,6 +135,11 @@ def _iso(at: datetime) -> str:
 def pod_key(raw: Mapping[str, Any]) -> str:
     meta = raw.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def finished(raw: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed: what every `status.phase!=Succeeded,status.phase!=Failed` selection leaves out."""
+    return (raw.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def _condition(raw: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
@@ -299,8 +304,7 @@ class SimulatedCluster:
 
     def active_pods(self) -> list[Pod]:
         """What the field selector `status.phase!=Succeeded,status.phase!=Failed` answers."""
-        return [self._model("Pod", r) for r in self.pods.values()
-                if (r.raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        return [self._model("Pod", r) for r in self.pods.values() if not finished(r.raw)]
 
     def pods_on_node(self, node_name: str) -> list[Pod]:
         """What the field selector `spec.nodeName=<node>` answers."""
@@ -317,7 +321,7 @@ class SimulatedCluster:
         out = []
         for rec in self.pods.values():
             raw = rec.raw
-            if (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if finished(raw):
                 continue
             if node_name is not None and ((raw.get("spec") or {}).get("nodeName") or "") != node_name:
                 continue
@@ -329,8 +333,7 @@ class SimulatedCluster:
     def pod_views_versioned(self) -> tuple[list[PodView], str]:
         """Every node's unfinished pods and the list's resource version (charged as the list is read)."""
         views = self.pod_views()
-        self._charge(r for r in self.pods.values()
-                     if (r.raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        self._charge(r for r in self.pods.values() if not finished(r.raw))
         return views, self.resource_version
 
     def pod_view_changes(self, since: str) -> PodViewChanges:
@@ -340,20 +343,18 @@ class SimulatedCluster:
         older than the watch cache holds (`WATCH_HISTORY_SECONDS`). The version to resume from is the
         last change's, not the cluster's: no bookmark comes in so short a read."""
         start = int(since) if str(since).isdigit() else -1
+        if start < 0 or self.watch_expired("Pod", start) is not None:
+            raise ResourceVersionExpired("Pod", since)
         i = bisect.bisect_right(self._log_rvs, start)
         latest: dict[int, tuple[int, str, _Record]] = {}
         for rv, (etype, kind, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
-            if kind != "Pod":
-                continue
-            if not latest and (start < 0 or self.watch_expired("Pod", start) is not None):
-                raise ResourceVersionExpired("Pod", since)
-            latest[id(rec)] = (rv, etype, rec)
+            if kind == "Pod":
+                latest[id(rec)] = (rv, etype, rec)
         ordered = sorted(latest.values(), key=lambda e: e[0])
         self._charge(rec for _rv, _etype, rec in ordered)
         shapes, changes = Shapes(), []
         for _rv, etype, rec in ordered:
-            finished = (rec.raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            if etype == "DELETED" or finished:
+            if etype == "DELETED" or finished(rec.raw):
                 changes.append(PodViewChange(pod_key(rec.raw), None))
                 continue
             if rec.view is None:
