@@ -1,0 +1,76 @@
+"""The README's alarm and CDK context tables against what the stack defines.
+
+Both tables are what an operator reads to know what can page them and what they may pass with ``-c``; a
+row missing (an alarm nobody knows exists) or left over (a key the app refuses as unknown) is a doc that
+lies. Read from the code, not from a synth: the alarm names are the first argument of every
+``Monitoring._alarm`` call in ``infra/monitoring.py`` (an f-string's placeholders become ``<>``, as the
+README's ``<Queue>``/``<Function>``), the keys are ``infra.settings.KNOWN_KEYS``, the keys the app accepts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from infra.settings import KNOWN_KEYS
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+MONITORING = REPO / "infra" / "monitoring.py"
+PLACEHOLDER = "<>"
+
+
+def table_names(markdown: str, header: str) -> set[str]:
+    """The backquoted names in the first column of the table whose header row is ``header``."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == header)
+    names: set[str] = set()
+    for line in lines[start + 2:]:  # skip the header and the |---| row
+        if not line.startswith("|"):
+            break
+        first = line.strip().strip("|").split("|")[0]
+        names.update(re.sub(r"<[^>]*>", PLACEHOLDER, n) for n in re.findall(r"`([^`]+)`", first))
+    return names
+
+
+def _rendered(node: ast.expr) -> str:
+    """A string literal as written, an f-string with ``<>`` for each placeholder."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else PLACEHOLDER for v in node.values)
+    raise AssertionError(f"infra/monitoring.py line {node.lineno}: an alarm named by an expression this test cannot read")
+
+
+def alarms_created() -> set[str]:
+    """Every alarm name `infra/monitoring.py` passes to ``self._alarm``."""
+    tree = ast.parse(MONITORING.read_text())
+    return {
+        _rendered(call.args[0])
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "_alarm"
+        and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+    }
+
+
+def test_table_reader_reads_placeholders_and_pairs() -> None:
+    text = "| alarm | fires when |\n|---|---|\n| `A` | x |\n| `<Fn>Errors` / `<Fn>Throttles` | y |\n\nafter"
+    assert table_names(text, "| alarm | fires when |") == {"A", "<>Errors", "<>Throttles"}
+
+
+def test_alarm_table_lists_exactly_the_alarms_the_stack_creates() -> None:
+    created = alarms_created()
+    assert "PodsPending" in created and "<>DlqNewMessages" in created  # the reader sees both kinds
+    documented = table_names(README.read_text(), "| alarm | fires when |")
+    assert documented == created, (
+        f"README alarm table: missing {sorted(created - documented)}, not created {sorted(documented - created)}"
+    )
+
+
+def test_context_table_lists_exactly_the_keys_the_app_reads() -> None:
+    documented = table_names(README.read_text(), "| key | default | meaning |")
+    assert documented == set(KNOWN_KEYS), (
+        f"README context table: missing {sorted(KNOWN_KEYS - documented)}, "
+        f"not read by the app {sorted(documented - KNOWN_KEYS)}"
+    )
