@@ -1,10 +1,11 @@
-"""The README's alarm and CDK context tables against what the stack defines.
+"""The README's alarm and CDK context tables, and its first deploy, against what the stack defines.
 
 Both tables are what an operator reads to know what can page them and what they may pass with ``-c``; a
 row missing (an alarm nobody knows exists) or left over (a key the app refuses as unknown) is a doc that
 lies. Read from the code, not from a synth: the alarm names are the first argument of every
 ``Monitoring._alarm`` call in ``infra/monitoring.py`` (an f-string's placeholders become ``<>``, as the
 README's ``<Queue>``/``<Function>``), the keys are ``infra.settings.KNOWN_KEYS``, the keys the app accepts.
+The first deploy must bind the RBAC the default access entries rely on, with the command the stack prints.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import ast
 import re
 from pathlib import Path
 
-from infra.settings import KNOWN_KEYS
+from infra.settings import DEFAULT_KUBERNETES_GROUP, KNOWN_KEYS
+from infra.stack import kubernetes_access_setup
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -39,7 +41,7 @@ def _rendered(node: ast.expr) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else PLACEHOLDER for v in node.values)
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else PLACEHOLDER for v in node.values)
     raise AssertionError(f"infra/monitoring.py line {node.lineno}: an alarm named by an expression this test cannot read")
 
 
@@ -74,3 +76,17 @@ def test_context_table_lists_exactly_the_keys_the_app_reads() -> None:
         f"README context table: missing {sorted(KNOWN_KEYS - documented)}, "
         f"not read by the app {sorted(documented - KNOWN_KEYS)}"
     )
+
+
+def section(markdown: str, heading: str) -> str:
+    """The text under ``heading`` up to the next section heading (``##`` or deeper)."""
+    after = markdown.split(f"\n{heading}\n", 1)[1]
+    return re.split(r"\n#{2,6} ", after, maxsplit=1)[0]  # "# " alone is a comment in a code block
+
+
+def test_the_first_deploy_binds_the_rbac_the_default_access_entries_need() -> None:
+    """By default the functions' group is granted nothing until `infra/rbac.yaml` is bound to it: the
+    README's zero-to-working steps must run the command the stack prints (output KubernetesAccessSetup)."""
+    steps = [line.strip() for line in section(README.read_text(), "### From zero to a working autoscaler").splitlines()]
+    for command in kubernetes_access_setup(DEFAULT_KUBERNETES_GROUP).split(" && "):
+        assert command in steps, f"README's first deploy lacks `{command}`"
