@@ -19,12 +19,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias_paths
+from carpool.api.loader import strict_yaml_documents
 from carpool.sim.cluster.specs import Agent, Cni, Delete, KubeletFault, Scale, Truth
+from carpool.sim.cluster.workload import WORKLOAD_KINDS, controller_id
+from carpool.sim.run.scenario_manifests import ManifestSource, ScenarioError, check_manifest, resolve_manifest
 from carpool.sim.yaml_model import YamlModel
+
+__all__ = ["ManifestSource", "Scenario", "ScenarioError", "WorkloadStep", "load_scenario", "parse_scenario",
+           "resolve_manifest"]
 
 #: Errors that CreateFleet reports for offerings without capacity (see reference §6).
 CapacityErrorCode = Literal[
@@ -35,10 +41,6 @@ CapacityErrorCode = Literal[
     "Unsupported",
     "InsufficientFreeAddressesInSubnet",
 ]
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be run; the message names the file and the field."""
 
 
 class ClusterSpec(YamlModel):
@@ -55,10 +57,6 @@ class ClusterSpec(YamlModel):
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
             raise ValueError(f"expected a Kubernetes minor version like '1.32', got {v!r}")
         return v
-
-
-#: A manifest source: a path relative to the scenario file, inline YAML text, or inline document(s).
-ManifestSource = str | dict[str, Any] | list[dict[str, Any]]
 
 
 class AmiSpec(YamlModel):
@@ -252,6 +250,8 @@ class WorkloadStep(YamlModel):
     #: someone turns on termination protection for these instances (ModifyInstanceAttribute
     #: `DisableApiTermination`): EC2 then refuses TerminateInstances with `OperationNotPermitted`
     termination_protection: InstanceSelector | None = None
+    #: where the step is in the file (the steps are sorted by time once read): its messages name it so
+    _position: int = PrivateAttr(default=0)
 
     @model_validator(mode="after")
     def _one_action(self) -> WorkloadStep:
@@ -262,6 +262,11 @@ class WorkloadStep(YamlModel):
                 f" (got {', '.join(actions) or 'none'})"
             )
         return self
+
+    @property
+    def path(self) -> str:
+        """`workload[2]`: the step as the scenario file places it."""
+        return f"workload[{self._position}]"
 
     @property
     def action(self) -> str:
@@ -324,6 +329,8 @@ class Scenario(YamlModel):
 
     @model_validator(mode="after")
     def _sorted_steps(self) -> Scenario:
+        for position, step in enumerate(self.workload):
+            step._position = position
         self.workload.sort(key=lambda s: s.at)
         return self
 
@@ -344,20 +351,6 @@ class Scenario(YamlModel):
         for i, src in enumerate(self.manifests if sources is None else sources):
             out.append(resolve_manifest(src, self.base_dir, f"manifests[{i}]"))
         return out
-
-
-def resolve_manifest(src: ManifestSource, base_dir: Path, label: str) -> tuple[str, str]:
-    """Turn a manifest source into (label, YAML text). Text with a newline or a colon is inline YAML."""
-    if isinstance(src, dict):
-        return label, yaml.safe_dump(src, sort_keys=False)
-    if isinstance(src, list):
-        return label, yaml.safe_dump_all(src, sort_keys=False)
-    if "\n" in src or ":" in src:
-        return label, src
-    path = (base_dir / src).resolve()
-    if not path.is_file():
-        raise ScenarioError(f"{label}: manifest file {src!r} not found (looked in {base_dir})")
-    return str(path), path.read_text()
 
 
 def _format_errors(source: str, err: ValidationError) -> str:
@@ -389,18 +382,82 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario file. Raises ScenarioError with the file and field path on any problem."""
+    """Read a scenario file and check that it can be run: its manifests load and its steps name what
+    exists when they come due. Raises ScenarioError, one line a problem, naming the file and the field."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as err:
-        raise ScenarioError(f"{p}: cannot read scenario ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{p}: not valid YAML: {err}") from None
-    scenario = parse_scenario(data, str(p), p.resolve().parent)
+    scenario = parse_scenario(_read_document(p), str(p), p.resolve().parent)
     if not scenario.name:
         scenario.name = p.stem
+    problems = runnable_problems(scenario)
+    if problems:
+        raise ScenarioError("\n".join(f"{p}: {problem}" for problem in problems))
     return scenario
+
+
+def _read_document(p: Path) -> Any:
+    """The one YAML document of a scenario file, read as strictly as a manifest (a repeated key refused)."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(f"{p}: cannot read scenario ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{p}: not a text file (it is not UTF-8: binary?)") from None
+    try:
+        documents = [(dup, doc) for dup, doc in strict_yaml_documents(text) if doc is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ScenarioError(f"{p}: not valid YAML: {problem}{where}") from None
+    docs = [doc for _dup, doc in documents]
+    if any(isinstance(d, dict) and "apiVersion" in d and "kind" in d for d in docs):
+        kinds = ", ".join(dict.fromkeys(str(d.get("kind")) for d in docs if isinstance(d, dict)))
+        raise ScenarioError(f"{p}: a Kubernetes manifest ({kinds}), not a scenario: `carpool validate` and "
+                            "`carpool plan --manifests` read manifests; a scenario names them under `manifests:`")
+    if len(docs) > 1:
+        raise ScenarioError(f"{p}: {len(docs)} YAML documents; a scenario is one document")
+    for path, key, line in documents[0][0] if documents else []:
+        raise ScenarioError(f"{p}: {path or '<root>'}: duplicate field {key!r} (again at line {line})")
+    return docs[0] if docs else None
+
+
+def runnable_problems(scenario: Scenario) -> list[str]:
+    """What would stop the run once started: a manifest that does not load (its file missing, a field
+    carpool refuses), no NodePool or EC2NodeClass to start from, a step scaling or deleting a workload
+    not applied by then. Checked in the order the run plays them."""
+    problems: list[str] = []
+    applied: set[str] = set()
+    config = False
+    for i, src in enumerate(scenario.manifests):
+        check = check_manifest(src, scenario.base_dir, f"manifests[{i}]")
+        problems += check.problems
+        applied.update(check.workloads)
+        config = config or check.config
+    if not problems and not config:
+        problems.append("manifests: no NodePool or EC2NodeClass (carpool has nothing to launch from)")
+    for step in scenario.workload:
+        if step.apply is not None:
+            check = check_manifest(step.apply, scenario.base_dir, f"{step.path}.apply")
+            problems += check.problems
+            applied.update(check.workloads)
+        for action, target in (("scale", step.scale), ("delete", step.delete)):
+            name = getattr(target, "deployment", None)
+            if target is None or name is None:
+                continue
+            key = _applied(applied, name, target.namespace)
+            if key is None:
+                problems.append(f"{step.path}.{action}.deployment: no workload {target.namespace}/{name} is applied "
+                                f"before {step.at:g}s (applied: {', '.join(sorted(applied)) or 'none'})")
+            elif action == "delete":
+                applied.discard(key)
+    for i, race in enumerate(scenario.races):
+        problems += check_manifest(race.apply, scenario.base_dir, f"races[{i}].apply").problems
+    return problems
+
+
+def _applied(applied: set[str], name: str, namespace: str) -> str | None:
+    """The workload a step names, found as the simulated cluster finds it (any workload kind)."""
+    return next((k for kind in WORKLOAD_KINDS if (k := controller_id(kind, namespace, name)) in applied), None)
 
 
 #: The tag the usual EC2NodeClass selects its subnets and security groups by, with the cluster's name.

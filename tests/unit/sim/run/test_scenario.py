@@ -63,13 +63,25 @@ def test_capacity_window_must_be_ordered():
         parse_scenario({"capacity": [{"instanceType": "m5.large", "from": 100, "until": 50}]})
 
 
+NODECLASS = """\
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: node-role
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"""
+
+
 def test_load_reads_file_and_resolves_relative_manifests(tmp_path: Path):
-    (tmp_path / "pools.yaml").write_text("kind: NodePool\n")
+    (tmp_path / "pools.yaml").write_text(NODECLASS)
     (tmp_path / "demo.yaml").write_text("cluster: {name: demo}\nmanifests: [pools.yaml]\n")
     sc = load_scenario(tmp_path / "demo.yaml")
     assert sc.name == "demo"
     [(label, text)] = sc.manifest_texts()
-    assert label.endswith("pools.yaml") and text == "kind: NodePool\n"
+    assert label.endswith("pools.yaml") and text == NODECLASS
 
 
 def test_missing_manifest_file_is_reported(tmp_path: Path):
