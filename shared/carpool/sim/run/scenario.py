@@ -11,9 +11,10 @@ so a typo is reported with its path (`workload[2].scale.replica: Extra inputs ar
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +27,13 @@ from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias
 from carpool.api.loader import strict_yaml_documents
 from carpool.sim.cluster.specs import Agent, Cni, Delete, KubeletFault, Scale, Truth
 from carpool.sim.cluster.workload import WORKLOAD_KINDS, controller_id
-from carpool.sim.run.scenario_manifests import ManifestSource, ScenarioError, check_manifest, resolve_manifest
+from carpool.sim.run.scenario_manifests import (
+    ManifestCheck,
+    ManifestSource,
+    ScenarioError,
+    check_manifest,
+    resolve_manifest,
+)
 from carpool.sim.yaml_model import YamlModel
 
 __all__ = ["ManifestSource", "Scenario", "ScenarioError", "WorkloadStep", "load_scenario", "parse_scenario",
@@ -364,7 +371,7 @@ def _format_errors(source: str, err: ValidationError) -> str:
                 continue  # union member names pydantic adds to the location
             else:
                 path += ("." if path else "") + str(part)
-        lines.append(f"{source}: {path or '<root>'}: {e['msg']}")
+        lines.append(f"{source}: {path or '<root>'}: {e['msg'].removeprefix('Value error, ')}")
     return "\n".join(dict.fromkeys(lines))
 
 
@@ -422,37 +429,96 @@ def _read_document(p: Path) -> Any:
 
 
 def runnable_problems(scenario: Scenario) -> list[str]:
-    """What would stop the run once started: a manifest that does not load (its file missing, a field
-    carpool refuses), no NodePool or EC2NodeClass to start from, a step scaling or deleting a workload
-    not applied by then. Checked in the order the run plays them."""
-    problems: list[str] = []
-    applied: set[str] = set()
-    config = False
-    for i, src in enumerate(scenario.manifests):
-        check = check_manifest(src, scenario.base_dir, f"manifests[{i}]")
-        problems += check.problems
-        applied.update(check.workloads)
-        config = config or check.config
-    if not problems and not config:
+    """What would stop the run once started, or make a part of it do nothing: a manifest that does not
+    load (its file missing, a field carpool refuses), no NodePool or EC2NodeClass to start from, a step
+    scaling or deleting a workload not applied by then, a zone the cluster does not have, a NodePool no
+    manifest defines, a node group of an instance type EC2 does not have."""
+    seen = _Applied()
+    problems = [*_manifest_problems(scenario, seen), *_zone_problems(scenario), *_node_group_problems(scenario)]
+    pools = ", ".join(sorted(seen.nodepools)) or "none"
+    problems += [f"{path}.nodePool: no NodePool {pool!r} in the scenario's manifests (defined: {pools})"
+                 for path, target in _targets(scenario)
+                 if (pool := getattr(target, "node_pool", None)) is not None and pool not in seen.nodepools]
+    return problems
+
+
+@dataclass
+class _Applied:
+    """What the scenario's manifests have applied so far, in the order the run plays them."""
+
+    workloads: set[str] = field(default_factory=set)
+    nodepools: set[str] = field(default_factory=set)
+    config: bool = False
+
+    def add(self, check: ManifestCheck) -> list[str]:
+        self.workloads.update(check.workloads)
+        self.nodepools.update(check.nodepools)
+        self.config = self.config or check.config
+        return check.problems
+
+
+def _manifest_problems(scenario: Scenario, seen: _Applied) -> list[str]:
+    base = scenario.base_dir
+    problems = [p for i, src in enumerate(scenario.manifests) for p in seen.add(check_manifest(src, base, f"manifests[{i}]"))]
+    if not problems and not seen.config:
         problems.append("manifests: no NodePool or EC2NodeClass (carpool has nothing to launch from)")
     for step in scenario.workload:
         if step.apply is not None:
-            check = check_manifest(step.apply, scenario.base_dir, f"{step.path}.apply")
-            problems += check.problems
-            applied.update(check.workloads)
+            problems += seen.add(check_manifest(step.apply, base, f"{step.path}.apply"))
         for action, target in (("scale", step.scale), ("delete", step.delete)):
             name = getattr(target, "deployment", None)
             if target is None or name is None:
                 continue
-            key = _applied(applied, name, target.namespace)
+            key = _applied(seen.workloads, name, target.namespace)
             if key is None:
                 problems.append(f"{step.path}.{action}.deployment: no workload {target.namespace}/{name} is applied "
-                                f"before {step.at:g}s (applied: {', '.join(sorted(applied)) or 'none'})")
+                                f"before {step.at:g}s (applied: {', '.join(sorted(seen.workloads)) or 'none'})")
             elif action == "delete":
-                applied.discard(key)
+                seen.workloads.discard(key)
     for i, race in enumerate(scenario.races):
-        problems += check_manifest(race.apply, scenario.base_dir, f"races[{i}].apply").problems
+        problems += seen.add(check_manifest(race.apply, base, f"races[{i}].apply"))
     return problems
+
+
+def _targets(scenario: Scenario) -> list[tuple[str, Any]]:
+    """(path, section) of every section that picks nodes or offerings by zone or NodePool."""
+    out: list[tuple[str, Any]] = [(f"nodeGroups[{i}]", g) for i, g in enumerate(scenario.node_groups)]
+    out += [(f"capacity[{i}]", c) for i, c in enumerate(scenario.capacity)]
+    out += [(f"agents[{i}].nodes", a.nodes) for i, a in enumerate(scenario.agents)]
+    out += [(f"kubelets[{i}]", k) for i, k in enumerate(scenario.kubelets)]
+    out += [(f"terminationDenials[{i}]", d) for i, d in enumerate(scenario.termination_denials)]
+    for step in scenario.workload:
+        for name in ("spot_interruption", "health_event", "termination_protection"):
+            if (selector := getattr(step, name)) is not None:
+                out.append((f"{step.path}.{to_camel(name)}", selector))
+    return out
+
+
+def _zone_problems(scenario: Scenario) -> list[str]:
+    """A zone must be the cluster's (its subnets are the only ones), and the cluster's in its region."""
+    cluster = scenario.cluster
+    problems = [f"cluster.zones[{i}]: {zone!r} is not a zone of region {cluster.region}"
+                for i, zone in enumerate(cluster.zones) if not zone.startswith(cluster.region)]
+    zones = ", ".join(cluster.zones)
+    problems += [f"{path}.zone: {zone!r} is not one of the cluster's zones ({zones})"
+                 for path, target in _targets(scenario)
+                 if (zone := getattr(target, "zone", None)) is not None and zone not in cluster.zones]
+    return problems
+
+
+def _node_group_problems(scenario: Scenario) -> list[str]:
+    """A node group's instances are launched as listed: EC2 refuses a type it does not have."""
+    if not scenario.node_groups:
+        return []
+    from carpool.catalog import Catalog, SnapshotNotFound
+
+    try:
+        types = Catalog.snapshot(scenario.cluster.region).types
+    except SnapshotNotFound:
+        return []  # no offline catalog to check against: local EC2 says it
+    return [f"nodeGroups[{i}].instanceType: {g.instance_type!r} is not an EC2 instance type"
+            + (f" (did you mean {', '.join(close)}?)" if (close := difflib.get_close_matches(g.instance_type, list(types), 3)) else "")
+            for i, g in enumerate(scenario.node_groups) if g.instance_type not in types]
 
 
 def _applied(applied: set[str], name: str, namespace: str) -> str | None:

@@ -47,10 +47,12 @@ def resolve_manifest(src: ManifestSource, base_dir: Path, label: str) -> tuple[s
 @dataclass
 class ManifestCheck:
     """What one source holds, as far as the scenario's own checks need: the workloads it applies (by
-    their controller id, as the simulated cluster keys them) and whether it carries carpool's config."""
+    their controller id, as the simulated cluster keys them), its NodePools' names, and whether it
+    carries carpool's config."""
 
     problems: list[str] = field(default_factory=list)
     workloads: list[str] = field(default_factory=list)
+    nodepools: list[str] = field(default_factory=list)
     config: bool = False
 
 
@@ -73,6 +75,8 @@ def check_manifest(src: ManifestSource, base_dir: Path, label: str) -> ManifestC
         kind = doc.get("kind")
         meta = doc.get("metadata") or {}
         out.config = out.config or kind in CONFIG_KINDS
+        if kind == "NodePool":
+            out.nodepools.append(str(meta.get("name", "")))
         if kind in WORKLOAD_KINDS:
             out.workloads.append(controller_id(kind, meta.get("namespace") or "default", meta.get("name", "")))
     return out

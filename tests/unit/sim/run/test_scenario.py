@@ -47,7 +47,7 @@ def test_bad_field_names_its_path():
 def test_bad_value_names_its_path():
     with pytest.raises(ScenarioError, match=r"capacity\[0\]\.error"):
         parse_scenario({**MINIMAL, "capacity": [{"instanceType": "c7i*", "error": "Nope"}]}, "x.yaml")
-    with pytest.raises(ScenarioError, match=r"cluster\.version: Value error, expected a Kubernetes minor version"):
+    with pytest.raises(ScenarioError, match=r"cluster\.version: expected a Kubernetes minor version"):
         parse_scenario({"cluster": {"version": "latest"}}, "x.yaml")
 
 
