@@ -147,3 +147,16 @@ def test_a_schedule_or_queue_setting_of_its_own_is_refused_by_name(field):
     """Functions run on their deployed triggers: a scenario cannot make them run more often."""
     with pytest.raises(ScenarioError, match=field):
         parse_scenario({**MINIMAL, field: 30}, "s.yaml")
+
+
+def test_a_step_is_named_by_its_place_in_the_file_not_its_place_in_time(tmp_path: Path):
+    (tmp_path / "demo.yaml").write_text(
+        "cluster: {name: demo}\n"
+        "manifests:\n  - " + NODECLASS.replace("\n", "\n    ").rstrip() + "\n"
+        "workload:\n"
+        "  - {at: 120, scale: {deployment: api, replicas: 2}}\n"
+        "  - {at: 0, delete: {deployment: web}}\n")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(tmp_path / "demo.yaml")
+    lines = str(err.value).splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["workload[1].delete.deployment", "workload[0].scale.deployment"]
