@@ -6,7 +6,10 @@ capability. The *truth* section is what the real world would do and carpool cann
 the simulation plays it so carpool's learning and fallbacks are exercised.
 
 Field names are camelCase in YAML (like Kubernetes) and snake_case in Python. Unknown fields are errors,
-so a typo is reported with its path (`workload[2].scale.replica: Extra inputs are not permitted`).
+so a typo is reported with its path (`workload[2].scale.replica: Extra inputs are not permitted`), and so
+is a repeated key. `load_scenario` also checks, before any run, what would otherwise fail or do nothing
+minutes in (`runnable_problems`): the manifests load as carpool's loader reads them (workloads as strictly
+as the API server, `scenario_manifests`), steps name workloads applied by then, zones and NodePools exist.
 """
 
 from __future__ import annotations
