@@ -426,9 +426,12 @@ def _read_document(p: Path) -> Any:
                             "`carpool plan --manifests` read manifests; a scenario names them under `manifests:`")
     if len(docs) > 1:
         raise ScenarioError(f"{p}: {len(docs)} YAML documents; a scenario is one document")
-    for path, key, line in documents[0][0] if documents else []:
+    if not docs:
+        return None
+    if documents[0][0]:  # the first repeat; the file is fixed one key at a time, as the API server says
+        path, key, line = documents[0][0][0]
         raise ScenarioError(f"{p}: {path or '<root>'}: duplicate field {key!r} (again at line {line})")
-    return docs[0] if docs else None
+    return docs[0]
 
 
 def runnable_problems(scenario: Scenario) -> list[str]:
