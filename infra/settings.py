@@ -317,6 +317,8 @@ def _config_file(context: Mapping[str, Any], base_dir: Path | None) -> Path | No
     path = Path(value).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
+    if path.is_dir():
+        raise SettingsError(f"context configFile={value!r}: is a directory, not a file ({path})")
     if not path.is_file():
         raise SettingsError(f"context configFile={value!r}: no such file ({path})")
     return path

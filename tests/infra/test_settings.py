@@ -143,3 +143,9 @@ def test_cluster_facts_as_context_keys() -> None:
 def test_inconsistent_cluster_facts_are_refused(context: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(".", r"\.")):
         Settings.from_context({"clusterName": "c", **context})
+
+
+def test_config_file_that_is_a_directory_is_said_so(tmp_path):
+    (tmp_path / "pools").mkdir()
+    with pytest.raises(SettingsError, match=r"configFile='pools': is a directory, not a file"):
+        Settings.from_context({"clusterName": "demo", "configFile": "pools"}, base_dir=tmp_path)

@@ -150,13 +150,15 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
 
 
-def load(sources: Source | Iterable[Source]) -> Manifests:
+def load(sources: Source | Iterable[Source], *, expand: bool = True) -> Manifests:
     """Load files, directories (their *.yaml/*.yml/*.json), YAML/JSON text or parsed dicts.
 
     A string is text when it spans lines, starts with "{" or contains ": "; otherwise it is a path.
+    `expand=False` validates workloads without making their pods (a check before a run that makes them
+    later: a 10,000-replica Deployment costs most of a second to expand).
     Raises `ManifestErrors` with every problem of every document.
     """
-    loader = _Loader()
+    loader = _Loader(expand)
     items = [sources] if isinstance(sources, str | Path | Mapping) else list(sources)
     for index, source in enumerate(items, 1):
         loader.source(source, index)
@@ -195,7 +197,8 @@ class _PendingPod:
 
 
 class _Loader:
-    def __init__(self) -> None:
+    def __init__(self, expand: bool = True) -> None:
+        self.expand = expand
         self.out = Manifests()
         self.errors: list[ManifestError] = []
         #: consecutive Pod documents, validated together by `flush` (pod lists run to 100,000 items)
@@ -404,7 +407,7 @@ class _Loader:
             as_pending(obj)  # a hand-written pod: just created, and no node fits it yet
         produced: list[tuple[str, BaseModel]] = [(kind, obj)]
         if isinstance(obj, _WORKLOADS):
-            produced = [("Pod", pod) for pod in obj.pods()]
+            produced = [("Pod", pod) for pod in obj.pods()] if self.expand else []
         for produced_kind, item in produced:
             key = (produced_kind, _key(item))
             first = self.out.documents.get(key)

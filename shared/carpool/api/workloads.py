@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from carpool.api.base import KubeModel
 from carpool.api.k8s import (
@@ -28,9 +28,13 @@ from carpool.api.selectors import LabelSelector
 __all__ = [
     "WORKLOAD_KINDS",
     "Deployment",
+    "DeploymentSpec",
     "Job",
+    "JobSpec",
     "ReplicaSet",
+    "ReplicaSetSpec",
     "StatefulSet",
+    "StatefulSetSpec",
     "Workload",
     "as_pending",
     "expand",
@@ -72,23 +76,77 @@ def pending_status(message: str = PENDING_MESSAGE) -> dict[str, Any]:
     }
 
 
-class _ReplicatedSpec(KubeModel):
-    replicas: int = Field(default=1, ge=0)
+class _WorkloadSpec(KubeModel):
+    """A workload's spec, as strict as the API server's field validation: a field Kubernetes does not
+    declare (`replica: 20` for `replicas`) is refused with its path instead of silently running one pod.
+    The fields carpool does not read are declared as `Any` and left alone, so `kubectl get -o yaml`
+    output still loads."""
+
+    model_config = ConfigDict(extra="forbid")
+
     selector: LabelSelector | None = None
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
 
 
-class JobSpec(KubeModel):
+class _ReplicatedSpec(_WorkloadSpec):
+    replicas: int = Field(default=1, ge=0)
+    min_ready_seconds: Any = None
+
+
+class DeploymentSpec(_ReplicatedSpec):
+    """apps/v1 DeploymentSpec."""
+
+    strategy: Any = None
+    revision_history_limit: Any = None
+    paused: Any = None
+    progress_deadline_seconds: Any = None
+
+
+class ReplicaSetSpec(_ReplicatedSpec):
+    """apps/v1 ReplicaSetSpec."""
+
+
+class StatefulSetSpec(_ReplicatedSpec):
+    """apps/v1 StatefulSetSpec."""
+
+    service_name: Any = None
+    volume_claim_templates: Any = None
+    pod_management_policy: Any = None
+    update_strategy: Any = None
+    revision_history_limit: Any = None
+    persistent_volume_claim_retention_policy: Any = None
+    ordinals: Any = None
+
+
+class JobSpec(_WorkloadSpec):
+    """batch/v1 JobSpec."""
+
     parallelism: int = Field(default=1, ge=0)
     completions: int | None = Field(default=None, ge=0)
-    selector: LabelSelector | None = None
-    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    active_deadline_seconds: Any = None
+    pod_failure_policy: Any = None
+    success_policy: Any = None
+    backoff_limit: Any = None
+    backoff_limit_per_index: Any = None
+    max_failed_indexes: Any = None
+    manual_selector: Any = None
+    ttl_seconds_after_finished: Any = None
+    completion_mode: Any = None
+    suspend: Any = None
+    pod_replacement_policy: Any = None
+    managed_by: Any = None
 
 
 class _Workload(KubeModel):
+    """The object around the spec: its top-level fields are strict too (a `sepc:` would be an empty
+    workload); the status the API server writes is read and ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
     api_version: str
     kind: str
     metadata: NamedObjectMeta
+    status: Any = None
 
     @property
     def name(self) -> str:
@@ -121,7 +179,7 @@ class _Workload(KubeModel):
 
 
 class _Replicated(_Workload):
-    spec: _ReplicatedSpec = Field(default_factory=_ReplicatedSpec)
+    spec: _ReplicatedSpec = Field(default_factory=ReplicaSetSpec)
 
     def replicas(self) -> int:
         return self.spec.replicas
@@ -133,11 +191,13 @@ class _Replicated(_Workload):
 class Deployment(_Replicated):
     api_version: Literal["apps/v1"] = "apps/v1"
     kind: Literal["Deployment"] = "Deployment"
+    spec: DeploymentSpec = Field(default_factory=DeploymentSpec)
 
 
 class ReplicaSet(_Replicated):
     api_version: Literal["apps/v1"] = "apps/v1"
     kind: Literal["ReplicaSet"] = "ReplicaSet"
+    spec: ReplicaSetSpec = Field(default_factory=ReplicaSetSpec)
 
 
 class StatefulSet(_Replicated):
@@ -145,6 +205,7 @@ class StatefulSet(_Replicated):
 
     api_version: Literal["apps/v1"] = "apps/v1"
     kind: Literal["StatefulSet"] = "StatefulSet"
+    spec: StatefulSetSpec = Field(default_factory=StatefulSetSpec)
 
 
 class Job(_Workload):

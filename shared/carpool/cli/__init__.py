@@ -3,6 +3,9 @@
 Commands are imported only when invoked: `carpool plan` must not pay for the simulator, the AMI tooling or
 the capacity table at start-up (together about 300 ms of imports). `carpool --help` still lists every
 command, which does import them all.
+
+A usage error (an option out of its range, a missing option, an unknown command) is one line on stderr
+naming the option, and exit 2, like every other bad input (`files.fail`), not typer's boxed usage text.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:  # typer ships its own click; the `click` package is not needed at run time
@@ -49,6 +53,19 @@ class LazyCommands(TyperGroup):
             command.name = cmd_name
             self._loaded[cmd_name] = command
         return self._loaded[cmd_name]
+
+    def invoke(self, ctx: Context) -> Any:
+        """Run the command; a usage error of its options or arguments becomes one line and exit 2."""
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise  # the help text, as typer shows it
+        except UsageError as exc:
+            from carpool.cli import files
+
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            message = exc.format_message().replace("Value error, ", "").rstrip(".")
+            raise files.fail(f"{where}: {message} (see {where} --help)") from None
 
 
 app = typer.Typer(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,9 @@ from carpool.amis import (
 )
 from carpool.amis.mapping import InstanceTypeLike
 from carpool.cli import files
+
+#: a Kubernetes minor version, as the stack's `clusterVersion` context accepts it (`infra/settings.py`)
+KUBERNETES_MINOR = re.compile(r"1\.\d{1,3}")
 
 
 @dataclass
@@ -175,6 +179,8 @@ def _load_ami_file(path: Path, nodeclasses: Sequence[Any], cluster_version: str)
     records = raw.get("images", []) if isinstance(raw, dict) else raw
     if not isinstance(records, list):
         raise _fail(f"--ami-file {path}: expected a list of images (or images: [...])")
+    if not records:
+        raise _fail(f"--ami-file {path}: the file holds no images (expected a list of {{id, name, arch, ...}})")
     for index, record in enumerate(records):
         if not isinstance(record, dict):
             raise _fail(f"--ami-file {path}: record #{index}: expected a mapping (id, name, arch, ...)")
@@ -193,16 +199,23 @@ def _load_ami_file(path: Path, nodeclasses: Sequence[Any], cluster_version: str)
         raise _fail(f"--ami-file {path}: malformed record: {exc}") from None
 
 
+def _minor_version(value: str) -> str:
+    """`--cluster-version` as a Kubernetes minor version (`1.32`), as the stack's `clusterVersion` context."""
+    if not KUBERNETES_MINOR.fullmatch(value):
+        raise typer.BadParameter(f"{value!r} is not a Kubernetes minor version like 1.32")
+    return value
+
+
 def amis_command(
     manifests: Annotated[list[Path], typer.Option("--manifests", "-f", help="Manifest file(s); repeat the option.")],
-    ami_file: Annotated[Path | None, typer.Option("--ami-file", help="Images the aliases/terms resolve to.")] = None,
-    cluster_version: Annotated[str, typer.Option("--cluster-version", help="Kubernetes minor version.")] = "1.32",
+    ami_file: Annotated[Path, typer.Option(
+        "--ami-file", help="Images the aliases/terms resolve to (required: offline, carpool cannot query SSM or EC2).")],
+    cluster_version: Annotated[str, typer.Option(
+        "--cluster-version", callback=_minor_version, help="Kubernetes minor version, e.g. 1.32.")] = "1.32",
     instance_types: Annotated[str | None, typer.Option("--instance-types", help="Comma-separated; default all.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show which AMI each instance type gets, and why the others are not offered."""
-    if ami_file is None:
-        raise _fail("--ami-file is required offline (carpool cannot query SSM/EC2 from the CLI)")
     nodeclasses = _load_nodeclasses(manifests)
     source = _load_ami_file(ami_file, nodeclasses, cluster_version)
     names = [n.strip() for n in instance_types.split(",") if n.strip()] if instance_types else None

@@ -69,5 +69,13 @@ def writable_file(path: Path, what: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InputFileError(f"{what} {path}: the directory {parent} does not exist")
-    if path.exists() and not os.access(path, os.W_OK) or not path.exists() and not os.access(parent, os.W_OK):
+    existed = path.exists()
+    if existed and not os.access(path, os.W_OK) or not existed and not os.access(parent, os.W_OK):
         raise InputFileError(f"{what} {path}: not writable")
+    try:  # permissions are not the whole story (root, read-only or virtual file systems): open it
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise InputFileError(f"{what} {path}: not writable ({exc.strerror or exc})") from None
+    if not existed:
+        path.unlink(missing_ok=True)

@@ -149,6 +149,11 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=EXIT_USAGE)
 
 
+#: kubelet.maxPods and kubelet.podsPerCore are int32 with minimum 0 in Karpenter's EC2NodeClass CRD; the
+#: reserved ENIs (Karpenter's RESERVED_ENIS setting) are an int that may not be negative
+INT32_MAX = 2**31 - 1
+
+
 def _lookup(catalog: Catalog, names: list[str]) -> list[InstanceType]:
     found, unknown = [], []
     for name in names:
@@ -165,9 +170,11 @@ def max_pods(
     instance_types: Annotated[list[str], typer.Argument(metavar="TYPE...", help="Instance types, e.g. m5.large c6g.medium")],
     prefix_delegation: Annotated[bool, typer.Option("--prefix-delegation", help="VPC CNI prefix delegation on")] = False,
     custom_networking: Annotated[bool, typer.Option("--custom-networking", help="VPC CNI custom networking on")] = False,
-    reserved_enis: Annotated[int, typer.Option("--reserved-enis", min=0, help="ENIs not used for pods")] = 0,
-    max_pods_override: Annotated[int | None, typer.Option("--max-pods", min=0, help="kubelet.maxPods override")] = None,
-    pods_per_core: Annotated[int | None, typer.Option("--pods-per-core", min=0, help="kubelet.podsPerCore")] = None,
+    reserved_enis: Annotated[int, typer.Option("--reserved-enis", min=0, max=INT32_MAX, help="ENIs not used for pods")] = 0,
+    max_pods_override: Annotated[int | None, typer.Option(
+        "--max-pods", min=0, max=INT32_MAX, help="kubelet.maxPods override")] = None,
+    pods_per_core: Annotated[int | None, typer.Option(
+        "--pods-per-core", min=0, max=INT32_MAX, help="kubelet.podsPerCore")] = None,
     ami_family: Annotated[FamilyChoice, typer.Option("--ami-family", case_sensitive=False)] = FamilyChoice.al2023,
     region: Annotated[str, typer.Option("--region", help="Catalog region (offline snapshot)")] = "us-east-1",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,

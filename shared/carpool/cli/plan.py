@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from carpool import cyclic_gc
+from carpool import labels as wk
 from carpool.api.loader import ManifestErrors, Manifests, load
 from carpool.app.offline_planning import (
     PlanInputError,
@@ -27,6 +28,7 @@ from carpool.app.offline_planning import (
     plan,
 )
 from carpool.cli.process_exit import keep_until_exit
+from carpool.launch.fleet import MAX_INSTANCE_TYPES
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions
 
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 EXIT_INVALID = 2
+#: the capacity types an offering has (`karpenter.sh/capacity-type`)
+CAPACITY_TYPES = (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND, wk.CAPACITY_RESERVED)
 
 
 def _unavailable(values: list[str]) -> list[tuple[str, str, str]]:
@@ -42,6 +46,9 @@ def _unavailable(values: list[str]) -> list[tuple[str, str, str]]:
         parts = v.split(":")
         if len(parts) != 3 or not all(parts):
             raise typer.BadParameter(f"{v!r}: expected TYPE:ZONE:CAPACITY_TYPE (e.g. c7i-flex.large:us-east-1a:spot)",
+                                     param_hint="--unavailable")
+        if parts[2] not in CAPACITY_TYPES:
+            raise typer.BadParameter(f"{v!r}: capacity type {parts[2]!r} is not one of {', '.join(CAPACITY_TYPES)}",
                                      param_hint="--unavailable")
         out.append((parts[0], parts[1], parts[2]))
     return out
@@ -54,7 +61,9 @@ def plan_command(
     region: Annotated[str, typer.Option("--region", help="Catalog region.")] = "us-east-1",
     unavailable: Annotated[list[str] | None, typer.Option("--unavailable", help="TYPE:ZONE:CAPACITY_TYPE without capacity (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    max_instance_types: Annotated[int, typer.Option("--max-instance-types", help="Options listed per claim (0 = all).")] = 60,
+    max_instance_types: Annotated[int, typer.Option(
+        "--max-instance-types", min=0, max=MAX_INSTANCE_TYPES,
+        help=f"Options listed per claim (0 = all; CreateFleet takes at most {MAX_INSTANCE_TYPES}).")] = MAX_INSTANCE_TYPES,
     capacity: Annotated[Path | None, typer.Option("--capacity", help="Learned capacity (`carpool capacity --json` output).")] = None,
 ) -> None:
     """Plan NodeClaims for pending pods (offline; prints claims, cost and a reason per unplaced pod)."""

@@ -48,8 +48,9 @@ def simulate(
         raise files.fail(str(exc)) from None
     try:
         sc = load_scenario(scenario)
-    except ScenarioError as exc:
-        err.print(f"[red]invalid scenario[/]\n{exc}", markup=True, highlight=False)
+    except ScenarioError as exc:  # one line a problem, each naming the file and the field
+        for line in str(exc).splitlines():
+            typer.echo(f"error: {line}", err=True)
         raise typer.Exit(files.EXIT_INVALID) from None
     show_progress = not quiet and sys.stderr.isatty()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"

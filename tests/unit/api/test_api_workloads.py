@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from carpool.api.loader import load
+from carpool.api.loader import ManifestErrors, load
 from carpool.api.workloads import Deployment, Job, stable_uid
 
 
@@ -181,3 +181,40 @@ def test_expanded_pods_own_every_part_of_their_spec_and_metadata() -> None:
     assert len(b.spec.tolerations) == 1 and b.spec.node_selector == {"a": "b"}
     assert b.spec.volumes[0].ephemeral == {"volumeClaimTemplate": {}}
     assert b.is_provisionable()
+
+
+@pytest.mark.parametrize(
+    ("doc", "path", "hint"),
+    [
+        (workload("Deployment", replica=20), "spec.replica", "replicas"),
+        (workload("StatefulSet", replicas=2, servicename="web"), "spec.servicename", "serviceName"),
+        (workload("Job", api="batch/v1", paralelism=4), "spec.paralelism", "parallelism"),
+        ({**workload("Deployment"), "sepc": {"replicas": 3}}, "sepc", "spec"),
+    ],
+    ids=["deployment-replica", "statefulset-servicename", "job-paralelism", "top-level-sepc"],
+)
+def test_a_field_kubernetes_does_not_declare_is_refused_with_its_path(doc: dict[str, Any], path: str,
+                                                                       hint: str) -> None:
+    """The API server's strict field validation refuses these; silently they ran one pod (or none)."""
+    with pytest.raises(ManifestErrors) as caught:
+        load(doc)
+    [error] = caught.value.errors
+    assert error.path == path
+    assert error.message.startswith(f"unknown field {path.rsplit('.', 1)[-1]!r}") and f"did you mean {hint!r}" in error.message
+
+
+def test_what_kubectl_get_writes_for_a_workload_still_loads() -> None:
+    doc = workload("Deployment", replicas=2, strategy={"type": "RollingUpdate"}, revisionHistoryLimit=10,
+                   progressDeadlineSeconds=600, minReadySeconds=0, paused=False)
+    doc["status"] = {"replicas": 2, "readyReplicas": 2, "observedGeneration": 1}
+    job = workload("Job", api="batch/v1", parallelism=2, backoffLimit=6, completionMode="NonIndexed",
+                   suspend=False, podReplacementPolicy="TerminatingOrFailed", ttlSecondsAfterFinished=100)
+    job["metadata"]["name"] = "batch"
+    assert len(load([doc, job]).pods) == 4
+
+
+def test_a_workload_checked_without_its_pods() -> None:
+    """`expand=False`: validated as ever (a typo still refused), but no pod made (a run makes them)."""
+    assert load(workload("Deployment", replicas=10_000), expand=False).pods == []
+    with pytest.raises(ManifestErrors):
+        load(workload("Deployment", replica=3), expand=False)

@@ -22,6 +22,10 @@ class Cni(YamlModel):
     custom_networking: bool = False
 
 
+#: the families a simulated node boots as (`nodeboot`: its user data, else its image's name)
+OVERHEAD_FAMILIES = ("al2023", "al2", "bottlerocket", "windows", "custom")
+
+
 class Truth(YamlModel):
     """What the real world does, unknown to carpool until it observes it."""
 
@@ -37,6 +41,17 @@ class Truth(YamlModel):
     #: unschedulable queue with a backoff (1 s, doubling per failed attempt, at most 10 s, counted from the
     #: last attempt), so they bind up to 10 s after the Node update that lets them in. 0: at once.
     bind_seconds: float = Field(default=0.0, ge=0, le=10)
+
+    @field_validator("memory_overhead_percent")
+    @classmethod
+    def _known_families(cls, v: dict[str, float]) -> dict[str, float]:
+        """A family the node boot never reports (`al2-023`) would silently keep the default overhead."""
+        for family, percent in v.items():
+            if family not in OVERHEAD_FAMILIES:
+                raise ValueError(f"{family!r} is not an AMI family a node boots as ({', '.join(OVERHEAD_FAMILIES)})")
+            if not 0 <= percent < 100:
+                raise ValueError(f"{family}: {percent:g} is not a percentage of memory (0 to under 100)")
+        return v
 
     def overhead_percent(self, family: str) -> float:
         return self.memory_overhead_percent.get(family, self.memory_overhead_percent.get("custom", 7.5))

@@ -6,25 +6,41 @@ capability. The *truth* section is what the real world would do and carpool cann
 the simulation plays it so carpool's learning and fallbacks are exercised.
 
 Field names are camelCase in YAML (like Kubernetes) and snake_case in Python. Unknown fields are errors,
-so a typo is reported with its path (`workload[2].scale.replica: Extra inputs are not permitted`).
+so a typo is reported with its path (`workload[2].scale.replica: Extra inputs are not permitted`), and so
+is a repeated key. `load_scenario` also checks, before any run, what would otherwise fail or do nothing
+minutes in (`runnable_problems`): the manifests load as carpool's loader reads them (workloads as strictly
+as the API server, `scenario_manifests`), steps name workloads applied by then, zones and NodePools exist.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias_paths
+from carpool.api.loader import strict_yaml_documents
 from carpool.sim.cluster.specs import Agent, Cni, Delete, KubeletFault, Scale, Truth
+from carpool.sim.cluster.workload import WORKLOAD_KINDS, controller_id
+from carpool.sim.run.scenario_manifests import (
+    ManifestCheck,
+    ManifestSource,
+    ScenarioError,
+    check_manifest,
+    resolve_manifest,
+)
 from carpool.sim.yaml_model import YamlModel
+
+__all__ = ["ManifestSource", "Scenario", "ScenarioError", "WorkloadStep", "load_scenario", "parse_scenario",
+           "resolve_manifest"]
 
 #: Errors that CreateFleet reports for offerings without capacity (see reference §6).
 CapacityErrorCode = Literal[
@@ -35,10 +51,6 @@ CapacityErrorCode = Literal[
     "Unsupported",
     "InsufficientFreeAddressesInSubnet",
 ]
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be run; the message names the file and the field."""
 
 
 class ClusterSpec(YamlModel):
@@ -55,10 +67,6 @@ class ClusterSpec(YamlModel):
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
             raise ValueError(f"expected a Kubernetes minor version like '1.32', got {v!r}")
         return v
-
-
-#: A manifest source: a path relative to the scenario file, inline YAML text, or inline document(s).
-ManifestSource = str | dict[str, Any] | list[dict[str, Any]]
 
 
 class AmiSpec(YamlModel):
@@ -252,6 +260,8 @@ class WorkloadStep(YamlModel):
     #: someone turns on termination protection for these instances (ModifyInstanceAttribute
     #: `DisableApiTermination`): EC2 then refuses TerminateInstances with `OperationNotPermitted`
     termination_protection: InstanceSelector | None = None
+    #: where the step is in the file (the steps are sorted by time once read): its messages name it so
+    _position: int = PrivateAttr(default=0)
 
     @model_validator(mode="after")
     def _one_action(self) -> WorkloadStep:
@@ -262,6 +272,11 @@ class WorkloadStep(YamlModel):
                 f" (got {', '.join(actions) or 'none'})"
             )
         return self
+
+    @property
+    def path(self) -> str:
+        """`workload[2]`: the step as the scenario file places it."""
+        return f"workload[{self._position}]"
 
     @property
     def action(self) -> str:
@@ -324,6 +339,8 @@ class Scenario(YamlModel):
 
     @model_validator(mode="after")
     def _sorted_steps(self) -> Scenario:
+        for position, step in enumerate(self.workload):
+            step._position = position
         self.workload.sort(key=lambda s: s.at)
         return self
 
@@ -346,20 +363,6 @@ class Scenario(YamlModel):
         return out
 
 
-def resolve_manifest(src: ManifestSource, base_dir: Path, label: str) -> tuple[str, str]:
-    """Turn a manifest source into (label, YAML text). Text with a newline or a colon is inline YAML."""
-    if isinstance(src, dict):
-        return label, yaml.safe_dump(src, sort_keys=False)
-    if isinstance(src, list):
-        return label, yaml.safe_dump_all(src, sort_keys=False)
-    if "\n" in src or ":" in src:
-        return label, src
-    path = (base_dir / src).resolve()
-    if not path.is_file():
-        raise ScenarioError(f"{label}: manifest file {src!r} not found (looked in {base_dir})")
-    return str(path), path.read_text()
-
-
 def _format_errors(source: str, err: ValidationError) -> str:
     lines = []
     for e in err.errors():
@@ -371,7 +374,7 @@ def _format_errors(source: str, err: ValidationError) -> str:
                 continue  # union member names pydantic adds to the location
             else:
                 path += ("." if path else "") + str(part)
-        lines.append(f"{source}: {path or '<root>'}: {e['msg']}")
+        lines.append(f"{source}: {path or '<root>'}: {e['msg'].removeprefix('Value error, ')}")
     return "\n".join(dict.fromkeys(lines))
 
 
@@ -389,18 +392,144 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario file. Raises ScenarioError with the file and field path on any problem."""
+    """Read a scenario file and check that it can be run: its manifests load and its steps name what
+    exists when they come due. Raises ScenarioError, one line a problem, naming the file and the field."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as err:
-        raise ScenarioError(f"{p}: cannot read scenario ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{p}: not valid YAML: {err}") from None
-    scenario = parse_scenario(data, str(p), p.resolve().parent)
+    scenario = parse_scenario(_read_document(p), str(p), p.resolve().parent)
     if not scenario.name:
         scenario.name = p.stem
+    problems = runnable_problems(scenario)
+    if problems:
+        raise ScenarioError("\n".join(f"{p}: {problem}" for problem in problems))
     return scenario
+
+
+def _read_document(p: Path) -> Any:
+    """The one YAML document of a scenario file, read as strictly as a manifest (a repeated key refused)."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(f"{p}: cannot read scenario ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{p}: not a text file (it is not UTF-8: binary?)") from None
+    try:
+        documents = [(dup, doc) for dup, doc in strict_yaml_documents(text) if doc is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ScenarioError(f"{p}: not valid YAML: {problem}{where}") from None
+    docs = [doc for _dup, doc in documents]
+    if any(isinstance(d, dict) and "apiVersion" in d and "kind" in d for d in docs):
+        kinds = ", ".join(dict.fromkeys(str(d.get("kind")) for d in docs if isinstance(d, dict)))
+        raise ScenarioError(f"{p}: a Kubernetes manifest ({kinds}), not a scenario: `carpool validate` and "
+                            "`carpool plan --manifests` read manifests; a scenario names them under `manifests:`")
+    if len(docs) > 1:
+        raise ScenarioError(f"{p}: {len(docs)} YAML documents; a scenario is one document")
+    if not docs:
+        return None
+    if documents[0][0]:  # the first repeat; the file is fixed one key at a time, as the API server says
+        path, key, line = documents[0][0][0]
+        raise ScenarioError(f"{p}: {path or '<root>'}: duplicate field {key!r} (again at line {line})")
+    return docs[0]
+
+
+def runnable_problems(scenario: Scenario) -> list[str]:
+    """What would stop the run once started, or make a part of it do nothing: a manifest that does not
+    load (its file missing, a field carpool refuses), no NodePool or EC2NodeClass to start from, a step
+    scaling or deleting a workload not applied by then, a zone the cluster does not have, a NodePool no
+    manifest defines, a node group of an instance type EC2 does not have."""
+    seen = _Applied()
+    problems = [*_manifest_problems(scenario, seen), *_zone_problems(scenario), *_node_group_problems(scenario)]
+    pools = ", ".join(sorted(seen.nodepools)) or "none"
+    problems += [f"{path}.nodePool: no NodePool {pool!r} in the scenario's manifests (defined: {pools})"
+                 for path, target in _targets(scenario)
+                 if (pool := getattr(target, "node_pool", None)) is not None and pool not in seen.nodepools]
+    return problems
+
+
+@dataclass
+class _Applied:
+    """What the scenario's manifests have applied so far, in the order the run plays them."""
+
+    workloads: set[str] = field(default_factory=set)
+    nodepools: set[str] = field(default_factory=set)
+    config: bool = False
+
+    def add(self, check: ManifestCheck) -> list[str]:
+        self.workloads.update(check.workloads)
+        self.nodepools.update(check.nodepools)
+        self.config = self.config or check.config
+        return check.problems
+
+
+def _manifest_problems(scenario: Scenario, seen: _Applied) -> list[str]:
+    base = scenario.base_dir
+    problems = [p for i, src in enumerate(scenario.manifests) for p in seen.add(check_manifest(src, base, f"manifests[{i}]"))]
+    if not problems and not seen.config:
+        problems.append("manifests: no NodePool or EC2NodeClass (carpool has nothing to launch from)")
+    for step in scenario.workload:
+        if step.apply is not None:
+            problems += seen.add(check_manifest(step.apply, base, f"{step.path}.apply"))
+        for action, target in (("scale", step.scale), ("delete", step.delete)):
+            name = getattr(target, "deployment", None)
+            if target is None or name is None:
+                continue
+            key = _applied(seen.workloads, name, target.namespace)
+            if key is None:
+                problems.append(f"{step.path}.{action}.deployment: no workload {target.namespace}/{name} is applied "
+                                f"before {step.at:g}s (applied: {', '.join(sorted(seen.workloads)) or 'none'})")
+            elif action == "delete":
+                seen.workloads.discard(key)
+    for i, race in enumerate(scenario.races):
+        problems += seen.add(check_manifest(race.apply, base, f"races[{i}].apply"))
+    return problems
+
+
+def _targets(scenario: Scenario) -> list[tuple[str, Any]]:
+    """(path, section) of every section that picks nodes or offerings by zone or NodePool."""
+    out: list[tuple[str, Any]] = [(f"nodeGroups[{i}]", g) for i, g in enumerate(scenario.node_groups)]
+    out += [(f"capacity[{i}]", c) for i, c in enumerate(scenario.capacity)]
+    out += [(f"agents[{i}].nodes", a.nodes) for i, a in enumerate(scenario.agents)]
+    out += [(f"kubelets[{i}]", k) for i, k in enumerate(scenario.kubelets)]
+    out += [(f"terminationDenials[{i}]", d) for i, d in enumerate(scenario.termination_denials)]
+    for step in scenario.workload:
+        for name in ("spot_interruption", "health_event", "termination_protection"):
+            if (selector := getattr(step, name)) is not None:
+                out.append((f"{step.path}.{to_camel(name)}", selector))
+    return out
+
+
+def _zone_problems(scenario: Scenario) -> list[str]:
+    """A zone must be the cluster's (its subnets are the only ones), and the cluster's in its region."""
+    cluster = scenario.cluster
+    problems = [f"cluster.zones[{i}]: {zone!r} is not a zone of region {cluster.region}"
+                for i, zone in enumerate(cluster.zones) if not zone.startswith(cluster.region)]
+    zones = ", ".join(cluster.zones)
+    problems += [f"{path}.zone: {zone!r} is not one of the cluster's zones ({zones})"
+                 for path, target in _targets(scenario)
+                 if (zone := getattr(target, "zone", None)) is not None and zone not in cluster.zones]
+    return problems
+
+
+def _node_group_problems(scenario: Scenario) -> list[str]:
+    """A node group's instances are launched as listed: EC2 refuses a type it does not have."""
+    if not scenario.node_groups:
+        return []
+    from carpool.catalog import Catalog, SnapshotNotFound
+
+    try:
+        types = Catalog.snapshot(scenario.cluster.region).types
+    except SnapshotNotFound:
+        return []  # no offline catalog to check against: local EC2 says it
+    return [f"nodeGroups[{i}].instanceType: {g.instance_type!r} is not an EC2 instance type"
+            + (f" (did you mean {', '.join(close)}?)" if (close := difflib.get_close_matches(g.instance_type, list(types), 3)) else "")
+            for i, g in enumerate(scenario.node_groups) if g.instance_type not in types]
+
+
+def _applied(applied: set[str], name: str, namespace: str) -> str | None:
+    """The workload a step names, found as the simulated cluster finds it (any workload kind)."""
+    return next((k for kind in WORKLOAD_KINDS if (k := controller_id(kind, namespace, name)) in applied), None)
 
 
 #: The tag the usual EC2NodeClass selects its subnets and security groups by, with the cluster's name.

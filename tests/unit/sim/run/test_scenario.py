@@ -47,7 +47,7 @@ def test_bad_field_names_its_path():
 def test_bad_value_names_its_path():
     with pytest.raises(ScenarioError, match=r"capacity\[0\]\.error"):
         parse_scenario({**MINIMAL, "capacity": [{"instanceType": "c7i*", "error": "Nope"}]}, "x.yaml")
-    with pytest.raises(ScenarioError, match=r"cluster\.version: Value error, expected a Kubernetes minor version"):
+    with pytest.raises(ScenarioError, match=r"cluster\.version: expected a Kubernetes minor version"):
         parse_scenario({"cluster": {"version": "latest"}}, "x.yaml")
 
 
@@ -63,13 +63,25 @@ def test_capacity_window_must_be_ordered():
         parse_scenario({"capacity": [{"instanceType": "m5.large", "from": 100, "until": 50}]})
 
 
+NODECLASS = """\
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: node-role
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"""
+
+
 def test_load_reads_file_and_resolves_relative_manifests(tmp_path: Path):
-    (tmp_path / "pools.yaml").write_text("kind: NodePool\n")
+    (tmp_path / "pools.yaml").write_text(NODECLASS)
     (tmp_path / "demo.yaml").write_text("cluster: {name: demo}\nmanifests: [pools.yaml]\n")
     sc = load_scenario(tmp_path / "demo.yaml")
     assert sc.name == "demo"
     [(label, text)] = sc.manifest_texts()
-    assert label.endswith("pools.yaml") and text == "kind: NodePool\n"
+    assert label.endswith("pools.yaml") and text == NODECLASS
 
 
 def test_missing_manifest_file_is_reported(tmp_path: Path):
@@ -135,3 +147,16 @@ def test_a_schedule_or_queue_setting_of_its_own_is_refused_by_name(field):
     """Functions run on their deployed triggers: a scenario cannot make them run more often."""
     with pytest.raises(ScenarioError, match=field):
         parse_scenario({**MINIMAL, field: 30}, "s.yaml")
+
+
+def test_a_step_is_named_by_its_place_in_the_file_not_its_place_in_time(tmp_path: Path):
+    (tmp_path / "demo.yaml").write_text(
+        "cluster: {name: demo}\n"
+        "manifests:\n  - " + NODECLASS.replace("\n", "\n    ").rstrip() + "\n"
+        "workload:\n"
+        "  - {at: 120, scale: {deployment: api, replicas: 2}}\n"
+        "  - {at: 0, delete: {deployment: web}}\n")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(tmp_path / "demo.yaml")
+    lines = str(err.value).splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["workload[1].delete.deployment", "workload[0].scale.deployment"]

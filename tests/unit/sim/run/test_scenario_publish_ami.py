@@ -55,7 +55,7 @@ def test_bottlerocket_releases_and_a_given_creation_date() -> None:
 
 
 @pytest.mark.parametrize(("publish", "message"), [
-    ({"alias": "windows2022", "version": "v20250301"}, r"publishAmi\.alias: Value error, 'windows2022': publishAmi "
+    ({"alias": "windows2022", "version": "v20250301"}, r"publishAmi\.alias: 'windows2022': publishAmi "
                                                       r"publishes a release of al2023, al2, bottlerocket"),
     ({"alias": "al2023@v20240101", "version": "v20250301"}, r"publishAmi\.alias: .*published under @latest"),
     ({"alias": "al2023", "version": "1.33.0"}, r"publishAmi: .*version '1\.33\.0': al2023 releases are written "
