@@ -112,9 +112,9 @@ def _charge_exactly(claims: list[Claim], nodes: list[Node], decisions: orphans.D
     written = {c.claim.name for c in decisions.repairs} | {t.claim.name for t in decisions.terminations if t.claim}
     by_name = {n.name: n for n in nodes}
     registered = [c for c in claims if c.node_name in by_name and c.name not in written]
-    sizes = capacities((c.instance_type or "" for c in registered), deps, now)
+    launched = {t: charges.charged(c) for t, c in capacities((c.instance_type or "" for c in registered), deps, now).items()}
     for claim in registered:
-        due = orphans.charge_due(claim, by_name.get(claim.node_name or ""), sizes.get(claim.instance_type or "", {}))
+        due = orphans.charge_due(claim, by_name.get(claim.node_name or ""), launched.get(claim.instance_type or "", {}))
         if due is None:
             continue
         try:

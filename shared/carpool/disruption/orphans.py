@@ -26,12 +26,13 @@ function (`carpool.app.cleanup`) carries them out.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from carpool import labels
+from carpool import labels, resources
 from carpool.api.k8s import Node
 from carpool.launch import fleet
 from carpool.resources import Resources
@@ -334,15 +335,25 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime, type_capac
     )
 
 
-def charge_due(claim: Claim, node: Node | None, type_capacity: Resources) -> Resources | None:
+def charge_due(claim: Claim, node: Node | None, launched: Resources) -> Resources | None:
     """The charge a registered claim should hold and does not (a claim stored holding its largest option
     or missing a resource, before a launch or a registration re-charged it): its node's
-    (`carpool.state.charges.registered`). None when it holds it already, or when it is not registered
-    or its node is not known (a launched claim is charged its type when its launch is recorded)."""
+    (`carpool.state.charges.registered`, `launched` what a node of its type holds:
+    `carpool.state.charges.charged`). None when it holds it already, or when it is not registered or its
+    node is not known (a launched claim is charged its type when its launch is recorded)."""
     if claim.status != ClaimStatus.REGISTERED or node is None or node.name != claim.node_name:
         return None
-    due = charges.registered(node.capacity(), charges.charged(type_capacity) if type_capacity else claim.reserved)
-    return due if charges.difference(due, claim.reserved) else None
+    due = charges.registered(_capacity(tuple(node.status.capacity.items())), launched or claim.reserved)
+    if due == claim.reserved or not charges.difference(due, claim.reserved):
+        return None
+    return due
+
+
+@functools.lru_cache(maxsize=1024)
+def _capacity(raw: tuple[tuple[str, Any], ...]) -> Resources:
+    """A node's capacity parsed once per distinct figure (nodes of a type report the same): every
+    disruption run looks at every registered claim's node."""
+    return resources.parse(dict(raw))
 
 
 # -- time -------------------------------------------------------------------------------------------------
