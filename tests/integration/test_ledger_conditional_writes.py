@@ -7,7 +7,8 @@ and DynamoDB on moto, so the two cannot differ.
   to what is stored now, keeping the other write;
 - a launch recorded late writes only its launch, keeps a registration made meanwhile, and is refused on a
   claim that records another instance or is gone;
-- `charge` grows a claim's `reserved` and its pool's usage together, and a release gives all of it back;
+- `recharge` sets a claim's `reserved` and changes its pool's usage together, and a release gives all of it
+  back;
 - disruption progress (`Claim.disruption` and the other typed fields) is saved and read back as written,
   and a claim an older version stored with that progress as labels is read with the typed fields.
 """
@@ -94,16 +95,16 @@ def test_a_late_launch_record_keeps_a_registration_made_meanwhile(ledger: Any, n
     assert ledger.get("c1").instance_id == "i-1"
 
 
-def test_a_charge_grows_the_claim_and_its_pool_together_and_a_release_gives_it_all_back(
+def test_a_recharge_sets_the_claim_and_its_pool_together_and_a_release_gives_it_all_back(
         ledger: Any, now: datetime) -> None:
     reserved(ledger, "c1", now)
     stale = ledger.get("c1")
     claim = ledger.get("c1")
-    ledger.charge(claim, {GPU: 1})
+    ledger.recharge(claim, {"cpu": 2000, "memory": 8 * GIB, "nodes": 1, GPU: 1})
     assert claim.reserved[GPU] == 1 and ledger.get("c1").reserved[GPU] == 1
     assert ledger.usage()["default"][GPU] == 1
     with pytest.raises(saving.ClaimChanged):
-        ledger.charge(stale, {GPU: 1})  # read before the first charge: never charged twice
+        ledger.recharge(stale, {"cpu": 2000, "memory": 8 * GIB, "nodes": 1, GPU: 2})  # read before: refused
     assert ledger.usage()["default"][GPU] == 1
     ledger.release(stale)  # a stale copy still gives back what the claim holds now
     assert ledger.usage()["default"] == {"cpu": 0, "memory": 0, "nodes": 0, GPU: 0}

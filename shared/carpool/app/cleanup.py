@@ -22,16 +22,16 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from carpool import labels, observability
+from carpool.api.k8s import Node
 from carpool.app import drain, pod_snapshot, profiles
 from carpool.app.disruption_summary import DisruptSummary
+from carpool.app.instances import capacities
 from carpool.app.isolation import isolated
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import templates
-from carpool.resources import Resources
-from carpool.sizing.allocatable import size_node
-from carpool.state import saving
+from carpool.state import charges, saving
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim
 from carpool.state.ports import ReservationRefused
 
@@ -56,7 +56,8 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
                   or any(c.status in IN_FLIGHT_STATUSES and now - c.created_at >= timeout for c in claims))
     serving = _serving(deps) if needs_pods else {}
     unknown = {i.instance_type for i in instances if i.instance_id not in known}
-    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps), _capacities(unknown, deps, now))
+    decisions = orphans.decide(instances, claims, nodes, serving, now, _limits(deps),
+                               capacities(unknown, deps, now))
     # each action is its own failure unit: one that fails is reported and the others still happen
     for repair in decisions.repairs:
         isolated(summary, "repair", f"claim {repair.claim.name}", partial(_repair, repair, deps, summary))
@@ -68,7 +69,7 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
     for termination in decisions.terminations:
         isolated(summary, termination.reason, f"instance {termination.instance_id}",
                  partial(_terminate, termination, deps, summary))
-    _charge_in_full(claims, decisions, deps, now, summary)
+    _charge_exactly(claims, nodes, decisions, deps, now, summary)
     _reconcile_usage(deps, summary)
     for subject, why in sorted(decisions.waiting.items()):
         log.info("%s left alone for now: %s", subject, why)
@@ -76,8 +77,11 @@ def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
 
 
 def _repair(repair: orphans.Repair, deps: Dependencies, summary: DisruptSummary) -> None:
+    """The instance recorded on its claim, which holds its instance type's capacity from now on."""
+    name = repair.claim.instance_type or ""
+    capacity = capacities([name], deps, deps.clock()).get(name)
     try:
-        deps.ledger.mark_launched(repair.claim)
+        deps.ledger.mark_launched(repair.claim, charges.charged(capacity) if capacity is not None else None)
     except saving.ClaimConflict as exc:  # released or repaired meanwhile: the next run reads it again
         log.info("repair of claim %s skipped: %s", repair.claim.name, exc)
         return
@@ -98,29 +102,31 @@ def _serving(deps: Dependencies) -> dict[str, int]:
     return dict(Counter(v.node for v in pod_snapshot.read(deps).pods() if v.node and v.reschedulable))
 
 
-def _charge_in_full(claims: list[Claim], decisions: orphans.Decisions, deps: Dependencies, now: datetime,
-                    summary: DisruptSummary) -> None:
-    """Charge every launched claim what its node has and it was never charged (`orphans.uncharged`), so
-    its pool's usage counts every resource of every node that runs, whatever limit is added later.
+def _charge_exactly(claims: list[Claim], nodes: list[Node], decisions: orphans.Decisions, deps: Dependencies,
+                    now: datetime, summary: DisruptSummary) -> None:
+    """Charge every registered claim what its node has (`orphans.charge_due`), where it holds something
+    else: a claim stored holding its largest option, or missing a resource (GPUs), before launches and
+    registrations re-charged claims. Its pool's usage changes with it, in the same conditional write.
     Claims this run just wrote are left to the next run (their version moved); a claim another function
     wrote meanwhile is too (it is read again then)."""
     written = {c.claim.name for c in decisions.repairs} | {t.claim.name for t in decisions.terminations if t.claim}
-    launched = [c for c in claims if c.instance_type and c.name not in written]
-    sizes = _capacities({c.instance_type for c in launched if c.instance_type}, deps, now)
-    for claim in launched:
-        extra = orphans.uncharged(claim, sizes.get(claim.instance_type or "", {}))
-        if not extra:
+    by_name = {n.name: n for n in nodes}
+    registered = [c for c in claims if c.node_name in by_name and c.name not in written]
+    launched = {t: charges.charged(c) for t, c in capacities((c.instance_type or "" for c in registered), deps, now).items()}
+    for claim in registered:
+        due = orphans.charge_due(claim, by_name.get(claim.node_name or ""), launched.get(claim.instance_type or "", {}))
+        if due is None:
             continue
         try:
-            deps.ledger.charge(claim, extra)
+            deps.ledger.recharge(claim, due)
         except saving.ClaimConflict as exc:
             log.info("claim %s not charged this run: %s", claim.name, exc)
             continue
         except Exception:  # noqa: BLE001 - one claim's bookkeeping must not stop the run; the next run retries
-            log.exception("claim %s could not be charged %s; tried again next run", claim.name, extra)
+            log.exception("claim %s could not be charged %s; tried again next run", claim.name, due)
             continue
         summary.charged.append(claim.name)
-        log.info("claim %s charged what its node has and it never held: %s", claim.name, extra)
+        log.info("claim %s charged what its node has: %s", claim.name, due)
 
 
 def _reconcile_usage(deps: Dependencies, summary: DisruptSummary) -> None:
@@ -135,15 +141,6 @@ def _reconcile_usage(deps: Dependencies, summary: DisruptSummary) -> None:
         summary.reconciled.append(pool)
         log.warning("NodePool %s usage had drifted from its claims; set to %s", pool, usage)
         observability.emit("UsageReconciled", nodepool=pool)
-
-
-def _capacities(instance_types: set[str], deps: Dependencies, now: datetime) -> dict[str, Resources]:
-    """What a node of each of these types has, sized as a launch sizes it: an adopted claim is charged
-    all of it (GPUs included, even before their device plugin advertises them on the node)."""
-    if not instance_types:
-        return {}
-    catalog = deps.catalog.get(now).types
-    return {name: size_node(catalog[name]).capacity for name in instance_types if name in catalog}
 
 
 def _owned_filters(deps: Dependencies) -> list[dict[str, object]]:

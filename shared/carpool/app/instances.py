@@ -13,11 +13,16 @@ the instance's claim is the one the launch paired it with, computed again from t
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import fleet
+from carpool.resources import Resources
+from carpool.sizing.allocatable import size_node
+from carpool.state import charges
 from carpool.state.models import ACTIVE_STATUSES, Claim
 
 log = logging.getLogger(__name__)
@@ -60,6 +65,18 @@ def claim_by_tag(instance_id: str, deps: Dependencies) -> tuple[Claim, bool] | N
     if claim.instance_id is not None:
         return claim, False
     claim = orphans.repaired(claim, instance)
-    deps.ledger.mark_launched(claim)
+    capacity = capacities([instance.instance_type], deps, deps.clock()).get(instance.instance_type)
+    deps.ledger.mark_launched(claim, charges.charged(capacity) if capacity is not None else None)
     log.warning("claim %s never recorded its instance; repaired from instance %s", claim.name, instance_id)
     return claim, True
+
+
+def capacities(instance_types: Iterable[str], deps: Dependencies, now: datetime) -> dict[str, Resources]:
+    """What a node of each of these types has, sized as a launch sizes it: what a claim launched as one
+    holds against its pool (`carpool.state.charges`), GPUs included before their device plugin
+    advertises them on the node. Types the catalog lacks are left out."""
+    wanted = {t for t in instance_types if t}
+    if not wanted:
+        return {}
+    catalog = deps.catalog.get(now).types
+    return {name: size_node(catalog[name]).capacity for name in wanted if name in catalog}

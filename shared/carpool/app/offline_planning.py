@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -30,7 +30,7 @@ from carpool.amis import map_instance_types
 from carpool.amis.offline import placeholder_amis
 from carpool.api.k8s import Node, Pod
 from carpool.api.loader import Manifests
-from carpool.app import pools
+from carpool.app import offline_limits, pools
 from carpool.catalog import Catalog
 from carpool.coexistence import Coexistence, Verdict
 from carpool.quantity import MIB
@@ -307,9 +307,19 @@ def load_capacity_rows(path: Path | str, now: datetime) -> dict[str, CapacityRec
 
 
 def plan(inputs: PlanInputs, options: ScheduleOptions | None = None) -> SchedulingResult:
-    """Schedule the inputs; pods left out for their volume claims are reported unschedulable with why."""
+    """Schedule the inputs; pods a pool's limit held back are planned again once the claims launched
+    (`offline_limits`, as the provisioner does); pods left out for their volume claims are reported
+    unschedulable with why."""
+    chosen = options or ScheduleOptions()
+
+    def again(pods: Sequence[si.PodSpec], pools: Sequence[si.PoolSpec], in_flight: Sequence[si.InFlightClaim],
+              claim_name: Callable[[str, int], str]) -> SchedulingResult:
+        return schedule(pods, pools, in_flight=in_flight, existing=inputs.existing, daemonsets=inputs.daemonsets,
+                        options=dataclasses.replace(chosen, claim_name=claim_name))
+
     result = schedule(inputs.pods, inputs.pools, existing=inputs.existing, daemonsets=inputs.daemonsets,
                       options=options)
+    result = offline_limits.catch_up(result, inputs.pods, inputs.pools, again)
     for key, reason in inputs.rejected.items():
         result.unschedulable[key] = {"*": reason}
     return result

@@ -33,6 +33,8 @@ from carpool.api.nodepool import NodePool
 from carpool.app import images, instances, recorder, startup
 from carpool.app.wiring import Dependencies
 from carpool.ports import NodeConflict, NodeGone
+from carpool.resources import Resources
+from carpool.state import charges
 from carpool.state.models import ACTIVE_STATUSES, Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
@@ -165,11 +167,19 @@ def _tag_instance(node: Node, claim: Claim, deps: Dependencies, summary: Registe
 def _claim_registered(node: Node, claim: Claim, deps: Dependencies, summary: RegisterSummary) -> Claim:
     if not node.is_ready() or (claim.status == ClaimStatus.REGISTERED and claim.node_name == node.name):
         return claim
-    marked = deps.ledger.mark_registered(claim.name, node.name, deps.clock())
+    marked = deps.ledger.mark_registered(claim.name, node.name, deps.clock(), _node_charge(node, claim, deps))
     if marked is None:
         return claim
     summary.claimed.append(node.name)
     return marked
+
+
+def _node_charge(node: Node, claim: Claim, deps: Dependencies) -> Resources:
+    """What the registered node holds against its pool: its `status.capacity` (Karpenter's NodeClaim
+    capacity follows its node), a resource it does not report yet at its instance type's figure."""
+    name = node.labels.get(labels.INSTANCE_TYPE) or claim.instance_type or ""
+    launched = instances.capacities([name], deps, deps.clock()).get(name)
+    return charges.registered(node.capacity(), charges.charged(launched) if launched is not None else claim.reserved)
 
 
 def _initialize(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary) -> None:

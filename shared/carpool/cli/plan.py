@@ -19,6 +19,7 @@ import typer
 from carpool import cyclic_gc
 from carpool import labels as wk
 from carpool.api.loader import ManifestErrors, Manifests, load
+from carpool.app import offline_limits
 from carpool.app.offline_planning import (
     PlanInputError,
     PlanInputs,
@@ -140,6 +141,8 @@ def render_json(result: SchedulingResult, inputs: PlanInputs, clock: Stopwatch) 
         out["pods"].setdefault(key, {}).update({"server": server, "serverReason": reason})
     for claim_json, claim in zip(out["nodeClaims"], result.claims, strict=True):
         claim_json["capacitySource"] = _source(inputs, claim)
+    out["limits"] = {pool: {r: {"usage": u, "limit": lim} for r, (u, lim) in used.items()}
+                     for pool, used in _limited_usage(result, inputs).items()}
     text = dumps_lines(out)  # the clock stops after the rendering it reports on
     return f'{text[:-2]},\n  "wallSeconds": {round(clock.total, 6)}\n}}'
 
@@ -210,6 +213,9 @@ def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
                           c.zone or (first.zone + "*" if first else "-"), str(len(c.pods)),
                           f"{c.price:.4f}", str(c.option_count), _source(inputs, c))
         out.print(table)
+    for pool, used in sorted(_limited_usage(result, inputs).items()):
+        shown = ", ".join(f"{r} {_amount(r, u)} / {_amount(r, lim)}" for r, (u, lim) in sorted(used.items()))
+        out.print(f"limits ({pool}) once these claims run as their cheapest options: {shown}", markup=False)
     nominated = result.nominations()
     for target, keys in sorted(nominated.items()):
         out.print(f"{len(keys)} pod(s) fit on {target}", markup=False)
@@ -231,6 +237,23 @@ def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
         f"${result.hourly_cost:.4f}/h, scheduled in {result.seconds * 1000:.1f} ms",
         markup=False,
     )
+
+
+def _limited_usage(result: SchedulingResult, inputs: PlanInputs) -> dict[str, dict[str, tuple[int, int]]]:
+    """Each limited pool's usage of every resource it limits, with its limit, once the planned claims run
+    as their cheapest options (what the provisioner's ledger holds then: `offline_limits.launched_usage`)."""
+    usage = offline_limits.launched_usage(inputs.pools, result.claims)
+    return {p.name: {r: (usage[p.name].get(r, 0), lim) for r, lim in p.limits.items()}
+            for p in inputs.pools if p.limits}
+
+
+def _amount(resource: str, value: int) -> str:
+    """As `carpool status` shows it: cpu in cores, memory in Gi, any other resource as counted."""
+    if resource == "cpu":
+        return f"{value / 1000:g}"
+    if resource == "memory":
+        return f"{value / 2**30:.1f}Gi"
+    return str(value)
 
 
 def register(app: typer.Typer) -> None:

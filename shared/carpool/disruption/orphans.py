@@ -26,19 +26,19 @@ function (`carpool.app.cleanup`) carries them out.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from carpool import labels
+from carpool import labels, resources
 from carpool.api.k8s import Node
 from carpool.launch import fleet
 from carpool.resources import Resources
+from carpool.state import charges
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim, ClaimStatus
 
-#: the resource a claim is charged one of (Karpenter's `nodes` limit)
-NODES = "nodes"
 #: EC2 tag carrying carpool's own clock at launch (instance age is judged with the clock claims use)
 CREATED_AT_TAG = "carpool.dev/created-at"
 
@@ -306,16 +306,16 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime, type_capac
     """A claim for a node no claim knows, from its instance's tags and the node's labels and capacity.
 
     It is REGISTERED when the node is past registration (no `karpenter.sh/unregistered` taint), else
-    LAUNCHED so the registrar finishes registering it. It is charged against its pool's limits for
-    everything the node has, as a launch charges a claim (`carpool.app.provisioning.reserve.reservation`): every
-    resource its instance type has (`type_capacity`: GPUs before their device plugin advertises them),
-    the node's own reported capacity where it has one, and one node (a node that exists counts, whatever
-    the limit). It records no allocatable:
+    LAUNCHED so the registrar finishes registering it. It is charged against its pool's limits what a
+    registered node is (`carpool.state.charges.registered`): the node's own reported capacity, where it
+    reports a resource as zero or not at all its instance type's (`type_capacity`: GPUs before their
+    device plugin advertises them), and one node (a node that exists counts, whatever the limit). It
+    records no allocatable:
     that is what offers an in-flight claim's room to pending pods, and this node's room is whatever its
     running pods leave, which the scheduler sees on the node itself."""
     node_labels = node.labels
     unregistered = any(t.key == labels.UNREGISTERED_TAINT for t in node.taints())
-    reserved = {**(type_capacity or {}), **node.capacity(), NODES: 1}
+    reserved = charges.registered(node.capacity(), charges.charged(type_capacity or {}))
     return Claim(
         name=name,
         nodepool=inst.tags.get(labels.TAG_NODEPOOL) or node_labels.get(labels.NODEPOOL, ""),
@@ -335,16 +335,25 @@ def adopted(inst: InstanceView, node: Node, name: str, now: datetime, type_capac
     )
 
 
-def uncharged(claim: Claim, type_capacity: Resources) -> Resources:
-    """What a claim's node has that the claim was never charged: every resource of its instance type
-    missing from `reserved` (a claim reserved before every resource was charged, when only its pool's
-    limits of the day were; its pool may have been given a limit on one since), and its node. A limit
-    added while nodes run then counts them. Resources already charged are left as they are: a claim is
-    charged its largest option, never less than the type it launched."""
-    missing = {k: v for k, v in type_capacity.items() if v > 0 and k not in claim.reserved}
-    if NODES not in claim.reserved:
-        missing[NODES] = 1
-    return missing
+def charge_due(claim: Claim, node: Node | None, launched: Resources) -> Resources | None:
+    """The charge a registered claim should hold and does not (a claim stored holding its largest option
+    or missing a resource, before a launch or a registration re-charged it): its node's
+    (`carpool.state.charges.registered`, `launched` what a node of its type holds:
+    `carpool.state.charges.charged`). None when it holds it already, or when it is not registered or its
+    node is not known (a launched claim is charged its type when its launch is recorded)."""
+    if claim.status != ClaimStatus.REGISTERED or node is None or node.name != claim.node_name:
+        return None
+    due = charges.registered(_capacity(tuple(node.status.capacity.items())), launched or claim.reserved)
+    if due == claim.reserved or not charges.difference(due, claim.reserved):
+        return None
+    return due
+
+
+@functools.lru_cache(maxsize=1024)
+def _capacity(raw: tuple[tuple[str, Any], ...]) -> Resources:
+    """A node's capacity parsed once per distinct figure (nodes of a type report the same): every
+    disruption run looks at every registered claim's node."""
+    return resources.parse(dict(raw))
 
 
 # -- time -------------------------------------------------------------------------------------------------

@@ -23,6 +23,19 @@ from carpool.scheduling.pools import PoolOrder, PoolState
 from carpool.scheduling.topology import Topology
 
 
+class LimitExhausted(str):
+    """A pool's reason that is its limit ("limit <resource> exhausted"): a str like every reason, told
+    apart by its type, never its text, by a caller that can lower the pool's charge
+    (`carpool.app.provisioning.catch_up`)."""
+
+    __slots__ = ()
+
+
+def limited_pools(reasons: dict[str, str]) -> list[str]:
+    """The pools whose reason is their limit."""
+    return [pool for pool, why in reasons.items() if isinstance(why, LimitExhausted)]
+
+
 def reasons(group: PendingGroup, order: PoolOrder, topology: Topology, domains: Domains) -> dict[str, str]:
     """A reason for each pool (in the order pools are tried)."""
     pools = list(order)
@@ -69,7 +82,7 @@ def pool_reason(group: PendingGroup, pool: PoolState, topology: Topology, domain
         return "no offering available"
     limit_mask, exhausted = pool.limits.allowed(index)
     if not offered & limit_mask:
-        return f"limit {exhausted or _limiting(pool, offered)} exhausted"
+        return LimitExhausted(f"limit {exhausted or _limiting(pool, offered)} exhausted")
     if not preferred_tier(pool, offered & limit_mask):
         keys = ", ".join(f"{k}>={n}" for k, n in pool.min_values.items())
         return f"minValues not met for {keys}"

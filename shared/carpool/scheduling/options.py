@@ -96,7 +96,9 @@ class InstanceIndex:
                     return 0, name
                 continue
             ladder = self._capacity.get(name)
-            if ladder is None:
+            if ladder is None:  # no type has it: each counts 0, which fits unless usage passed the limit
+                if amount < 0:
+                    return 0, name
                 continue
             narrowed = ladder.at_most(amount, self.everything)
             if mask and not (mask & narrowed):

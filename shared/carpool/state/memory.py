@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from carpool import capacity as capacity_rules
+from carpool.state.charges import difference
 from carpool.state.models import (
     ACTIVE_STATUSES,
     CapacityRecord,
@@ -81,28 +82,36 @@ class MemoryLedger:
                 failed[claim.name] = refused
         return failed
 
-    def mark_launched(self, claim: Claim) -> None:
-        """The launch facts onto a stored claim recording no other instance (`saving.with_launch`)."""
+    def mark_launched(self, claim: Claim, charge: Mapping[str, int] | None = None) -> None:
+        """The launch facts onto a stored claim recording no other instance (`saving.with_launch`), its
+        charge replaced and its pool's usage changed by the difference, at once."""
         with self._lock:
             stored = self.claims.get(claim.name)
             if stored is None:
                 raise ClaimGone(claim.name)
-            fresh = with_launch(stored, claim)
+            fresh = with_launch(stored, claim, charge)
             if fresh is None:
                 return
+            self._adjust(stored.nodepool, difference(fresh.reserved, stored.reserved))
             fresh.version = stored.version + 1
             self.claims[claim.name] = fresh
-            claim.version = fresh.version
+            claim.version, claim.reserved = fresh.version, dict(fresh.reserved)
 
-    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
+    def recharge(self, claim: Claim, reserved: Mapping[str, int]) -> None:
         with self._lock:
             stored = self._as_read(claim)
-            usage = self.pool_usage.setdefault(stored.nodepool, {})
-            for k, v in extra.items():
-                stored.reserved[k] = stored.reserved.get(k, 0) + v
-                usage[k] = usage.get(k, 0) + v
+            self._adjust(stored.nodepool, difference(reserved, stored.reserved))
+            stored.reserved = dict(reserved)
             stored.version += 1
             claim.reserved, claim.version = dict(stored.reserved), stored.version
+
+    def _adjust(self, pool: str, delta: Mapping[str, int]) -> None:
+        """The pool's usage changed by `delta` (a claim's charge replaced; no limit: the node exists)."""
+        if not delta:
+            return
+        usage = self.pool_usage.setdefault(pool, {})
+        for k, v in delta.items():
+            usage[k] = usage.get(k, 0) + v
 
     def save(self, claim: Claim) -> None:
         with self._lock:
@@ -110,14 +119,22 @@ class MemoryLedger:
             claim.version += 1
             self.claims[claim.name] = claim.model_copy(deep=True)
 
-    def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
+    def mark_launched_many(self, claims: Sequence[Claim],
+                           charges: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Exception]:
+        failed: dict[str, Exception] = {}
         for claim in claims:
-            self.mark_launched(claim)
-        return {}
+            try:
+                self.mark_launched(claim, (charges or {}).get(claim.name))
+            except ClaimChanged as exc:  # as DynamoLedger: the claim's own write fails alone
+                failed[claim.name] = exc
+            except ClaimGone as exc:
+                failed[claim.name] = exc
+        return failed
 
-    def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
-        """Only the claim changes; the first registration time is kept, so a repeated registration
-        never lengthens its nominations' hold."""
+    def mark_registered(self, claim_name: str, node_name: str, now: datetime,
+                        charge: Mapping[str, int] | None = None) -> Claim | None:
+        """Only the claim changes (and, with `charge`, its pool's usage by the difference); the first
+        registration time is kept, so a repeated registration never lengthens its nominations' hold."""
         with self._lock:
             claim = self.claims.get(claim_name)
             if claim is None:
@@ -127,6 +144,9 @@ class MemoryLedger:
             claim.version += 1
             if claim.registered_at is None:
                 claim.registered_at = now
+            if charge is not None:
+                self._adjust(claim.nodepool, difference(charge, claim.reserved))
+                claim.reserved = dict(charge)
             return claim.model_copy(deep=True)
 
     def release(self, claim: Claim) -> None:

@@ -70,20 +70,24 @@ class ClaimLedger(Protocol):
         failed on its own. Returns the claims not reserved: name -> ReservationRefused or the error."""
         ...
 
-    def mark_launched(self, claim: Claim) -> None:
+    def mark_launched(self, claim: Claim, charge: Mapping[str, int] | None = None) -> None:
         """Persist launch results (instance id/type, zone, capacity type, image, allocatable) on a claim
         that still exists and records no other instance (the expected state: a provisioner or a repair
         recording the instance it found; `carpool.state.saving.with_launch`). Stored already with this
-        instance and registered (the registrar repaired it first): nothing to do. Raises
+        instance and registered (the registrar repaired it first): nothing to do. With `charge` (what a
+        node of the launched type holds: `carpool.state.charges.charged`), a claim still in flight holds
+        that from now on instead of what it held, its pool's usage changed by the difference in the same
+        conditional write (then `claim.reserved` is `charge`). Raises
         `carpool.state.saving.ClaimGone` when the claim was released, `ClaimChanged` when it records
         another instance."""
         ...
 
-    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
-        """Add `extra` (resources the claim was never charged) to the claim's `reserved` and its pool's
-        usage in one transaction, conditional on the stored claim being `claim.version` (then bumped, on
-        `claim` too, whose `reserved` grows). No limit applies: the node exists. Raises `ClaimGone` or
-        `ClaimChanged` (`carpool.state.saving`)."""
+    def recharge(self, claim: Claim, reserved: Mapping[str, int]) -> None:
+        """Make `reserved` what the claim holds (its launched type's or its node's capacity: a claim
+        stored holding its largest option, or missing a resource its node has) and change its pool's
+        usage by the difference, in one transaction conditional on the stored claim being
+        `claim.version` (then bumped, on `claim` too). No limit applies: the node exists. Raises
+        `ClaimGone` or `ClaimChanged` (`carpool.state.saving`)."""
         ...
 
     def save(self, claim: Claim) -> None:
@@ -92,13 +96,18 @@ class ClaimLedger(Protocol):
         `ClaimChanged` (another function wrote it: read it again and decide again, `saving.amend`)."""
         ...
 
-    def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
-        """`mark_launched` for several claims; returns the ones not written, name -> the error."""
+    def mark_launched_many(self, claims: Sequence[Claim],
+                           charges: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Exception]:
+        """`mark_launched` for several claims (`charges`: claim name -> its `charge`); returns the ones not
+        written, name -> the error."""
         ...
 
-    def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
+    def mark_registered(self, claim_name: str, node_name: str, now: datetime,
+                        charge: Mapping[str, int] | None = None) -> Claim | None:
         """Claim registered: status, node name and registration time (the first one: a repeat never
-        moves it). Only the claim is written. Its nominations keep holding for
+        moves it). Only the claim is written, and with `charge` (what the node holds:
+        `carpool.state.charges.registered`) its pool's usage, by the difference, in the same conditional
+        write. Its nominations keep holding for
         `NOMINATION_HOLD_AFTER_REGISTRATION` from the registration, so a late duplicate event still finds
         its pods nominated while the kube-scheduler binds them, and stop holding after it without being
         rewritten; `release` (node gone) deletes them at once. Returns None when the claim is gone."""

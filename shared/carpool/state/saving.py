@@ -12,7 +12,7 @@ requeues on a conflict the same way).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from carpool.state.models import IN_FLIGHT_STATUSES, LAUNCH_FACTS, Claim
@@ -43,11 +43,13 @@ class ClaimChanged(ClaimConflict):
         return f"claim {self.claim_name} changed since it was read"
 
 
-def with_launch(stored: Claim, launched: Claim) -> Claim | None:
+def with_launch(stored: Claim, launched: Claim, charge: Mapping[str, int] | None = None) -> Claim | None:
     """The stored claim with the launch `launched` records (`LAUNCH_FACTS`, its labels added), for
     `ClaimLedger.mark_launched`; None when there is nothing to write (already registered with that
     instance). A claim past flight (registered without ever learning its instance, say) keeps its
-    status. Raises ClaimChanged when the stored claim records another instance."""
+    status, and its charge (its node's: `carpool.state.charges`); a claim in flight is charged `charge`
+    when given (its launched type's capacity). Raises ClaimChanged when the stored claim records another
+    instance."""
     if stored.instance_id not in (None, launched.instance_id):
         raise ClaimChanged(stored.name)
     if stored.instance_id is not None and stored.status not in IN_FLIGHT_STATUSES:
@@ -56,6 +58,8 @@ def with_launch(stored: Claim, launched: Claim) -> Claim | None:
     fresh.labels = {**stored.labels, **launched.labels}
     if stored.status not in IN_FLIGHT_STATUSES:
         fresh.status = stored.status
+    elif charge is not None:
+        fresh.reserved = dict(charge)
     return fresh
 
 

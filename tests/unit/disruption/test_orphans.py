@@ -323,3 +323,29 @@ def test_the_executor_repairs_and_releases_through_the_ledger() -> None:
     assert deps.ledger.get("c2") is None
     assert deps.ledger.nominated(deps.clock(), crashed_before.pods) == {}  # its pods are free again
     assert set(deps.ledger.nominated(T0, crashed_after.pods).values()) == {"c1"}
+
+
+def test_a_repaired_claim_holds_its_instance_type_not_its_largest_option() -> None:
+    crashed_after = claim("c1", created=T0)  # reserved as its largest option, m5.2xlarge: 8 cpu, 32 GiB
+    deps = world([ec2_instance("i-1", "c1")], [], [crashed_after], at=200)
+    cleanup.clean_up(deps, deps.clock(), DisruptSummary())
+    sized = size_node(Catalog.snapshot("us-east-1").types["m5.xlarge"]).capacity
+    assert deps.ledger.get("c1").reserved == {**sized, "nodes": 1}
+    assert deps.ledger.usage()["default"] == {**sized, "nodes": 1}
+
+
+def test_a_registered_claim_still_holding_its_largest_option_is_charged_its_node() -> None:
+    name = "ip-i-1.ec2.internal"
+    stored = claim("c1", status=ClaimStatus.REGISTERED, instance_id="i-1")
+    stored.node_name = name
+    deps = world([ec2_instance("i-1", "c1")], [node_json("i-1")], [stored], at=3600)
+    assert deps.ledger.usage()["default"]["cpu"] == 8000  # stored before launches re-charged claims
+    summary = DisruptSummary()
+    cleanup.clean_up(deps, deps.clock(), summary)
+    assert summary.charged == ["c1"]
+    sized = size_node(Catalog.snapshot("us-east-1").types["m5.xlarge"]).capacity
+    held = {**sized, "cpu": 4000, "memory": 15 * GIB, "pods": 58, "nodes": 1}  # the node's, then its type's
+    assert deps.ledger.get("c1").reserved == held and deps.ledger.usage()["default"] == held
+    again = DisruptSummary()
+    cleanup.clean_up(deps, deps.clock(), again)  # held exactly now: nothing to write
+    assert again.charged == []

@@ -79,3 +79,11 @@ def test_capacity_used_for_limits_defaults_to_allocatable():
     with_capacity = InstanceOption(it.name, it.requirements, it.allocatable, it.offerings, capacity={"cpu": 4000})
     result = run(apart(2), [pool(types=[with_capacity], limits={"cpu": 6000})])
     assert len(result.claims) == 1
+
+
+def test_usage_past_a_limit_on_a_resource_no_type_has_excludes_every_type():
+    # Karpenter's filterByRemainingResources: a type lacking the resource counts 0, which is more than a
+    # negative remainder (the limit was lowered below what runs)
+    index = InstanceIndex(standard_types(), Requirements())
+    assert PoolLimits({"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 6}).allowed(index) == (0, "nvidia.com/gpu")
+    assert PoolLimits({"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 4}).allowed(index)[0] == index.everything

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from carpool.app.deadline import Deadline, allows_a_claim
+from carpool.app.provisioning.catch_up import LimitCatchUp
 from carpool.app.provisioning.outcome import ProvisionOutcome
 from carpool.app.wiring import Dependencies
 
@@ -32,6 +33,8 @@ class Invocation:
     #: later round and a later claim of the same round avoid what EC2 just refused
     unavailable: set[tuple[str, str, str]] = field(default_factory=set)
     outcome: ProvisionOutcome = field(default_factory=ProvisionOutcome)
+    #: pods a pool's limit held back, scheduled again once a launch lowered the pool's charge
+    limited: LimitCatchUp = field(default_factory=LimitCatchUp)
 
     def allows_a_claim(self) -> bool:
         """Whether a claim's worst case still fits before the deadline."""

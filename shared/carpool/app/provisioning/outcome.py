@@ -47,9 +47,11 @@ class ProvisionOutcome:
             self.failed.setdefault(key, reason)
 
     def forget_overcome_refusals(self) -> None:
-        """A pod refused in one round and placed in a later one (or found nominated) was not refused."""
+        """A pod refused (or left unschedulable) in one round and placed in a later one (or found nominated)
+        was not refused."""
         placed = {p for c in self.launched for p in c.pods}
         placed.update(self.already_nominated)
         placed.update(p for keys in self.nominated_in_flight.values() for p in keys)
         for key in placed:
             self.refused.pop(key, None)
+            self.unschedulable.pop(key, None)

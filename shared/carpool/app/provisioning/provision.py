@@ -31,6 +31,8 @@ from carpool.app.provisioning.invocation import DEADLINE_REASON, Invocation
 from carpool.app.provisioning.outcome import ProvisionOutcome
 from carpool.app.provisioning.world import World
 from carpool.app.wiring import Dependencies
+from carpool.scheduling import explain
+from carpool.scheduling.result import SchedulingResult
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 5
@@ -170,7 +172,7 @@ def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
     """Rounds of deciding and launching, until no pod is left to place: a capacity error, or a claim a
     concurrent provisioner took first, sends its pods to the next round, in this invocation."""
     outcome = call.outcome
-    by_key = {p.key: p for p in pods}
+    by_key = everyone = {p.key: p for p in pods}
     world = _read_world(pods, by_key, call)
     if world is None:
         return
@@ -196,10 +198,21 @@ def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
         # the new claims: reserved within their pools' limits, then launched
         reserved, retry = reserve.reserve_claims(result, prepared, call)
         retry += launch.launch(reserved, call)
+        retry += _held_by_limits(result, call)
         outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
-        by_key = {k: by_key[k] for k in retry if k in by_key}
+        by_key = {k: everyone[k] for k in retry if k in everyone}
     outcome.fail(by_key, f"still no capacity after {MAX_ROUNDS} scheduling rounds")
     outcome.forget_overcome_refusals()
+
+
+def _held_by_limits(result: SchedulingResult, call: Invocation) -> list[str]:
+    """Pods a pool's limit left pending, once this round's launches gave some of that pool's charge back
+    (a launched claim holds its type's capacity, not its largest option): scheduled again now, not at the
+    watcher's next minute (`catch_up`)."""
+    for key, why in result.unschedulable.items():
+        for pool in explain.limited_pools(why):
+            call.limited.hold(pool, [key])
+    return call.limited.again()
 
 
 def _read_world(pods: list[Pod], by_key: dict[str, Pod], call: Invocation) -> World | None:

@@ -12,6 +12,8 @@ from carpool.app.provisioning import settle
 from carpool.app.provisioning.invocation import Invocation
 from carpool.app.provisioning.outcome import ProvisionOutcome
 from carpool.app.provisioning.reserve import Reserved
+from carpool.resources import Resources
+from carpool.state import charges
 from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
@@ -26,16 +28,29 @@ def record_launches(launched: list[tuple[Reserved, launching.LaunchAttempt]], ca
     answered = deps.clock()  # the round's CreateFleets are done: when their pods' launches came
     for r, attempt in launched:
         _fill(r.claim, attempt, r.ctx, call.now)
+    # a launched claim holds its instance type's capacity, no longer its largest option (Karpenter's
+    # NodePool usage counts its NodeClaims' status.capacity): written with the launch, exactly once
+    held = {r.claim.name: dict(r.claim.reserved) for r, _ in launched}
+    launch_charges = {r.claim.name: c for r, _ in launched if (c := _charge(r)) is not None}
     try:
-        failed = deps.ledger.mark_launched_many([r.claim for r, _ in launched])
+        failed = deps.ledger.mark_launched_many([r.claim for r, _ in launched], launch_charges)
     except Exception as exc:
         failed = dict.fromkeys((r.claim.name for r, _ in launched), exc)
     for r, attempt in launched:
         if r.claim.name in failed:
             _launch_unrecorded(r, attempt, call, failed[r.claim.name])
-        else:
-            _launched(r.claim, call.reason, outcome)
-            outcome.launched_at[r.claim.name] = answered
+            continue
+        _launched(r.claim, call.reason, outcome)
+        outcome.launched_at[r.claim.name] = answered
+        if charges.lowered(r.claim.reserved, held[r.claim.name]):
+            call.limited.gave_back(r.claim.nodepool)
+
+
+def _charge(r: Reserved) -> Resources | None:
+    """What the claim holds once launched: a node of its instance type (None when the type is not sized:
+    it keeps its reservation)."""
+    size = r.ctx.sizes.get(r.claim.instance_type or "")
+    return charges.charged(size.capacity, r.ctx.nodepool.limits() or ()) if size is not None else None
 
 
 def _launch_unrecorded(r: Reserved, attempt: launching.LaunchAttempt, call: Invocation, exc: Exception) -> None:

@@ -13,16 +13,13 @@ from carpool.app import launching, pools
 from carpool.app.provisioning import settle
 from carpool.app.provisioning.invocation import DEADLINE_REASON, Invocation
 from carpool.disruption import drift
-from carpool.resources import CPU, MEMORY, Resources, maximum
+from carpool.resources import Resources, maximum
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
+from carpool.state import charges
 from carpool.state.models import Claim
 from carpool.state.ports import Refusal, ReservationRefused
 
 log = logging.getLogger(__name__)
-#: resources every claim reserves against its pool even when its types lack them (Karpenter's limits:
-#: cpu, memory, nodes); every other resource its largest option has is reserved too (see `reservation`)
-ALWAYS_RESERVED = (CPU, MEMORY)
-NODES = "nodes"
 
 
 @dataclass
@@ -86,21 +83,21 @@ def _reserve_all(started: list[Reserved], call: Invocation, retry: list[str]) ->
                 outcome.decisions.append(f"claim for {len(r.planned.pods)} pods in {pool} refused: {why.reason}")
                 # a concurrent provisioner took some of its pods (or the same claim): the next round sees its
                 # nominations and schedules what is left, instead of leaving those pods for the next watcher run
-                retry.extend([] if why.kind is Refusal.LIMIT else r.planned.pods)
+                if why.kind is Refusal.LIMIT:  # until a launch of this invocation lowers the pool's charge
+                    call.limited.hold(pool, r.planned.pods)
+                else:
+                    retry.extend(r.planned.pods)
             else:
                 settle.claim_failed(r.claim, r.planned, call, why)
     return [r for r in started if r.claim.name in ok]
 
 
 def reservation(largest: Resources, limits: Resources | None) -> Resources:
-    """What a claim holds against its pool: one node and every resource its largest option has (Karpenter
-    counts a claim as its largest option and a NodePool's usage as all its nodes' capacity), whether the
-    pool limits it today or not, so a limit added later (`nvidia.com/gpu`, pods) counts what already runs.
-    A resource the pool limits that no option has is held as 0 (it still takes part in the condition)."""
-    out = {name: 0 for name in (*ALWAYS_RESERVED, *(limits or {}))}
-    out.update(largest)
-    out[NODES] = 1
-    return out
+    """What a claim holds against its pool until it launches: one node and every resource its largest
+    option has (Karpenter's scheduler counts a new claim as its largest remaining option), whether the
+    pool limits it today or not (`charges.charged`). Once launched it holds its instance type's capacity
+    instead (`carpool.app.provisioning.record`)."""
+    return charges.charged(largest, limits or ())
 
 
 def _claim(planned: PlannedClaim, ctx: launching.PoolContext, now: datetime) -> Claim:

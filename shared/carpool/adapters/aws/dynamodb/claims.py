@@ -140,23 +140,6 @@ def grow_claim(table: str, claim_name: str, pods: list[str], requests: Mapping[s
     return TransactionOp(request, "claim", claim_name)
 
 
-def grow_reserved(table: str, claim: Claim, extra: Mapping[str, int]) -> TransactionOp:
-    """The claim's `reserved` grown by `extra`, if the stored claim is still `claim.version` (a charge's
-    share of its transaction, beside its pool's usage)."""
-    condition, names, vals = version_condition(claim.version)
-    names["#res"] = "reserved"
-    sets = ["#ver = if_not_exists(#ver, :zero) + :one"]
-    vals.update(values(zero=0, one=1))
-    for i, (resource, delta) in enumerate(sorted(extra.items())):
-        names[f"#k{i}"] = resource
-        vals.update(values(**{f"d{i}": delta}))
-        sets.append(f"#res.#k{i} = if_not_exists(#res.#k{i}, :zero) + :d{i}")
-    grow = {"Update": {"TableName": table, "Key": claim_key(claim.name),
-                       "UpdateExpression": "SET " + ", ".join(sets), "ConditionExpression": condition,
-                       "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}}
-    return TransactionOp(grow, "claim", claim.name)
-
-
 def versioned_delete(table: str, claim: Claim) -> TransactionOp:
     """The claim deleted if the stored one is still `claim.version` (a release's share of its transaction)."""
     condition, names, vals = version_condition(claim.version)

@@ -34,7 +34,6 @@ from carpool.adapters.aws.dynamodb.claims import (
     claim_from_item,
     claim_key,
     grow_claim,
-    grow_reserved,
     new_claim_put,
     versioned_delete,
     versioned_put,
@@ -47,7 +46,13 @@ from carpool.adapters.aws.dynamodb.nominations import (
     takeover,
     unnominate,
 )
-from carpool.adapters.aws.dynamodb.pool_usage import PoolUsage, release_usage, reserve_usage, summed
+from carpool.adapters.aws.dynamodb.pool_usage import (
+    PoolUsage,
+    adjust_usage,
+    release_usage,
+    reserve_usage,
+    summed,
+)
 from carpool.adapters.aws.dynamodb.refusals import (
     exceeds,
     nominate_refusal,
@@ -65,6 +70,7 @@ from carpool.adapters.aws.dynamodb.table import (
     error_code,
     transact,
 )
+from carpool.state.charges import difference
 from carpool.state.models import ACTIVE_STATUSES, Claim, ClaimStatus, holds_nominations
 from carpool.state.ports import ReservationRefused
 from carpool.state.saving import ClaimChanged, ClaimGone, with_launch
@@ -263,73 +269,97 @@ class DynamoLedger:
         return out
 
     # -- lifecycle ------------------------------------------------------------------------------------
-    def mark_launched(self, claim: Claim) -> None:
+    def mark_launched(self, claim: Claim, charge: Mapping[str, int] | None = None) -> None:
         """The launch facts onto the claim as stored now (`saving.with_launch`), written only while it
-        exists and records no other instance (a read, then `save` conditional on the version read; a lost
-        race reads again). Already registered with this instance (the registrar repaired it first):
-        nothing to write. Never brings back a released claim."""
+        exists and records no other instance (a read, then a write conditional on the version read; a
+        lost race reads again). With `charge`, a claim in flight holds it from now on and its pool's
+        usage changes by the difference in the same transaction (`_write_charged`). Already registered
+        with this instance (the registrar repaired it first): nothing to write. Never brings back a
+        released claim."""
         for _ in range(SAVE_ATTEMPTS):
             item = self._table.get(claim_key(claim.name))
             if item is None:
                 raise ClaimGone(claim.name)
-            fresh = with_launch(claim_from_item(item), claim)
+            stored = claim_from_item(item)
+            fresh = with_launch(stored, claim, charge)
             if fresh is None:
                 return
             try:
-                self.save(fresh)
+                self._write_charged([(fresh, stored.reserved)])
             except ClaimChanged:
                 continue
-            claim.version = fresh.version
+            claim.version, claim.reserved = fresh.version, dict(fresh.reserved)
             return
         raise ClaimChanged(claim.name)
 
-    def mark_launched_many(self, claims: Sequence[Claim]) -> dict[str, Exception]:
+    def mark_launched_many(self, claims: Sequence[Claim],
+                           charges: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Exception]:
         """Claims just reserved by this caller, their launches recorded: one transaction per 25 claims,
         each Put conditional on the claim still being the version reserved (nobody else wrote it, so the
-        claim is the stored one plus its launch). A transaction refused or failed is done again claim by
-        claim (`mark_launched`, which reads what is stored), so only a claim whose own write fails fails."""
+        claim is the stored one plus its launch, and what it holds is what it was reserved with), beside
+        one usage update per pool for the change of its claims' charges. A transaction refused or failed
+        is done again claim by claim (`mark_launched`, which reads what is stored), so only a claim whose
+        own write fails fails."""
         failed: dict[str, Exception] = {}
+        given = charges or {}
         for start in range(0, len(claims), BATCH_WRITE_ITEMS):
             chunk = claims[start : start + BATCH_WRITE_ITEMS]
-            if self._saved_together(chunk):
+            if self._saved_together(chunk, given):
                 continue
             for claim in chunk:
                 try:
-                    self.mark_launched(claim)
+                    self.mark_launched(claim, given.get(claim.name))
                 except Exception as exc:  # noqa: BLE001 - reported as this claim's failure
                     failed[claim.name] = exc
         return failed
 
-    def _saved_together(self, chunk: Sequence[Claim]) -> bool:
-        """`save` for every claim of `chunk` (one PutItem, or one transaction for several); False when it
-        was refused or failed."""
+    def _saved_together(self, chunk: Sequence[Claim], charges: Mapping[str, Mapping[str, int]]) -> bool:
+        """The claims of `chunk` written at their version, each charged its `charges` entry (one
+        PutItem, or one transaction); False when it was refused or failed."""
+        pairs = [(c.model_copy(update={"reserved": dict(charges.get(c.name, c.reserved))}), c.reserved) for c in chunk]
         try:
-            if len(chunk) == 1:
-                self.save(chunk[0])
-                return True
-            transact(self._table, [versioned_put(self._table.name, c) for c in chunk], self._sleep)
+            self._write_charged(pairs)
         except Exception:  # noqa: BLE001 - the caller writes them one by one
             log.info("recording %d launches together failed; recording them one by one", len(chunk))
             return False
-        for claim in chunk:
-            claim.version += 1
+        for claim, (fresh, _) in zip(chunk, pairs, strict=True):
+            claim.version, claim.reserved = fresh.version, fresh.reserved
         return True
 
-    def charge(self, claim: Claim, extra: Mapping[str, int]) -> None:
-        """The claim's `reserved` and its pool's usage grown by `extra` in one transaction, conditional on
-        the claim's version (see `ClaimLedger.charge`)."""
-        if not extra:
+    def _write_charged(self, pairs: Sequence[tuple[Claim, Mapping[str, int]]]) -> None:
+        """Each claim written whole at its version (`save`), given with what the stored version holds; the
+        pools' usage changed by the difference to what the claims hold now, in the same transaction (one
+        update per pool), so a charge replaced is counted once. Bumps each claim's version. Raises
+        ClaimGone or ClaimChanged for a single claim; a transaction of several raises what it raised."""
+        deltas: dict[str, dict[str, int]] = {}
+        for fresh, held in pairs:
+            change = difference(fresh.reserved, held)
+            if change:
+                deltas[fresh.nodepool] = summed([deltas.get(fresh.nodepool, {}), change])
+        if len(pairs) == 1 and not any(deltas.values()):
+            self.save(pairs[0][0])
             return
-        grow = grow_reserved(self._table.name, claim, extra)
-        added = claim.model_copy(update={"reserved": dict(extra)})
+        ops = [versioned_put(self._table.name, fresh) for fresh, _ in pairs]
+        ops += [adjust_usage(self._table.name, pool, delta) for pool, delta in sorted(deltas.items()) if delta]
         try:
-            transact(self._table, [grow, reserve_usage(self._table.name, added, None)], self._sleep)
+            transact(self._table, ops, self._sleep)
         except TransactionCancelled as c:
-            if self._table.get(claim_key(claim.name)) is None:
-                raise ClaimGone(claim.name) from c
-            raise ClaimChanged(claim.name) from c
-        claim.reserved = summed([claim.reserved, extra])
-        claim.version += 1
+            if len(pairs) == 1:
+                raise self._conflict(pairs[0][0].name) from c
+            raise
+        for fresh, _ in pairs:
+            fresh.version += 1
+
+    def _conflict(self, name: str) -> ClaimGone | ClaimChanged:
+        """Why a write conditional on a claim's version failed: the claim is gone, or it changed."""
+        return ClaimGone(name) if self._table.get(claim_key(name)) is None else ClaimChanged(name)
+
+    def recharge(self, claim: Claim, reserved: Mapping[str, int]) -> None:
+        """The claim's `reserved` made `reserved` and its pool's usage changed by the difference in one
+        transaction, conditional on the claim's version (see `ClaimLedger.recharge`)."""
+        fresh = claim.model_copy(update={"reserved": dict(reserved)})
+        self._write_charged([(fresh, claim.reserved)])
+        claim.reserved, claim.version = fresh.reserved, fresh.version
 
     def save(self, claim: Claim) -> None:
         """The whole claim, conditional on the stored one existing at `claim.version` (bumped on success,
@@ -345,9 +375,14 @@ class DynamoLedger:
             raise ClaimChanged(claim.name) from e
         claim.version += 1
 
-    def mark_registered(self, claim_name: str, node_name: str, now: datetime) -> Claim | None:
+    def mark_registered(self, claim_name: str, node_name: str, now: datetime,
+                        charge: Mapping[str, int] | None = None) -> Claim | None:
         """One UpdateItem of the claim; its nominations are not written (their hold follows the claim's
-        `registeredAt`, which keeps the first registration's time so a repeat never lengthens it)."""
+        `registeredAt`, which keeps the first registration's time so a repeat never lengthens it). With
+        `charge`, the claim is read and written at its version with its pool's usage changed by the
+        difference, in one transaction (`_register_charged`)."""
+        if charge is not None:
+            return self._register_charged(claim_name, node_name, now, charge)
         try:
             out = self._table.client.update_item(
                 TableName=self._table.name,
@@ -377,6 +412,26 @@ class DynamoLedger:
                 return None
             raise
         return claim_from_item(out["Attributes"])
+
+    def _register_charged(self, claim_name: str, node_name: str, now: datetime,
+                          charge: Mapping[str, int]) -> Claim | None:
+        """`mark_registered` that also makes `charge` what the claim holds: read, then written at the
+        version read beside its pool's usage update (`_write_charged`); a lost race reads again."""
+        for _ in range(SAVE_ATTEMPTS):
+            stored = self.get(claim_name)
+            if stored is None:
+                return None
+            fresh = stored.model_copy(update={"status": ClaimStatus.REGISTERED, "node_name": node_name,
+                                              "registered_at": stored.registered_at or utc(now),
+                                              "reserved": dict(charge)}, deep=True)
+            try:
+                self._write_charged([(fresh, stored.reserved)])
+            except ClaimGone:
+                return None
+            except ClaimChanged:
+                continue
+            return fresh
+        raise ClaimChanged(claim_name)
 
     def release(self, claim: Claim) -> None:
         """Delete the stored claim and give back the usage it holds in one transaction, conditional on

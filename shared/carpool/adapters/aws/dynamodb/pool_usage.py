@@ -46,11 +46,22 @@ def reserve_usage(table: str, claim: Claim, limits: Mapping[str, int] | None) ->
     `usage[r] <= limit - delta` (`attribute_not_exists` covers the pool's first claim, whose sum is
     `if_not_exists(r, 0) + delta`, already checked against the limit before the transaction:
     `carpool.adapters.aws.dynamodb.refusals.refuse_impossible`)."""
+    return _added(table, claim.nodepool, claim.reserved, limits)
+
+
+def adjust_usage(table: str, nodepool: str, delta: Mapping[str, int]) -> TransactionOp:
+    """Change the pool's usage by `delta` (negative amounts give back), with no limit: a claim's charge
+    replaced by its launched type's or its node's capacity (`carpool.state.charges`), in the transaction
+    that writes the claim at the version it was read, so the change is applied exactly once."""
+    return _added(table, nodepool, delta, None)
+
+
+def _added(table: str, nodepool: str, amounts: Mapping[str, int], limits: Mapping[str, int] | None) -> TransactionOp:
     names = {"#gpk": "gsi1pk", "#gsk": "gsi1sk", "#pool": "nodepool", "#uv": USAGE_VERSION}
-    vals: dict[str, Any] = {"pools": POOLS, "pool": claim.nodepool, "zero": 0, "one": 1}
+    vals: dict[str, Any] = {"pools": POOLS, "pool": nodepool, "zero": 0, "one": 1}
     sets = ["#gpk = :pools", "#gsk = :pool", "#pool = :pool", "#uv = if_not_exists(#uv, :zero) + :one"]
     conditions = []
-    for i, (resource, delta) in enumerate(sorted(claim.reserved.items())):
+    for i, (resource, delta) in enumerate(sorted(amounts.items())):
         names[f"#r{i}"] = resource
         vals[f"d{i}"] = delta
         sets.append(f"#r{i} = if_not_exists(#r{i}, :zero) + :d{i}")
@@ -59,7 +70,7 @@ def reserve_usage(table: str, claim: Claim, limits: Mapping[str, int] | None) ->
             conditions.append(f"(attribute_not_exists(#r{i}) OR #r{i} <= :m{i})")
     update: dict[str, Any] = {
         "TableName": table,
-        "Key": usage_key(claim.nodepool),
+        "Key": usage_key(nodepool),
         "UpdateExpression": "SET " + ", ".join(sets),
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values(**vals),
@@ -67,7 +78,7 @@ def reserve_usage(table: str, claim: Claim, limits: Mapping[str, int] | None) ->
     }
     if conditions:
         update["ConditionExpression"] = " AND ".join(conditions)
-    return TransactionOp({"Update": update}, "usage", claim.nodepool)
+    return TransactionOp({"Update": update}, "usage", nodepool)
 
 
 def release_usage(table: str, claim: Claim) -> TransactionOp:
