@@ -200,7 +200,8 @@ def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
         reserved, retry = reserve.reserve_claims(result, prepared, call)
         taken.update(retry)
         retry += launch.launch(reserved, call)
-        outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
+        outcome.unschedulable.update({k: outcome.with_not_ready(k, v) for k, v in result.unschedulable.items()
+                                      if k not in retry})
         by_key = {k: by_key[k] for k in retry if k in by_key}
         if by_key and _progress(call, taken) == before:
             outcome.fail(by_key, _no_progress(outcome.rounds, len(by_key)))
@@ -210,9 +211,10 @@ def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
 
 def _progress(call: Invocation, taken: set[str]) -> tuple[int, int, int]:
     """What a round can change that lets the next one decide otherwise: offerings found unavailable, pods
-    placed (launched for, or nominated), pods a concurrent provisioner took. Each only grows and is
+    placed (launched for, or nominated), pods a concurrent provisioner took, pools whose node class
+    refused a launch. Each only grows and is
     bounded (the catalog's offerings, the batch's pods), so rounds that must change one of them end."""
-    return len(call.unavailable), len(call.outcome.served()), len(taken)
+    return len(call.unavailable), len(call.outcome.served()), len(taken) + len(call.outcome.not_ready)
 
 
 def _no_progress(rounds: int, left: int) -> str:
