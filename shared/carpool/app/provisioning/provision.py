@@ -24,7 +24,7 @@ from carpool import observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import reasons, startup
+from carpool.app import not_ready, reasons, startup
 from carpool.app.deadline import Deadline
 from carpool.app.provisioning import confirm, launch, pending, price_ceiling, reserve, schedule
 from carpool.app.provisioning.invocation import DEADLINE_REASON, Invocation
@@ -132,6 +132,7 @@ def _explain(found: ProvisionOutcome, confirmed: confirm.Confirmed, deps: Depend
     left = {k: {"*": f"not carpool's to serve: {why}"} for k, why in found.ignored.items() if k in confirmed.pods}
     reasons.note({**left, **found.unschedulable}, found.served(), found.capacity_errors,
                  {k: p.metadata.uid or "" for k, p in confirmed.pods.items()}, deps)
+    not_ready.note(found.not_ready, {c.nodeclass for c in found.launched}, deps)
 
 
 def provision_pods(

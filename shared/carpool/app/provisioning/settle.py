@@ -69,7 +69,8 @@ def claim_failed(claim: Claim, planned: PlannedClaim, call: Invocation, exc: Exc
 def not_ready(claim: Claim, planned: PlannedClaim, call: Invocation, cause: Cause, message: str) -> list[str]:
     """The pool's node class refused the claim's launch (the claim already given back): the pool is left
     out of this call's later rounds, and the claim's pods are scheduled again with the others. Logged
-    and counted once per pool and call (`NodeClassNotReady`), not once per claim."""
+    and counted once per pool and call (`NodeClassNotReady`), not once per claim (said once per cause:
+    `carpool.app.not_ready`)."""
     outcome = call.outcome
     outcome.not_ready_pods.update(dict.fromkeys(planned.pods, (planned.pool, claim.name)))
     observability.emit("LaunchFailures", reason=str(cause))
@@ -79,8 +80,7 @@ def not_ready(claim: Claim, planned: PlannedClaim, call: Invocation, cause: Caus
     outcome.not_ready[planned.pool] = found
     outcome.decisions.append(f"{planned.pool}: not launched from again in this call: {found.reason}")
     observability.emit("NodeClassNotReady", cause=str(cause), nodeclass=claim.nodeclass, nodepool=planned.pool)
-    log.error("launch of %s refused: %s", claim.name, found.reason,
-              extra={"nodepool": planned.pool, "nodeclass": claim.nodeclass, "cause": str(cause)})
+    log.warning("launch of %s refused: %s", claim.name, found.reason)  # the error line: `carpool.app.not_ready`
     return list(planned.pods)
 
 
