@@ -606,9 +606,10 @@ class Monitoring(Construct):
             logged("Disruptions and node claims created (by reason, pool)", ["Disruptions", "NodeClaimsCreated"],
                    "sum(value) as count by metric, reason, nodepool", table=True),
             graph(
-                "Invalid config loads / unresolved cluster facts / replacements above ceiling",
+                "Invalid config loads / unresolved cluster facts / node classes not ready / replacements above ceiling",
                 [lines("ConfigInvalid", "Sum", prefix="invalid config"),
                  lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
+                 lines("NodeClassNotReady", "Sum", prefix="node classes not ready"),
                  lines("ReplacementAboveCeiling", "Sum")],
             ),
         )
