@@ -26,6 +26,8 @@ PodsServedBy               server                (carpool: who took a pending po
 PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
 ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
 ClusterFactsUnresolved     -                     (carpool: version/CIDR/DNS/IP family unknown, no launch)
+NodeClassNotReady          (cause, nodeclass,     (Karpenter: EC2NodeClass status conditions, NodeClaim
+                           nodepool)             ``NodeClassNotReady``; once per pool and invocation)
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
@@ -118,6 +120,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "PodEventsDropped": (),
     "ConfigInvalid": ("function",),
     "ClusterFactsUnresolved": (),
+    "NodeClassNotReady": (),
     "ReplacementAboveCeiling": (),
     "CatalogRefreshFailures": (),
     "CatalogFallbacks": (),
@@ -345,6 +348,16 @@ class Monitoring(Construct):
                 "failed or was not allowed): no node is launched until it is known, rather than booting one with a "
                 "guess. The functions' error log has DescribeCluster's error; allow eks:DescribeCluster or deploy "
                 "with -c clusterVersion=... -c serviceCidr=... (and -c ipFamily=ipv6 for IPv6 clusters)."
+            ),
+        )
+        self._alarm(
+            "NodeClassNotReady",
+            m.series("NodeClassNotReady", "Sum", period=five).with_(label="launches an EC2NodeClass refused"),
+            description=(
+                "An EC2NodeClass refused a launch (its role or instance profile, subnets, security groups, AMI or "
+                "launch template): its NodePools launch nothing until it is fixed, and their pods wait or go to "
+                "lower-weight pools. `carpool status` names the node class and the cause, the pods' "
+                "FailedScheduling events say it too; fix the field it names and deploy the config again."
             ),
         )
         self._alarm(
@@ -593,9 +606,10 @@ class Monitoring(Construct):
             logged("Disruptions and node claims created (by reason, pool)", ["Disruptions", "NodeClaimsCreated"],
                    "sum(value) as count by metric, reason, nodepool", table=True),
             graph(
-                "Invalid config loads / unresolved cluster facts / replacements above ceiling",
+                "Invalid config loads / unresolved cluster facts / node classes not ready / replacements above ceiling",
                 [lines("ConfigInvalid", "Sum", prefix="invalid config"),
                  lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
+                 lines("NodeClassNotReady", "Sum", prefix="node classes not ready"),
                  lines("ReplacementAboveCeiling", "Sum")],
             ),
         )

@@ -4,7 +4,8 @@ Names (namespace `Carpool`): PodsUnboundSeconds, SchedulingDurationSeconds, Node
 reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale{kind},
 NodePoolUsage{nodepool, resource}, NodePoolLimitUsed, EstimatedHourlyCost{nodepool},
 CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server},
-PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`). The CDK
+PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`),
+NodeClassNotReady (cause, nodeclass and nodepool as properties: a launch an EC2NodeClass refused). The CDK
 dashboard and alarms (`infra/monitoring.py`) read exactly these names.
 
 Every data point also carries `cluster` (and Powertools' `service`): two clusters in one account and
@@ -89,6 +90,7 @@ PROPERTIES: dict[str, frozenset[str]] = {
     "PodPendingToLaunchSeconds": frozenset({"nodepool"}),
     "NodeRegistrationSeconds": frozenset({"nodepool"}),
     "NodePoolLimitUsed": frozenset({"nodepool", "resource"}),
+    "NodeClassNotReady": frozenset({"cause", "nodeclass", "nodepool"}),
 }
 #: The claim of a node that never joined, terminated by the disruption function (`carpool.app.disrupt`).
 REGISTRATION_TIMEOUT = "registration-timeout"

@@ -52,3 +52,13 @@ def test_the_capacity_error_is_said_on_the_pods_that_waited_for_it(scenario_resu
     assert all("insufficient capacity for c7i-flex." in e.message for e in ice)
     nominated = {e.name for e in scenario_result.events if e.reason == "Nominated"}
     assert {e.name for e in ice} <= nominated
+
+
+def test_the_lower_weight_pool_launches_in_the_invocation_that_met_the_capacity_error(scenario_result):
+    """flex has no capacity for any of its offerings (spot and on-demand, three zones, three sizes): the
+    invocation that hit the errors walks them all and launches from `general` at once, about 12 s after the
+    pods went pending (a watcher batch, the provisioner, CreateFleet), not a watcher minute later."""
+    assert {i.node_pool for i in scenario_result.launches} == {"general"}
+    assert all(i.launched_at <= 15 for i in scenario_result.launches)
+    assert scenario_result.time_to_capacity.pending_to_create_fleet.max <= 15
+    assert not [d for d in scenario_result.decisions if "will be retried" in d.message]

@@ -234,16 +234,16 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
         assert set(counted) == set(synth.stack.monitoring.alarms)
         for name, props in ((n, alarm(synth, n)) for n in counted):
             assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
-    # 10 carpool alarms reading 12 metrics, 4 DLQs, errors + throttles of 5 functions, one for every pool limit
-    assert sum(default.stack.monitoring.alarm_metrics.values()) == 12 + 4 + 10 + 1
+    # 11 carpool alarms reading 13 metrics, 4 DLQs, errors + throttles of 5 functions, one for every pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 13 + 4 + 10 + 1
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
-    # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, cluster facts, replacement
-    # above ceiling, failed disruption actions, stale interruptions, 4 DLQs, errors + throttles of 5 functions,
-    # then one for every pool limit (the highest share of a limit used)
-    default.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 1)
-    full.template.resource_count_is("AWS::CloudWatch::Alarm", 10 + 4 + 10 + 1)
+    # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, cluster facts, node
+    # class not ready, replacement above ceiling, failed disruption actions, stale interruptions, 4 DLQs, errors +
+    # throttles of 5 functions, then one for every pool limit (the highest share of a limit used)
+    default.template.resource_count_is("AWS::CloudWatch::Alarm", 11 + 4 + 10 + 1)
+    full.template.resource_count_is("AWS::CloudWatch::Alarm", 11 + 4 + 10 + 1)
 
 
 # --- two clusters, one account ---------------------------------------------------------------------
@@ -439,6 +439,16 @@ def test_every_emitted_metric_and_breakdown_is_known_to_the_dashboard() -> None:
     assert {name: set(dims) for name, dims in BREAKDOWN.items()} == {
         name: dims - PROPERTIES.get(name, frozenset()) for name, dims in library.items()}
     assert all(PROPERTIES[name] <= library[name] for name in PROPERTIES)
+
+
+def test_node_class_not_ready_alarm(default: Synth) -> None:
+    """One series for the cluster (cause, node class and pool are properties): any refused launch raises it,
+    and it stays raised while the provisioner meets the cause, once per pool and invocation."""
+    props = alarm(default, "NodeClassNotReady")
+    metric = the_metric(props)
+    assert (metric["name"], metric["stat"], metric["dims"]) == ("NodeClassNotReady", "Sum", cluster_dims("demo"))
+    assert props["Threshold"] == 1 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert "NodeClassNotReady" in string_constants()
 
 
 def test_cluster_facts_unresolved_alarm(default: Synth) -> None:

@@ -24,6 +24,7 @@ from carpool.app import disrupt, profiles
 from carpool.app.provisioning import provision
 from carpool.app.sources import TextConfigSource
 from carpool.launch import profiles as naming
+from carpool.launch.failures import Cause
 from carpool.ports import RoleNotFound
 
 POOL = nodepool(requirements={"node.kubernetes.io/instance-type": ["m5.large"],
@@ -93,10 +94,16 @@ def test_instance_profile_is_launched_with_as_given(aws: Any, iam: Any, make_dep
 
 
 def test_a_missing_role_fails_the_claim_with_a_line_naming_spec_role(aws: Any, iam: Any, make_deps: MakeDeps) -> None:
+    """Local IAM refuses AddRoleToInstanceProfile for a role that does not exist (NoSuchEntity, as IAM does):
+    the pool's node class is not ready, named by cause, and its pods say why rather than being retried."""
     deps = make_deps(manifests(POOL, nodeclass(role="no-such-role")), start=datetime.now(UTC))
     outcome = _launch(deps, "m")
-    assert not outcome.launched
-    assert any("spec.role" in str(f) and "no-such-role" in str(f) for f in outcome.failed.values()), outcome.failed
+    assert not outcome.launched and not outcome.failed
+    (refused,) = outcome.not_ready.values()
+    assert refused.cause is Cause.ROLE and refused.nodeclass == "default"
+    assert "spec.role" in refused.message and "no-such-role" in refused.message
+    assert all(set(r) == {refused.nodepool} and "RoleNotFound" in r[refused.nodepool]
+               for r in outcome.unschedulable.values()) and outcome.unschedulable
     with pytest.raises(RoleNotFound):
         IamInstanceProfiles(iam).ensure(naming.request_for(CLUSTER, "us-east-1", "other", "no-such-role"))
 

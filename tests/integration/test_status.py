@@ -91,3 +91,39 @@ def test_status_without_a_table_is_one_line_and_exit_2(monkeypatch: pytest.Monke
     monkeypatch.delenv("CARPOOL_TABLE", raising=False)
     answer = CliRunner().invoke(app, ["status"])
     assert answer.exit_code == 2 and "no state table" in answer.output
+
+
+def test_a_node_class_that_refuses_launches_is_in_status_once_until_a_launch_from_it_succeeds(
+        make_deps: MakeDeps, aws: LocalAws, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`spec.role` names no IAM role: the real handler, twice (the watcher's next period), logs the cause
+    once; `carpool status` (the deployed state table) names the node class, its cause and pool; once the
+    role is fixed and a launch succeeds, the entry is gone."""
+    broken = manifests(nodepool(requirements={"karpenter.k8s.aws/instance-family": ["c5", "m5"]}),
+                       nodeclass(role="no-such-role"))
+    deps = make_deps(broken, start=datetime.now(UTC))
+    wiring.use(deps)
+    pods = pending_pods(2, cpu="1", prefix="r", deps=deps)
+    deps.cluster.bind()  # type: ignore[attr-defined]
+    caplog.set_level(logging.INFO, logger="carpool.app.not_ready")
+    assert _provision(pods) == {"batchItemFailures": []}  # pods carpool cannot serve are not retried at once
+    _provision(pods)
+    logged = [r for r in caplog.records if r.name == "carpool.app.not_ready" and "is not ready" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].cause == "RoleNotFound"  # type: ignore[attr-defined]
+
+    monkeypatch.setenv("CARPOOL_TABLE", deps.settings.table)
+    monkeypatch.setenv("CARPOOL_CONFIG_PARAMETER", deps.settings.config_parameter)
+    status = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)
+    (entry,) = status["notReady"]
+    assert (entry["nodeclass"], entry["cause"], entry["nodepools"]) == ("default", "RoleNotFound", ["default"])
+    assert entry["message"] == "spec.role: IAM role 'no-such-role' does not exist"
+    table = CliRunner().invoke(app, ["status"]).stdout
+    assert "EC2NodeClasses not ready" in table and "RoleNotFound" in table
+
+    fixed = make_deps(manifests(nodepool(requirements={"karpenter.k8s.aws/instance-family": ["c5", "m5"]}),
+                                nodeclass()), start=datetime.now(UTC))
+    wiring.use(fixed)
+    again = pending_pods(2, cpu="1", prefix="r", deps=fixed)  # the same pods, in the new deps' cluster
+    fixed.cluster.bind()  # type: ignore[attr-defined]
+    answer = _provision(again)
+    assert [c.nodeclass for c in fixed.ledger.active()] == ["default"], answer
+    assert json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)["notReady"] == []

@@ -24,8 +24,9 @@ from carpool.api.nodepool import NodePool
 from carpool.app import discovery, profiles
 from carpool.app.wiring import Dependencies
 from carpool.catalog import InstanceType
-from carpool.launch import fleet, templates
-from carpool.launch.templates import LaunchTemplateSpec
+from carpool.launch import failures, fleet, templates
+from carpool.launch.failures import Cause
+from carpool.launch.templates import LaunchTemplateError, LaunchTemplateSpec
 from carpool.launch.userdata.bootstrap import NodeBootstrap
 from carpool.ports import LAUNCH_TEMPLATE_MISSING_CODES, LaunchTemplateMissing
 from carpool.scheduling.result import PlannedClaim
@@ -67,6 +68,8 @@ class LaunchAttempt:
     #: every option's offerings went unavailable after the plan was made (an earlier claim's capacity
     #: errors in the same round): schedule the pods again rather than fail them
     stale: bool = False
+    #: the node class's part EC2 refused (`error` says how), None for any other error
+    cause: Cause | None = None
 
 
 def choose_capacity_type(
@@ -280,9 +283,11 @@ _TEMPLATES_KEY = "launch-templates"
 def _templates(claim: PlannedClaim, ctx: PoolContext, deps: Dependencies, ct: str, type_names: list[str]) -> list[templates.LaunchTemplateSpec]:
     """The claim's launch templates (grouped by AMI, max pods and user data), with the node class's own
     instance profile (`carpool.app.profiles`)."""
+    groups = discovery.security_groups(ctx.nodeclass, deps)
+    if not groups:  # EC2 would put the node in the VPC's default group: Karpenter's SecurityGroupsReady=False
+        raise LaunchTemplateError("spec.securityGroupSelectorTerms: no security group matches", Cause.SECURITY_GROUP)
     settings = templates.launch_settings(
-        ctx.nodeclass, ctx.ami_family, discovery.security_groups(ctx.nodeclass, deps),
-        instance_profile=profiles.instance_profile(ctx.nodeclass, deps),
+        ctx.nodeclass, ctx.ami_family, groups, instance_profile=profiles.instance_profile(ctx.nodeclass, deps),
     )
     return templates.plan_launch_templates(
         deps.settings.cluster_name, ctx.ami_family, ctx.amis,
@@ -352,6 +357,7 @@ def _attempt(outcome: fleet.FleetOutcome, ct: str, ctx: PoolContext) -> LaunchAt
         attempt.image_id = ctx.amis[inst.instance_type].id if inst.instance_type in ctx.amis else None
     elif outcome.other_errors:
         attempt.error = "; ".join(f"{e.code}: {e.message}" for e in outcome.other_errors)
+        attempt.cause = next((c for e in outcome.other_errors if (c := failures.of_ec2_error(e.code, e.message))), None)
     elif not attempt.capacity_errors:
         attempt.error = "CreateFleet returned neither instances nor errors"
     return attempt

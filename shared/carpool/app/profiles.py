@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.app.wiring import Dependencies
 from carpool.launch import profiles
+from carpool.launch.failures import Cause
 from carpool.launch.templates import LaunchTemplateError
 from carpool.ports import RoleNotFound
 
@@ -46,7 +47,7 @@ def instance_profile(nodeclass: EC2NodeClass, deps: Dependencies) -> str:
         return deps.settings.instance_profile
     if deps.instance_profiles is None:
         raise LaunchTemplateError(f"spec.role: role {role!r} is not the stack's node role and this deployment "
-                                  "cannot create instance profiles")
+                                  "cannot create instance profiles", Cause.ROLE)
     s = deps.settings
     request = profiles.request_for(s.cluster_name, s.region, nodeclass.name, role, spec.tags)
     ensured: dict[str, datetime] = deps.cache.setdefault(_ENSURED_KEY, {})
@@ -56,7 +57,7 @@ def instance_profile(nodeclass: EC2NodeClass, deps: Dependencies) -> str:
         try:
             deps.instance_profiles.ensure(request)
         except RoleNotFound as exc:
-            raise LaunchTemplateError(str(exc)) from exc
+            raise LaunchTemplateError(str(exc), Cause.ROLE) from exc
         ensured[request.name] = now
     return request.name
 

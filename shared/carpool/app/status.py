@@ -4,7 +4,8 @@ nodepool` for a controller that has no CRDs.
 Karpenter users look at NodeClaims (what is launching, on which type and zone, which node it became) and
 at each NodePool's usage against its limits. carpool keeps the same facts in its state table: the claims
 (`ClaimLedger`), the pools' usage, the learned capacity, the offerings marked unavailable after a capacity
-error, and why each pod it could not serve is pending (`carpool.state.reasons`). `read` gathers them into
+error, why each pod it could not serve is pending (`carpool.state.reasons`), and which EC2NodeClasses
+refused a launch and why (`carpool.state.not_ready`). `read` gathers them into
 one `Status`, for `carpool status` (deployed state) and for the end of `carpool simulate` (local AWS).
 """
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from carpool.state.models import CapacityRecord, Claim, UnavailableOffering
+from carpool.state.not_ready import NotReadyStore
 from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
 from carpool.state.reasons import PodReasonStore
 
@@ -69,6 +71,17 @@ class PendingView(_View):
     since: datetime
 
 
+class NotReadyView(_View):
+    """A node class that refused a launch: Karpenter's EC2NodeClass status condition False, with its cause
+    (`carpool.launch.failures.Cause`), message and the pools that met it."""
+
+    nodeclass: str
+    cause: str
+    message: str
+    nodepools: list[str]
+    since: datetime
+
+
 class Status(_View):
     at: datetime
     claims: list[ClaimView] = Field(default_factory=list)
@@ -76,10 +89,12 @@ class Status(_View):
     learned: list[LearnedView] = Field(default_factory=list)
     unavailable: list[UnavailableView] = Field(default_factory=list)
     pending: list[PendingView] = Field(default_factory=list)
+    not_ready: list[NotReadyView] = Field(default_factory=list)
 
 
 def read(ledger: ClaimLedger, offerings: OfferingAvailability, capacity: CapacityCache,
-         reasons: PodReasonStore | None, limits: Mapping[str, Mapping[str, int] | None], now: datetime) -> Status:
+         reasons: PodReasonStore | None, limits: Mapping[str, Mapping[str, int] | None], now: datetime,
+         not_ready: NotReadyStore | None = None) -> Status:
     """Everything carpool holds at `now`; `limits` are the deployed pools' (pool -> resource -> amount)."""
     usage = ledger.usage()
     return Status(
@@ -91,6 +106,9 @@ def read(ledger: ClaimLedger, offerings: OfferingAvailability, capacity: Capacit
         unavailable=sorted((_unavailable(o) for o in offerings.marked(now)), key=lambda o: o.until),
         pending=sorted((PendingView(pod=e.pod, reasons=e.reasons, since=e.since) for e in reasons.all(now)),
                        key=lambda p: p.pod) if reasons is not None else [],
+        not_ready=sorted((NotReadyView(nodeclass=e.nodeclass, cause=e.cause, message=e.message,
+                                       nodepools=list(e.nodepools), since=e.since) for e in not_ready.all(now)),
+                         key=lambda e: e.nodeclass) if not_ready is not None else [],
     )
 
 

@@ -27,6 +27,7 @@ from carpool.clocks import utc_now
 if TYPE_CHECKING:  # annotations only: sources pulls in the YAML loader and the catalog
     from carpool.app.sources import CatalogSource, ConfigSource
     from carpool.ports import Cluster, Compute, EventPublisher, InstanceProfiles
+    from carpool.state.not_ready import NotReadyStore
     from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
     from carpool.state.reasons import PodReasonStore
 
@@ -51,6 +52,8 @@ class Dependencies:
     instance_profiles: InstanceProfiles | None = None
     #: why each pod carpool could not serve is pending (None: not kept, not logged)
     reasons: PodReasonStore | None = None
+    #: which node classes refused a launch and why (None: not kept)
+    not_ready: NotReadyStore | None = None
 
     def __post_init__(self) -> None:
         """Every part that caches by time keeps it by `clock` (`carpool.clocks.FollowsClock`). Here, not in

@@ -4,7 +4,8 @@ nodepool` show it for Karpenter.
 Reads the state table (`--table`, or `CARPOOL_TABLE`) and, for the pools' limits, the deployed config
 (`--config-parameter`, or `CARPOOL_CONFIG_PARAMETER`; without it usage is shown without limits): claims,
 each pool's usage against its limits, the learned capacity, offerings marked unavailable and until when,
-and the pods carpool could not serve with their last reasons (`carpool.app.status`). `--json` prints the
+the EC2NodeClasses that refused a launch with the cause, and the pods carpool could not serve with their
+last reasons (`carpool.app.status`). `--json` prints the
 same as camelCase JSON and nothing else on stdout. `carpool simulate --status` prints it for the
 simulation's local AWS before it stops.
 """
@@ -57,6 +58,11 @@ def render(status: Status) -> Group:
     parts.append(_table("nodepools: usage / limit", ["nodepool", "resource", "usage", "limit"], [
         [p.name, r, _amount(r, p.usage.get(r, 0)), _amount(r, p.limits[r]) if p.limits and r in p.limits else "-"]
         for p in status.pools for r in sorted({*p.usage, *(p.limits or {})})]))
+    if status.not_ready:
+        parts.append(_table("EC2NodeClasses not ready (launches refused)", ["nodeclass", "cause", "nodepools", "since",
+                                                                          "message"], [
+            [e.nodeclass, e.cause, ", ".join(e.nodepools), e.since.strftime("%H:%M:%S"), e.message]
+            for e in status.not_ready]))
     if status.pending:
         parts.append(_table("pods carpool cannot serve (last reasons)", ["pod", "since", "reasons"], [
             [p.pod, p.since.strftime("%H:%M:%S"), "; ".join(f"{k}: {v}" for k, v in sorted(p.reasons.items()))]
@@ -87,6 +93,7 @@ def read_deployed(table: str, config_parameter: str | None, now: datetime) -> St
     from carpool.adapters.aws.config import SsmConfigText
     from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
     from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
+    from carpool.adapters.aws.dynamodb.not_ready import DynamoNotReady
     from carpool.adapters.aws.dynamodb.offerings import DynamoOfferings
     from carpool.adapters.aws.dynamodb.reasons import DynamoPodReasons
     from carpool.api.loader import load
@@ -96,7 +103,7 @@ def read_deployed(table: str, config_parameter: str | None, now: datetime) -> St
     if config_parameter:
         limits = {p.name: p.limits() for p in load([SsmConfigText(config_parameter).read()]).nodepools}
     return status.read(DynamoLedger(table), DynamoOfferings(table), DynamoCapacityCache(table),
-                       DynamoPodReasons(table), limits, now)
+                       DynamoPodReasons(table), limits, now, DynamoNotReady(table))
 
 
 def status_command(
@@ -105,8 +112,8 @@ def status_command(
     config_parameter: Annotated[str | None, typer.Option(
         "--config-parameter", help="SSM parameter of the deployed config (default: $CARPOOL_CONFIG_PARAMETER)")] = None,
 ) -> None:
-    """Show carpool's claims, pool usage against limits, pending pods' reasons, unavailable offerings and
-    learned capacity, from its deployed state."""
+    """Show carpool's claims, pool usage against limits, node classes that refused a launch, pending pods'
+    reasons, unavailable offerings and learned capacity, from its deployed state."""
     table = table_name or os.environ.get("CARPOOL_TABLE", "")
     if not table:
         raise _fail("no state table: pass --table or set CARPOOL_TABLE")

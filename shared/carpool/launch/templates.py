@@ -31,6 +31,7 @@ from carpool import labels as wk
 from carpool import quantity
 from carpool.amifamily import family_named
 from carpool.amis.model import ResolvedAmi
+from carpool.launch.failures import Cause
 from carpool.launch.userdata import NodeBootstrap, encode, render
 
 NAME_PREFIX = "carpool/"
@@ -53,7 +54,12 @@ RENDERED_CACHE_SIZE = 512
 
 
 class LaunchTemplateError(ValueError):
-    """A node class that cannot be turned into a launch template (names the field)."""
+    """A node class that cannot be turned into a launch template (names the field); `cause` says which part
+    of the node class (`carpool.launch.failures`)."""
+
+    def __init__(self, message: str, cause: Cause = Cause.LAUNCH_TEMPLATE) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,8 @@ def launch_settings(
     spec = nodeclass.spec
     profile = instance_profile or getattr(spec, "instance_profile", None)
     if not profile:
-        raise LaunchTemplateError("spec.instanceProfile: unknown (resolve spec.role to an instance profile first)")
+        raise LaunchTemplateError("spec.instanceProfile: unknown (resolve spec.role to an instance profile first)",
+                                  Cause.INSTANCE_PROFILE)
     tags = dict(getattr(spec, "tags", None) or {})
     name = getattr(getattr(nodeclass, "metadata", None), "name", None)
     if name:

@@ -45,6 +45,7 @@ def build(
     from carpool.adapters.aws.config import SsmConfigText
     from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
     from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
+    from carpool.adapters.aws.dynamodb.not_ready import DynamoNotReady
     from carpool.adapters.aws.dynamodb.offerings import DynamoOfferings
     from carpool.adapters.aws.dynamodb.reasons import DynamoPodReasons
     from carpool.adapters.aws.ec2 import Ec2Compute
@@ -73,6 +74,7 @@ def build(
         clock=clock,
         instance_profiles=_OnFirstUseProfiles(),
         reasons=DynamoPodReasons(settings.table),
+        not_ready=DynamoNotReady(settings.table),
     )
 
 

@@ -22,7 +22,7 @@ def launch(reserved: list[Reserved], call: Invocation) -> list[str]:
     (`launching.launch_group`), and record the launches together. Returns the pods to schedule again
     (capacity errors, or options used up since the round was planned)."""
     retry: list[str] = []
-    planned = _with_templates(_planned(reserved, call, retry), call)
+    planned = _with_templates(_planned(reserved, call, retry), call, retry)
     launched: list[tuple[Reserved, launching.LaunchAttempt]] = []
     for n, group in enumerate(_groups(planned)):
         # the first launch is covered by the budget its claims were started with; a later one only
@@ -43,7 +43,7 @@ def _planned(reserved: list[Reserved], call: Invocation, retry: list[str]) -> li
         try:
             plan = launching.plan_fleet(r.planned, r.ctx, call.deps, call.unavailable, call.now)
         except Exception as exc:
-            settle.claim_failed(r.claim, r.planned, call, exc)
+            retry.extend(settle.claim_failed(r.claim, r.planned, call, exc))
             continue
         if isinstance(plan, launching.LaunchAttempt):
             retry.extend(settle.settle(r.claim, r.planned, plan, call))
@@ -52,14 +52,14 @@ def _planned(reserved: list[Reserved], call: Invocation, retry: list[str]) -> li
     return planned
 
 
-def _with_templates(planned: list[Reserved], call: Invocation) -> list[Reserved]:
+def _with_templates(planned: list[Reserved], call: Invocation, retry: list[str]) -> list[Reserved]:
     """Ensure the launch templates of every planned launch at once (`launching.ensure_templates`); a claim
     that launches from a template that could not be created fails alone, the others go on."""
     try:
         failed = launching.ensure_templates([r.plan for r in planned if r.plan is not None], call.deps)
     except Exception as exc:  # nothing tells which templates exist: every claim of the round fails alone
         for r in planned:
-            settle.claim_failed(r.claim, r.planned, call, exc)
+            retry.extend(settle.claim_failed(r.claim, r.planned, call, exc))
         return []
     if not failed:
         return planned
@@ -70,7 +70,7 @@ def _with_templates(planned: list[Reserved], call: Invocation) -> list[Reserved]
         if why is None:
             kept.append(r)
         else:
-            settle.claim_failed(r.claim, r.planned, call, why)
+            retry.extend(settle.claim_failed(r.claim, r.planned, call, why))
     return kept
 
 
@@ -108,9 +108,7 @@ def _launch_group(group: list[Reserved], call: Invocation,
         _outcome_unknown(group, call, exc)
         return []
     except Exception as exc:
-        for r in group:
-            settle.claim_failed(r.claim, r.planned, call, exc)
-        return []
+        return [p for r in group for p in settle.claim_failed(r.claim, r.planned, call, exc)]
     if len(group) > 1:
         call.outcome.decisions.append(f"{len(group)} claims of {first.planned.pool} launched by one CreateFleet")
     retry: list[str] = []

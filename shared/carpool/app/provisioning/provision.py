@@ -24,7 +24,7 @@ from carpool import observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import reasons, startup
+from carpool.app import not_ready, reasons, startup
 from carpool.app.deadline import Deadline
 from carpool.app.provisioning import confirm, launch, pending, price_ceiling, reserve, schedule
 from carpool.app.provisioning.invocation import DEADLINE_REASON, Invocation
@@ -35,7 +35,6 @@ from carpool.scheduling import explain
 from carpool.scheduling.result import SchedulingResult
 
 log = logging.getLogger(__name__)
-MAX_ROUNDS = 5
 
 _Events = dict[tuple[str, str], tuple[Pod, datetime | None]]
 
@@ -135,6 +134,7 @@ def _explain(found: ProvisionOutcome, confirmed: confirm.Confirmed, deps: Depend
     left = {k: {"*": f"not carpool's to serve: {why}"} for k, why in found.ignored.items() if k in confirmed.pods}
     reasons.note({**left, **found.unschedulable}, found.served(), found.capacity_errors,
                  {k: p.metadata.uid or "" for k, p in confirmed.pods.items()}, deps)
+    not_ready.note(found.not_ready, {c.nodeclass for c in found.launched}, deps)
 
 
 def provision_pods(
@@ -170,17 +170,21 @@ def provision_pods(
 
 def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
     """Rounds of deciding and launching, until no pod is left to place: a capacity error, or a claim a
-    concurrent provisioner took first, sends its pods to the next round, in this invocation."""
+    concurrent provisioner took first, sends its pods to the next round, in this invocation. However many
+    rounds that takes (every pool and offering that can serve the pods is walked before a pod is retried),
+    bounded by the deadline and by progress: a round that changed nothing would only repeat itself."""
     outcome = call.outcome
     by_key = everyone = {p.key: p for p in pods}
     world = _read_world(pods, by_key, call)
     if world is None:
         return
-    while by_key and outcome.rounds < MAX_ROUNDS:
+    taken: set[str] = set()  # pods whose claim a concurrent provisioner took first, this invocation
+    while by_key:
         # a claim started past the deadline would time the invocation out: its pods are retried instead
         if not call.allows_a_claim():
             outcome.fail(by_key, DEADLINE_REASON)
             break
+        before = _progress(call, taken)
         try:
             if outcome.rounds:  # pods a concurrent provisioner took since the last round are its now
                 by_key = {p.key: p for p in pending.not_nominated(list(by_key.values()), call)}
@@ -197,11 +201,15 @@ def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
         schedule.nominate_in_flight(result, specs, call)
         # the new claims: reserved within their pools' limits, then launched
         reserved, retry = reserve.reserve_claims(result, prepared, call)
+        taken.update(retry)
         retry += launch.launch(reserved, call)
         retry += _held_by_limits(result, call)
-        outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
+        outcome.unschedulable.update({k: outcome.with_not_ready(k, v) for k, v in result.unschedulable.items()
+                                      if k not in retry})
         by_key = {k: everyone[k] for k in retry if k in everyone}
-    outcome.fail(by_key, f"still no capacity after {MAX_ROUNDS} scheduling rounds")
+        if by_key and _progress(call, taken) == before:
+            outcome.fail(by_key, _no_progress(outcome.rounds, len(by_key)))
+            break
     outcome.forget_overcome_refusals()
 
 
@@ -213,6 +221,19 @@ def _held_by_limits(result: SchedulingResult, call: Invocation) -> list[str]:
         for pool in explain.limited_pools(why):
             call.limited.hold(pool, [key])
     return call.limited.again()
+
+
+def _progress(call: Invocation, taken: set[str]) -> tuple[int, int, int]:
+    """What a round can change that lets the next one decide otherwise: offerings found unavailable, pods
+    placed (launched for, or nominated), pods a concurrent provisioner took, pools whose node class
+    refused a launch. Each only grows and is bounded (the catalog's offerings, the batch's pods), so rounds
+    that must change one of them end. (A pool's charge given back by a launch comes with a pod placed.)"""
+    return len(call.unavailable), len(call.outcome.served()), len(taken) + len(call.outcome.not_ready)
+
+
+def _no_progress(rounds: int, left: int) -> str:
+    return (f"round {rounds} changed nothing (no offering newly unavailable, no pod placed, no claim taken by "
+            f"another provisioner): {left} pods left for a later batch")
 
 
 def _read_world(pods: list[Pod], by_key: dict[str, Pod], call: Invocation) -> World | None:

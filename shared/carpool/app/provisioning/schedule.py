@@ -34,6 +34,9 @@ def plan_round(
     prepared = pools.prepare(manifests, world.catalog, world.resolve, world.cni, world.learned, world.unavailable,
                              usage, zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
     _count_capacity_sources(prepared)
+    # a pool whose node class refused a launch in this call is not tried again in it (Karpenter skips a
+    # NodePool whose EC2NodeClass is not ready); its pods' reason says so (`ProvisionOutcome.with_not_ready`)
+    prepared.specs = [s for s in prepared.specs if s.name not in outcome.not_ready]
     started = time.perf_counter()
     specs: dict[str, si.PodSpec] = {}
     rejected: dict[str, str] = {}

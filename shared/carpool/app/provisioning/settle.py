@@ -10,7 +10,10 @@ from datetime import timedelta
 from carpool import observability
 from carpool.app import launching
 from carpool.app.provisioning.invocation import Invocation
+from carpool.app.provisioning.outcome import NotReady
 from carpool.app.wiring import Dependencies
+from carpool.launch.failures import Cause
+from carpool.launch.templates import LaunchTemplateError
 from carpool.scheduling.result import PlannedClaim
 from carpool.state.models import Claim, UnavailableOffering
 
@@ -32,6 +35,8 @@ def settle(claim: Claim, planned: PlannedClaim, attempt: launching.LaunchAttempt
         )
         observability.emit("LaunchFailures", reason="InsufficientCapacity")
         return list(planned.pods)
+    if attempt.cause is not None:
+        return not_ready(claim, planned, call, attempt.cause, attempt.error or str(attempt.cause))
     outcome.launch_failures.append(f"{claim.name}: {attempt.error}")
     outcome.fail(planned.pods, f"launch of {claim.name} failed: {attempt.error}")
     observability.emit("LaunchFailures", reason="Error")
@@ -40,8 +45,13 @@ def settle(claim: Claim, planned: PlannedClaim, attempt: launching.LaunchAttempt
 
 
 def claim_failed(claim: Claim, planned: PlannedClaim, call: Invocation, exc: Exception,
-                 instance_id: str | None = None) -> None:
-    """A claim's launch raised: give back what it holds now, fail only its pods, let the others go on."""
+                 instance_id: str | None = None) -> list[str]:
+    """A claim's launch raised: give back what it holds now, fail only its pods, let the others go on.
+    Returns its pods when they should be scheduled again: its node class refused the launch
+    (`LaunchTemplateError`), so other pools are tried (`not_ready`)."""
+    if isinstance(exc, LaunchTemplateError) and instance_id is None:
+        release(claim, call.deps)
+        return not_ready(claim, planned, call, exc.cause, str(exc))
     why = f"{type(exc).__name__}: {exc}"
     log.error("claim %s (%d pods) failed: %s", claim.name, len(planned.pods), why, exc_info=exc)
     if instance_id is not None:
@@ -53,6 +63,25 @@ def claim_failed(claim: Claim, planned: PlannedClaim, call: Invocation, exc: Exc
     call.outcome.launch_failures.append(f"{claim.name}: {why}")
     call.outcome.fail(planned.pods, f"claim {claim.name} failed: {why}")
     observability.emit("LaunchFailures", reason=type(exc).__name__)
+    return []
+
+
+def not_ready(claim: Claim, planned: PlannedClaim, call: Invocation, cause: Cause, message: str) -> list[str]:
+    """The pool's node class refused the claim's launch (the claim already given back): the pool is left
+    out of this call's later rounds, and the claim's pods are scheduled again with the others. Logged
+    and counted once per pool and call (`NodeClassNotReady`), not once per claim (said once per cause:
+    `carpool.app.not_ready`)."""
+    outcome = call.outcome
+    outcome.not_ready_pods.update(dict.fromkeys(planned.pods, (planned.pool, claim.name)))
+    observability.emit("LaunchFailures", reason=str(cause))
+    if planned.pool in outcome.not_ready:
+        return list(planned.pods)
+    found = NotReady(planned.pool, claim.nodeclass, cause, message)
+    outcome.not_ready[planned.pool] = found
+    outcome.decisions.append(f"{planned.pool}: not launched from again in this call: {found.reason}")
+    observability.emit("NodeClassNotReady", cause=str(cause), nodeclass=claim.nodeclass, nodepool=planned.pool)
+    log.warning("launch of %s refused: %s", claim.name, found.reason)  # the error line: `carpool.app.not_ready`
+    return list(planned.pods)
 
 
 def release(claim: Claim, deps: Dependencies) -> None:

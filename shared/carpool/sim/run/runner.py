@@ -602,7 +602,7 @@ class SimRunner:
         d = self.deps
         try:
             limits = {p.name: p.limits() for p in d.config.load().nodepools}
-            return status.read(d.ledger, d.offerings, d.capacity, d.reasons, limits, d.clock())
+            return status.read(d.ledger, d.offerings, d.capacity, d.reasons, limits, d.clock(), d.not_ready)
         except Exception as exc:  # noqa: BLE001 - the run's result stands without it
             self.log.add("simulator", f"could not read carpool's status: {type(exc).__name__}: {exc}", "WARNING")
             return None

@@ -1,0 +1,69 @@
+"""Why a launch failed when the fault is the EC2NodeClass's, not EC2's capacity: a named cause per part of
+the node class (role, instance profile, subnets, security groups, AMI, launch template).
+
+Karpenter keeps these as the EC2NodeClass's status conditions (`InstanceProfileReady`, `SubnetsReady`,
+`SecurityGroupsReady`, `AMIsReady`, `ValidationSucceeded`) and, when a launch meets one, writes
+`NodeClassNotReady` on the NodeClaim (kubernetes-sigs/karpenter `pkg/controllers/nodeclaim/lifecycle`).
+carpool has neither object, so a cause is said on the pods, in `carpool status` and as a metric
+(`carpool.app.provisioning.settle`); this module only names the causes and tells them from EC2's answers.
+Such a failure repeats until the node class (or IAM, or the network) is fixed: retrying it helps nobody,
+unlike a capacity error.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Cause(StrEnum):
+    """What part of a node class made its launch fail (the value is what users and metrics see)."""
+
+    ROLE = "RoleNotFound"
+    INSTANCE_PROFILE = "InstanceProfileInvalid"
+    SUBNET = "SubnetInvalid"
+    SECURITY_GROUP = "SecurityGroupInvalid"
+    AMI = "AmiInvalid"
+    LAUNCH_TEMPLATE = "LaunchTemplateInvalid"
+
+    @property
+    def field(self) -> str:
+        """The EC2NodeClass field a user fixes."""
+        return _FIELDS[self]
+
+
+_FIELDS = {
+    Cause.ROLE: "spec.role",
+    Cause.INSTANCE_PROFILE: "spec.instanceProfile",
+    Cause.SUBNET: "spec.subnetSelectorTerms",
+    Cause.SECURITY_GROUP: "spec.securityGroupSelectorTerms",
+    Cause.AMI: "spec.amiSelectorTerms",
+    Cause.LAUNCH_TEMPLATE: "spec",
+}
+
+#: EC2 error code prefixes (CreateFleet's `Errors`, CreateLaunchTemplate's refusals) naming a node class's part
+_CODE_PREFIXES: tuple[tuple[str, Cause], ...] = (
+    ("InvalidAMIID", Cause.AMI),
+    ("InvalidSubnet", Cause.SUBNET),
+    ("InvalidGroup", Cause.SECURITY_GROUP),
+    ("InvalidSecurityGroup", Cause.SECURITY_GROUP),
+    ("InvalidIamInstanceProfile", Cause.INSTANCE_PROFILE),
+    ("InvalidBlockDeviceMapping", Cause.LAUNCH_TEMPLATE),
+    ("InvalidUserData", Cause.LAUNCH_TEMPLATE),
+)
+
+
+def of_ec2_error(code: str, message: str) -> Cause | None:
+    """The cause an EC2 error names, or None (a capacity error, a throttle, anything not the node class's).
+
+    EC2 names a profile it cannot use in an `InvalidParameterValue` ("Value (...) for parameter
+    iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"), and a role it may not pass in
+    an `UnauthorizedOperation` naming `iam:PassRole`."""
+    for prefix, cause in _CODE_PREFIXES:
+        if code.startswith(prefix):
+            return cause
+    lowered = message.lower()
+    if code.startswith("InvalidParameter") and "iaminstanceprofile" in lowered:
+        return Cause.INSTANCE_PROFILE
+    if code == "UnauthorizedOperation" and "iam:passrole" in lowered:
+        return Cause.ROLE
+    return None
