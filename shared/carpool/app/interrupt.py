@@ -210,6 +210,7 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
     node = claim.node_name or ""
     pods = drain.pods_on(deps.cluster, node)
     replacements: set[str] = set()
+    unserved: dict[str, str] = {}
     if pods:
         held = deps.ledger.nominated(deps.clock(), [p.key for p in pods])
         spent = _spent_nominations(held, claim, deps)
@@ -219,6 +220,7 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         replacements = ({c.name for c in outcome.launched} | set(outcome.nominated_in_flight)
                         | {held[k] for k in outcome.already_nominated if k in held})
         summary.replacements.extend(c.name for c in outcome.launched)
+        unserved = _unserved(outcome)
     warned = _utc(event.time)
 
     def start(c: Claim) -> None:
@@ -236,8 +238,9 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
     drain.cordon(deps.cluster, node)
     observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
     _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
-                  f"{len(pods)} pods to move, replacement {', '.join(replacements) or 'not needed'}; "
-                  f"reclaim expected at {evacuation.reclaim_at(warned).isoformat()}")
+                  f"{len(pods)} pods to move, replacement {', '.join(sorted(replacements)) or _none(unserved)}; "
+                  + (f"{len(unserved)} with no node coming ({_first(unserved)}); " if unserved else "")
+                  + f"reclaim expected at {evacuation.reclaim_at(warned).isoformat()}")
 
 
 def continue_drain(claim: Claim, deps: Dependencies, now: datetime, summary: InterruptSummary | None = None) -> bool:
@@ -281,6 +284,24 @@ def _evict(pods: list[Pod], pdbs: list[PodDisruptionBudget], deps: Dependencies)
             blocked[pod.key] = f"{exc}; retried in {evacuation.RETRY_EVERY.seconds} s"
             spent.extend(b for b in pdbs if b.matches(pod))
     return evicted, blocked
+
+
+def _unserved(outcome: provision.ProvisionOutcome) -> dict[str, str]:
+    """The node's pods no replacement is coming for, each with why (a spread no offering left can
+    satisfy, a limit, a failed launch): said with the warning, never taken for "not needed"."""
+    out = {key: "; ".join(sorted(set(why.values()))) for key, why in outcome.unschedulable.items()}
+    out.update(outcome.refused)
+    out.update(outcome.failed)
+    return out
+
+
+def _none(unserved: dict[str, str]) -> str:
+    return "none" if unserved else "not needed"
+
+
+def _first(unserved: dict[str, str]) -> str:
+    key = min(unserved)
+    return f"{key}: {unserved[key]}"
 
 
 def _spent_nominations(held: dict[str, str], claim: Claim, deps: Dependencies) -> set[str]:
