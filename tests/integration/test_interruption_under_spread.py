@@ -188,3 +188,26 @@ def test_a_warning_no_replacement_can_serve_says_why_not_that_none_is_needed(
     [said] = [r.getMessage() for r in caplog.records if "cordoned and tainted" in r.getMessage()]
     assert "replacement none; 2 with no node coming (default/web-2: topology spread" in said
     assert "not needed" not in said
+
+
+def test_two_warnings_in_one_batch_plan_both_replacements_before_any_pod_is_evicted(
+        deps: Dependencies, aws: LocalAws) -> None:
+    """A hostname spread (`maxSkew: 1`): each node's pod needs a node of its own. Evicted first, the first
+    node's pod would be a new pending pod no plan counts, and the second node's pod would be planned onto
+    the first's replacement, where the kube-scheduler will not put it."""
+    pods = [Pod.model_validate(_pod(f"web-{i}", spread=False)) for i in range(2)]
+    for pod in pods:
+        raw = pod.to_json_dict()
+        raw["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs",
+                                               "uid": "rs", "controller": True}]
+        raw["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": L.HOSTNAME,
+                                                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": WEB}}]
+        deps.cluster.add_pod(raw, controller="Deployment/default/web")  # type: ignore[attr-defined]
+    served = _serving(deps, [Pod.model_validate(deps.cluster.pods[p.key].raw) for p in pods])  # type: ignore[attr-defined]
+    assert len(served) == 2 and all(len(deps.cluster.pods_on_node(n)) == 1 for _c, n in served)
+
+    assert _warnings(deps, [c.instance_id or "" for c, _n in served]) == {"batchItemFailures": []}
+
+    replaced = [deps.ledger.get(c.name) for c, _n in served]
+    coming = [set(c.disruption.replaced_by) for c in replaced if c is not None and c.disruption is not None]
+    assert len(coming) == 2 and all(coming) and not coming[0] & coming[1], coming

@@ -52,21 +52,21 @@ def _keys(bins_pods: tuple[si.PodSpec, ...]) -> list[str]:
 
 
 # -- what is read ---------------------------------------------------------------------------------------
-def test_a_zone_spread_reads_its_selector_in_its_namespace_and_a_hostname_spread_reads_nothing() -> None:
+def test_a_spread_reads_its_selector_in_its_namespace_and_a_hostname_spread_needs_no_node() -> None:
     zone = _pod("a", spread=[_zone_spread()])
     host = _pod("b", spread=[_zone_spread(L.HOSTNAME, {"app": "api"})])
     plain = _pod("c")
-    assert queries([zone, host, plain]) == {("shop", "app=web")}
+    assert queries([zone, host, plain]) == {("shop", "app=web"): True, ("shop", "app=api"): False}
 
 
-def test_affinity_reads_even_on_hostname_and_anti_affinity_every_namespace_when_asked() -> None:
+def test_affinity_on_hostname_needs_nodes_and_anti_affinity_reads_every_namespace_when_asked() -> None:
     term = {"topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "cache"}}}
     anti = {"topologyKey": L.ZONE, "labelSelector": {"matchExpressions": [
         {"key": "tier", "operator": "In", "values": ["db", "queue"]}]}, "namespaceSelector": {}}
     host_anti = {"topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "web"}}}
     pod = _pod("a", affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
                               "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [anti, host_anti]}})
-    assert queries([pod]) == {("shop", "app=cache"), (None, "tier in (db,queue)")}
+    assert queries([pod]) == {("shop", "app=cache"): True, (None, "tier in (db,queue)"): True, ("shop", "app=web"): False}
 
 
 def test_selector_queries_in_the_api_syntax() -> None:
@@ -88,6 +88,8 @@ def test_the_read_lists_each_selector_once_and_leaves_terminating_pods_out() -> 
     placed = Placed.read(cluster, batch)
     assert [p.key for p in placed.pods] == ["shop/web-0"]
     assert set(placed.nodes) == {"n1"}
+    hostname_only = Placed.read(cluster, [_pod("web-new", spread=[_zone_spread(L.HOSTNAME)])])
+    assert [p.key for p in hostname_only.pods] == ["shop/web-0"] and not hostname_only.nodes
 
 
 # -- where each pod counts ---------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ while the pods waited, one 1-pod node a minute in a zone the spread did not allo
 
 What is read (`Placed.read`, once per invocation): for each (namespace, selector) the batch's constraints
 name, one list of the unfinished pods it selects (`Cluster.pods_selected`, as countDomains lists them),
-then the nodes those pods are bound to. Hostname spreads and anti-affinity read nothing: a new node is an
-empty domain to carpool's scheduler, so pods on other nodes never change what a new claim may take
-(hostname *affinity* reads: its peers already on a node decide that no new node can serve it).
+then the nodes those pods are bound to. A hostname spread or anti-affinity needs no node: a new node is
+an empty domain to carpool's scheduler, so what matters is only the pods going to claims in flight (the
+room it may still fill); hostname *affinity* needs them (its peers already on a node decide that no new
+node can serve it).
 
 How they count (`Placed.bins`, each round; Karpenter's rules):
 - not the pods being scheduled (they are moving), nor terminating ones (nor, from the read, finished ones);
@@ -74,11 +75,14 @@ class Placed:
         """The pods the batch's constraints count and their nodes; nothing is read for a batch without
         such constraints."""
         found: dict[str, Pod] = {}
-        for namespace, selector in sorted(queries(batch), key=lambda q: (q[0] or "", q[1])):
+        bound: set[str] = set()
+        for (namespace, selector), needs_nodes in sorted(queries(batch).items(), key=lambda q: (q[0][0] or "", q[0][1])):
             for pod in cluster.pods_selected(namespace, selector):
-                if not pod.is_terminating():
-                    found.setdefault(pod.key, pod)
-        bound = {p.spec.node_name for p in found.values() if p.spec.node_name}
+                if pod.is_terminating():
+                    continue
+                found.setdefault(pod.key, pod)
+                if needs_nodes and pod.spec.node_name:
+                    bound.add(pod.spec.node_name)
         return cls(tuple(found.values()), _nodes(cluster, bound))
 
     def bins(self, scheduling: Collection[str], in_flight: Sequence[InFlight]) -> Bins:
@@ -106,38 +110,38 @@ class Placed:
         return Bins({k: tuple(v) for k, v in held.items()}, existing)
 
     def _leaving(self, node: str) -> bool:
-        """A node being drained (cordoned) or gone: its pods are on their way elsewhere."""
+        """A node being drained (cordoned) or gone, or not read (a hostname constraint's pod: counting it
+        where it is nominated only ever launches a node too many, never leaves a pod without one)."""
         found = self.nodes.get(node)
         return found is None or found.spec.unschedulable
 
 
-def queries(batch: Iterable[Pod]) -> set[Query]:
-    """The pod lists the batch's topology constraints count: one per (namespace, selector) of every
-    spread, affinity and anti-affinity term, required or preferred (a preference holds until relaxed),
-    but hostname spreads and anti-affinity (see the module's docstring)."""
-    out: set[Query] = set()
+def queries(batch: Iterable[Pod]) -> dict[Query, bool]:
+    """The pod lists the batch's topology constraints count, one per (namespace, selector) of every spread,
+    affinity and anti-affinity term, required or preferred (a preference holds until relaxed), each with
+    whether its pods' nodes are needed (not for a hostname spread or anti-affinity alone)."""
+    out: dict[Query, bool] = {}
     for pod in batch:
         labels = pod.labels
         for constraint in pod.spec.topology_spread_constraints:
-            if constraint.topology_key != L.HOSTNAME:
-                _add(out, [pod.namespace], convert.spread(constraint, labels).selector)
+            _add(out, [pod.namespace], convert.spread(constraint, labels).selector, constraint.topology_key != L.HOSTNAME)
         affinity = pod.spec.affinity
         if affinity is None:
             continue
         for kind, terms in ((AFFINITY, affinity.pod_affinity), (ANTI, affinity.pod_anti_affinity)):
             for term in [*terms.required, *(w.pod_affinity_term for w in terms.preferred)] if terms else []:
-                if kind == ANTI and term.topology_key == L.HOSTNAME:
-                    continue
                 converted = convert.affinity_term(term, labels)
                 where = namespaces_of(pod.namespace, converted)
-                _add(out, sorted(where) if where is not None else [None], converted.selector)
+                _add(out, sorted(where) if where is not None else [None], converted.selector,
+                     kind == AFFINITY or term.topology_key != L.HOSTNAME)
     return out
 
 
-def _add(out: set[Query], namespaces: Iterable[str | None], selector: si.LabelSelector) -> None:
+def _add(out: dict[Query, bool], namespaces: Iterable[str | None], selector: si.LabelSelector, needs_nodes: bool) -> None:
     query = selector.query()
     if query is not None:
-        out.update((ns, query) for ns in namespaces)
+        for ns in namespaces:
+            out[(ns, query)] = out.get((ns, query), False) or needs_nodes
 
 
 def _nodes(cluster: Cluster, names: Collection[str]) -> dict[str, Node]:
