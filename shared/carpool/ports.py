@@ -208,6 +208,13 @@ class Cluster(Protocol):
         """"namespace/name" of every pod that exists (cheaper than `list_pods` where the cluster allows)."""
         ...
 
+    def pods_selected(self, namespace: str | None, selector: str) -> list[Pod]:
+        """The unfinished pods of one namespace (every namespace with None) that a label selector selects
+        (server-side `labelSelector`, plus the `status.phase` field selector): what a topology spread or
+        pod affinity term counts, read as Karpenter's `Topology.countDomains` reads it, so the cost
+        follows the workload's pods, not the cluster's."""
+        ...
+
     def pending_pods(self) -> list[Pod]:
         """Pods not bound to a node and in phase Pending: the only pods a `Pod Unschedulable` event can
         still be about. One list with the server-side field selector `spec.nodeName=,status.phase=Pending`,

@@ -212,3 +212,28 @@ def test_a_field_the_api_server_cannot_select_on_is_refused(served: tuple[SimApi
         adapter._paged(PodResource, reads.ObjectName, fields="spec.priorityClassName=high")
     assert refused.value.status.code == 400
     assert refused.value.status.message == "field label not supported: spec.priorityClassName"
+
+
+def test_a_topology_count_lists_only_the_pods_its_selector_selects(served: tuple[SimApiServer, LightkubeCluster],
+                                                                   sim: SimulatedCluster) -> None:
+    """What a spread or affinity counts is one list with its label selector in its namespace (Karpenter's
+    countDomains), finished pods left out by the field selector: the same pods the simulated cluster
+    answers in process."""
+    server, adapter = served
+    for name, labels, namespace, phase in (("web-0", {"app": "web"}, "shop", None), ("web-1", {"app": "web", "tier": "db"}, "shop", None),
+                                           ("web-done", {"app": "web"}, "shop", "Succeeded"),
+                                           ("web-away", {"app": "web"}, "other", None)):
+        pod = pod_json(name, node="n1", phase=phase)
+        pod["metadata"] |= {"labels": labels, "namespace": namespace}
+        sim.add_pod(pod)
+    selector = "app=web,tier notin (db)"
+
+    found = adapter.pods_selected("shop", selector)
+    everywhere = adapter.pods_selected(None, "app in (web)")
+
+    assert [p.key for p in found] == ["shop/web-0"] == [p.key for p in sim.pods_selected("shop", selector)]
+    assert sorted(p.key for p in everywhere) == ["other/web-away", "shop/web-0", "shop/web-1"]
+    lists = [r for r in server.log if r.path.endswith("/pods")]
+    assert lists[0].path.endswith("/namespaces/shop/pods")
+    assert [r.query.get("labelSelector") for r in lists] == [selector, "app in (web)"]
+    assert all(r.query.get("fieldSelector", "").startswith(reads.NOT_FINISHED) for r in lists)

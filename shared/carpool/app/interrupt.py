@@ -5,7 +5,10 @@ Order matters for a two-minute spot notice: mark the offering unavailable (so th
 land on the same doomed capacity), launch the replacement for the node's pods first, then cordon and
 taint the node, then move its pods in steps (`carpool.disruption.evacuation`: PodDisruptionBudgets
 through the Eviction API, at most a quarter of a controller's pods unavailable at a time without one,
-everything once the reclaim is 30 s away). Each step's outcome is logged with its reasons.
+everything once the reclaim is 30 s away). Each step's outcome is logged with its reasons. In a batch
+of warnings every node's replacement is planned before any pod is evicted, so each plan counts the pods
+of the nodes warned before it where they are going (`carpool.app.provisioning.placed`), under zone and
+hostname spread alike.
 
 A drain outlives the warning's invocation: PDB-blocked evictions must be retried every few seconds and
 the replacement takes about a minute to be Ready, while the function's timeout is 60 s. The state lives
@@ -91,6 +94,9 @@ FollowUp = Callable[[ev.AwsEvent, int], None]
 def run(batch: dict[str, ev.AwsEvent], deps: Dependencies,
         follow_up: FollowUp | None = None) -> tuple[InterruptSummary, dict[str, str]]:
     summary = InterruptSummary()
+    # every node's replacement is planned before any node's pods are evicted: a pod evicted comes back as
+    # a new pending pod no plan counts yet, so the next node's replacement would be planned without it
+    drains: list[tuple[ev.AwsEvent, Claim]] = []
     for event in batch.values():
         for instance_id in event.instance_ids():
             claim = deps.ledger.find_by_instance(instance_id)
@@ -104,9 +110,11 @@ def run(batch: dict[str, ev.AwsEvent], deps: Dependencies,
                 continue
             if not _confirmed(event, instance_id, deps, summary):
                 continue
-            kind = _handle(event, claim, deps, summary, follow_up)
+            kind = _handle(event, claim, deps, summary, drains)
             observability.emit("InterruptionsReceived", kind=kind)
             summary.handled[instance_id] = kind
+    for event, claim in drains:
+        _drain_step(event, claim, deps, summary, follow_up)
     return summary, {}
 
 
@@ -141,18 +149,20 @@ def _confirmed(event: ev.AwsEvent, instance_id: str, deps: Dependencies, summary
 
 
 def _handle(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
-            follow_up: FollowUp | None) -> str:
+            drains: list[tuple[ev.AwsEvent, Claim]]) -> str:
+    """Act on one event; a node to drain is added to `drains` (its step is taken once the batch's
+    replacements are all planned)."""
     if isinstance(event, ev.SpotInterruptionEvent):
         if not _in_progress(claim):
             _mark_unavailable(claim, deps)
-        _replace_and_drain(event, claim, deps, summary, follow_up)
+        _replace(event, claim, deps, summary, drains)
         return "spot-interruption"
     if isinstance(event, ev.HealthEvent):
-        _replace_and_drain(event, claim, deps, summary, follow_up)
+        _replace(event, claim, deps, summary, drains)
         return "scheduled-change"
     if isinstance(event, ev.RebalanceRecommendationEvent):
         if _in_progress(claim) or _early_replacement(claim, deps):
-            _replace_and_drain(event, claim, deps, summary, follow_up)
+            _replace(event, claim, deps, summary, drains)
         return "rebalance-recommendation"
     if isinstance(event, ev.InstanceStateChangeEvent) and event.detail.state in STOPPING_STATES:
         if claim.node_name:
@@ -189,11 +199,10 @@ def _in_progress(claim: Claim) -> bool:
     return claim.disruption is not None and claim.disruption.reason == Reason.INTERRUPTED
 
 
-def _replace_and_drain(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
-                       follow_up: FollowUp | None) -> None:
+def _replace(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
+             drains: list[tuple[ev.AwsEvent, Claim]]) -> None:
     """First delivery: launch the replacement, cordon and taint, record the drain on the claim. Every
-    delivery (the first, duplicates and follow-ups): take the next eviction step, and ask for another
-    look in a few seconds while pods are left before the reclaim."""
+    delivery (the first, duplicates and follow-ups) then has its next eviction step (`_drain_step`)."""
     if not claim.node_name:
         return
     if not _in_progress(claim):
@@ -202,6 +211,12 @@ def _replace_and_drain(event: ev.AwsEvent, claim: Claim, deps: Dependencies, sum
         except NodeGone:
             _say(summary, f"node {claim.node_name} of {claim.name} is already gone: nothing to drain")
             return
+    drains.append((event, claim))
+
+
+def _drain_step(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: InterruptSummary,
+                follow_up: FollowUp | None) -> None:
+    """The next eviction step, and another look in a few seconds while pods are left before the reclaim."""
     if continue_drain(claim, deps, deps.clock(), summary) and follow_up is not None:
         _follow_up(event, claim, follow_up)
 
@@ -210,6 +225,7 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
     node = claim.node_name or ""
     pods = drain.pods_on(deps.cluster, node)
     replacements: set[str] = set()
+    unserved: dict[str, str] = {}
     if pods:
         held = deps.ledger.nominated(deps.clock(), [p.key for p in pods])
         spent = _spent_nominations(held, claim, deps)
@@ -219,6 +235,7 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
         replacements = ({c.name for c in outcome.launched} | set(outcome.nominated_in_flight)
                         | {held[k] for k in outcome.already_nominated if k in held})
         summary.replacements.extend(c.name for c in outcome.launched)
+        unserved = _unserved(outcome)
     warned = _utc(event.time)
 
     def start(c: Claim) -> None:
@@ -236,8 +253,9 @@ def _start(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Interr
     drain.cordon(deps.cluster, node)
     observability.emit("Disruptions", reason=Reason.INTERRUPTED.value)
     _say(summary, f"{event.detail_type} for node {node} ({claim.instance_id}): cordoned and tainted; "
-                  f"{len(pods)} pods to move, replacement {', '.join(replacements) or 'not needed'}; "
-                  f"reclaim expected at {evacuation.reclaim_at(warned).isoformat()}")
+                  f"{len(pods)} pods to move, replacement {', '.join(sorted(replacements)) or _none(unserved)}; "
+                  + (f"{len(unserved)} with no node coming ({_first(unserved)}); " if unserved else "")
+                  + f"reclaim expected at {evacuation.reclaim_at(warned).isoformat()}")
 
 
 def continue_drain(claim: Claim, deps: Dependencies, now: datetime, summary: InterruptSummary | None = None) -> bool:
@@ -281,6 +299,24 @@ def _evict(pods: list[Pod], pdbs: list[PodDisruptionBudget], deps: Dependencies)
             blocked[pod.key] = f"{exc}; retried in {evacuation.RETRY_EVERY.seconds} s"
             spent.extend(b for b in pdbs if b.matches(pod))
     return evicted, blocked
+
+
+def _unserved(outcome: provision.ProvisionOutcome) -> dict[str, str]:
+    """The node's pods no replacement is coming for, each with why (a spread no offering left can
+    satisfy, a limit, a failed launch): said with the warning, never taken for "not needed"."""
+    out = {key: "; ".join(sorted(set(why.values()))) for key, why in outcome.unschedulable.items()}
+    out.update(outcome.refused)
+    out.update(outcome.failed)
+    return out
+
+
+def _none(unserved: dict[str, str]) -> str:
+    return "none" if unserved else "not needed"
+
+
+def _first(unserved: dict[str, str]) -> str:
+    key = min(unserved)
+    return f"{key}: {unserved[key]}"
 
 
 def _spent_nominations(held: dict[str, str], claim: Claim, deps: Dependencies) -> set[str]:

@@ -79,6 +79,19 @@ class LabelSelector:
                 return False
         return all(e.matches(labels) for e in self.expressions)
 
+    def query(self) -> str | None:
+        """The selector in the API's `labelSelector` syntax (`app=web,tier in (a,b),!gpu`; "" selects
+        every pod), or None when it selects nothing (missing, or `In` no value): nothing to list."""
+        if self.nothing or any(e.operator == "In" and not e.values for e in self.expressions):
+            return None
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        for e in self.expressions:
+            if e.operator in ("In", "NotIn") and e.values:
+                parts.append(f"{e.key} {e.operator.lower()} ({','.join(sorted(e.values))})")
+            elif e.operator in ("Exists", "DoesNotExist"):
+                parts.append(e.key if e.operator == "Exists" else f"!{e.key}")
+        return ",".join(parts)
+
     def __str__(self) -> str:
         if self.nothing:
             return "<none>"

@@ -55,14 +55,14 @@ class MemoryLedger:
             self.claims[claim.name] = claim.model_copy(deep=True)
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
-                 ttl_seconds: int) -> None:
+                 ttl_seconds: int, replacing: Collection[str] = ()) -> None:
         with self._lock:
             claim = self.claims.get(claim_name)
             if claim is None or claim.status not in (ClaimStatus.RESERVED, ClaimStatus.LAUNCHED):
                 raise ReservationRefused(f"claim {claim_name} is not in flight", Refusal.NOT_IN_FLIGHT)
             for pod in pods:
                 holder = self._holder(pod, now)
-                if holder is not None:
+                if holder is not None and holder not in replacing:
                     raise ReservationRefused(f"pod {pod} already nominated to {holder}", Refusal.POD_NOMINATED)
             until = now + timedelta(seconds=ttl_seconds)
             for pod in pods:

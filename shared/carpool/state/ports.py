@@ -59,9 +59,10 @@ class ClaimLedger(Protocol):
         ...
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
-                 ttl_seconds: int) -> None:
+                 ttl_seconds: int, replacing: Collection[str] = ()) -> None:
         """Atomically nominate more `pods` to a live in-flight claim and add `requests` to what it holds.
-        Raises ReservationRefused when a pod's nomination still holds or the claim is gone."""
+        Raises ReservationRefused when a pod's nomination still holds (a nomination held by a claim in
+        `replacing` is taken over, as `reserve` takes it) or the claim is gone."""
         ...
 
     def reserve_many(self, claims: Sequence[Claim], limits: Mapping[str, int] | None, now: datetime,

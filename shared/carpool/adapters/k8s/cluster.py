@@ -392,6 +392,10 @@ class LightkubeCluster:
         names = self._list(PodResource, reads.ObjectName, metadata_only=True)
         return {n.key for n in names}
 
+    def pods_selected(self, namespace: str | None, selector: str) -> list[api.Pod]:
+        """Unfinished pods a label selector selects, in one namespace or all (both selectors server-side)."""
+        return self._list(PodResource, api.Pod, fields=reads.NOT_FINISHED, namespace=namespace, selector=selector)
+
     def pending_pods(self) -> list[api.Pod]:
         """Unbound Pending pods, filtered by the API server (`spec.nodeName` and `status.phase` are
         selectable pod fields). Its resource version is where the pod `watch` starts: the watch follows

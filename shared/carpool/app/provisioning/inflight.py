@@ -7,14 +7,18 @@ from collections.abc import Mapping, Sequence
 
 from carpool import labels
 from carpool.api.k8s import Pod
+from carpool.app.provisioning.placed import InFlight, Placed
 from carpool.app.wiring import Dependencies
 from carpool.resources import Resources, add
 from carpool.scheduling import inputs as si
 from carpool.state.models import IN_FLIGHT_STATUSES, Claim
 
 
-def in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: dict[str, Pod]) -> list[si.InFlightClaim]:
-    """Launched claims not marked registered yet: their remaining room takes pods first.
+def in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: dict[str, Pod],
+              placed: Placed | None = None) -> tuple[list[si.InFlightClaim], tuple[si.ExistingNode, ...]]:
+    """Launched claims not marked registered yet: their remaining room takes pods first. With `placed`,
+    also where the pods the batch's topology constraints count are (`carpool.app.provisioning.placed`):
+    those going to a claim count on it, the others on their nodes (bins with no room, returned second).
 
     Room held for pods that no longer exist (evicted by a drain, deleted by a scale-down) is given back,
     so the pods that replace them land on the node already coming for them instead of a second one.
@@ -27,9 +31,10 @@ def in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: d
     claims = [c for c in deps.ledger.active()
               if c.status in IN_FLIGHT_STATUSES and c.name not in exclude and c.allocatable and c.instance_type]
     if not claims:
-        return []
+        return [], (placed or Placed()).bins(pending, []).existing
     live = deps.cluster.pod_keys()
     ready = _ready_nodes(claims, deps)
+    counted = (placed or Placed()).bins(pending, [InFlight(c.name, c.pods, ready.get(c.name)) for c in claims])
     out = []
     for c in claims:
         node = ready.get(c.name)
@@ -39,8 +44,8 @@ def in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: d
             remaining = _less(c.allocatable, c.requested, _share(c.pods, live))
         node_labels = {**c.labels, labels.NODEPOOL: c.nodepool, labels.INSTANCE_TYPE: c.instance_type or "",
                        labels.ZONE: c.zone or "", labels.CAPACITY_TYPE: c.capacity_type or ""}
-        out.append(si.InFlightClaim(c.name, c.nodepool, node_labels, remaining))
-    return out
+        out.append(si.InFlightClaim(c.name, c.nodepool, node_labels, remaining, pods=counted.held.get(c.name, ())))
+    return out, counted.existing
 
 
 def _ready_nodes(claims: Sequence[Claim], deps: Dependencies) -> dict[str, str]:

@@ -51,10 +51,12 @@ def plan_round(
             rejected[key] = converted
         else:
             specs[key] = converted
-    in_flight = inflight.in_flight(deps, call.exclude, by_key)
+    # the pods already placed count for the batch's spreads and affinities, as the kube-scheduler counts them
+    in_flight, counted = inflight.in_flight(deps, call.exclude, by_key, world.placed)
 
     def plan(chosen: Sequence[si.PodSpec]) -> SchedulingResult:
-        return scheduler.schedule(list(chosen), prepared.specs, daemonsets=world.daemonsets, in_flight=in_flight)
+        return scheduler.schedule(list(chosen), prepared.specs, daemonsets=world.daemonsets, in_flight=in_flight,
+                                  existing=counted)
 
     result, crashed = _schedule_isolating(list(specs.values()), plan)
     for key, why in crashed.items():
@@ -110,7 +112,9 @@ def nominate_in_flight(result: SchedulingResult, specs: dict[str, si.PodSpec], c
     for claim_name, keys in result.nominations().items():
         requests = add(*(specs[k].requests for k in keys))
         try:
-            deps.ledger.nominate(claim_name, keys, requests, call.now, deps.settings.nomination_ttl_seconds)
+            # a pod of a node this call replaces is still nominated to its claim: taken over, as `reserve` does
+            deps.ledger.nominate(claim_name, keys, requests, call.now, deps.settings.nomination_ttl_seconds,
+                                 replacing=call.exclude)
         except ReservationRefused as refused:
             for key in keys:
                 outcome.refused[key] = refused.reason

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from carpool import together
 from carpool.api.k8s import Pod
 from carpool.app import discovery, images
+from carpool.app.provisioning.placed import Placed
 from carpool.app.wiring import Dependencies
 from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
@@ -21,8 +22,9 @@ from carpool.scheduling.volumetopology import VolumeTopology
 @dataclass
 class World:
     """What one invocation reads once: config, catalog, learned capacity, unavailable offerings, the CNI
-    mode and the DaemonSets, each node class's AMIs (resolved on first use), and, when some pod mounts a
-    persistent volume claim, the storage objects that decide where such pods may run."""
+    mode and the DaemonSets, each node class's AMIs (resolved on first use), when some pod mounts a
+    persistent volume claim, the storage objects that decide where such pods may run, and the pods the
+    batch's spreads and affinities count (`carpool.app.provisioning.placed`)."""
 
     manifests: Any
     catalog: Any
@@ -33,6 +35,8 @@ class World:
     resolve: Callable[[Any], list]
     #: None when no pod of the batch mounts a claim (nothing was read)
     volumes: VolumeTopology | None = None
+    #: the pods the batch's topology constraints count, and their nodes (empty: none to count)
+    placed: Placed = field(default_factory=Placed)
 
     @classmethod
     def read(cls, deps: Dependencies, now: datetime, pods: Sequence[Pod] = ()) -> World:
@@ -55,17 +59,17 @@ class World:
                 raise found
             return found
 
-        def cluster() -> tuple[dict[str, str], list[si.PodSpec], VolumeTopology | None]:
+        def cluster() -> tuple[dict[str, str], list[si.PodSpec], VolumeTopology | None, Placed]:
             daemonsets = [convert.pod_spec(ds.template_pod()) for ds in deps.cluster.list_daemonsets()]
-            return deps.cluster.cni_env(), daemonsets, _volume_topology(deps, pods)
+            return deps.cluster.cni_env(), daemonsets, _volume_topology(deps, pods), Placed.read(deps.cluster, pods)
 
         read_ahead = getattr(deps.catalog, "read_ahead", None)  # the stored catalog's read, not its decoding
-        (cni, daemonsets, volumes), (learned, unavailable, *_ahead) = together.beside(cluster, [
+        (cni, daemonsets, volumes, placed), (learned, unavailable, *_ahead) = together.beside(cluster, [
             lambda: deps.capacity.all(now), lambda: set(deps.offerings.unavailable(now)),
             *_ahead_of_use(manifests, deps, resolve), *([read_ahead] if read_ahead else []),
         ])
         return cls(manifests=manifests, catalog=deps.catalog.get(now), learned=learned, unavailable=unavailable,
-                   cni=cni, daemonsets=daemonsets, resolve=resolve, volumes=volumes)
+                   cni=cni, daemonsets=daemonsets, resolve=resolve, volumes=volumes, placed=placed)
 
 
 def _ahead_of_use(manifests: Any, deps: Dependencies, resolve: Callable[[Any], list]) -> list[Callable[[], None]]:

@@ -379,6 +379,14 @@ class SimulatedCluster:
         self._charge(recs)
         return [self._model("Pod", r) for r in recs]
 
+    def pods_selected(self, namespace: str | None, selector: str) -> list[Pod]:
+        """What the label selector (and the `status.phase!=Succeeded,status.phase!=Failed` field selector)
+        answers in `namespace` (every namespace with None), charged for what it sends."""
+        recs = [r for r in self._labelled("Pod", selector) if not finished(r.raw)
+                and (namespace is None or ((r.raw.get("metadata") or {}).get("namespace") or "default") == namespace)]
+        self._charge(recs)
+        return [self._model("Pod", r) for r in recs]
+
     def joining_nodes(self) -> list[Node]:
         """What the adapter's label selector (`reads.JOINING_NODES`) answers."""
         recs = self._labelled("Node", reads.JOINING_NODES)

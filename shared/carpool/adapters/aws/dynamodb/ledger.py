@@ -203,17 +203,18 @@ class DynamoLedger:
             self._reserve_alone(claim, limits, now, ttl_seconds, replacing, failed)
 
     def nominate(self, claim_name: str, pods: list[str], requests: Mapping[str, int], now: datetime,
-                 ttl_seconds: int) -> None:
-        """One transaction per chunk: the pods' nominations (each conditional on being free) and the
-        claim's `pods`/`requested` grown in place (conditional on the claim still being in flight). A
-        refused chunk leaves earlier chunks in place: those pods are on the claim, which is consistent."""
+                 ttl_seconds: int, replacing: Collection[str] = ()) -> None:
+        """One transaction per chunk: the pods' nominations (each conditional on being free, or held by a
+        claim in `replacing`) and the claim's `pods`/`requested` grown in place (conditional on the claim
+        still being in flight). A refused chunk leaves earlier chunks in place: those pods are on the
+        claim, which is consistent."""
         until = now + timedelta(seconds=ttl_seconds)
         unique = list(dict.fromkeys(pods))
         for start in range(0, len(unique), MAX_TRANSACTION_ITEMS - 1):
             chunk = unique[start : start + MAX_TRANSACTION_ITEMS - 1]
             grow = grow_claim(self._table.name, claim_name, chunk, requests if start == 0 else {})
             try:
-                self._transact_nominating([grow], chunk, claim_name, now, until)
+                self._transact_nominating([grow], chunk, claim_name, now, until, replacing)
             except TransactionCancelled as c:
                 raise ReservationRefused(*nominate_refusal(c, claim_name)) from c
 
