@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
+from carpool.api import crd_schema
 from carpool.api import nodeclass as nodeclass_api
 from carpool.api import nodepool as nodepool_api
 from carpool.api.errors import describe, describe_all
@@ -310,6 +311,10 @@ class _Loader:
             self.list(doc, f"{label} ({kind})" if not prefix else label, at)
             return
         described = f"{label} ({_describe(kind, doc)})" if not prefix else label
+        if kind not in _KINDS and (api_version, kind) in crd_schema.karpenter_kinds():
+            self.error(described, at + "kind", f"{kind} ({api_version}): not supported by carpool (a Karpenter "
+                                               f"{crd_schema.KARPENTER_VERSION} kind carpool does not implement)")
+            return
         if kind not in _KINDS:
             self.error(
                 described,
@@ -331,6 +336,11 @@ class _Loader:
                 at + "apiVersion",
                 f"apiVersion {api_version!r} is not supported for {kind}; expected {expected_api!r}{hint}",
             )
+            return
+        problems = crd_schema.check(api_version, kind, doc, model)
+        if problems:  # Karpenter's verdict first; the model would only say the same less clearly
+            for problem in problems:
+                self.error(described, at + problem.path if problem.path else prefix, problem.message)
             return
         try:
             obj = model.model_validate(doc)
