@@ -211,6 +211,24 @@ def _is_type(value: Any, name: str) -> bool:
 
 
 _PATTERNS: dict[str, re.Pattern[str]] = {}
+_QUANTITY = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+_QUALIFIED = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+#: what a pattern the CRDs repeat asks for, in words (the error still quotes the pattern, as the API server)
+_PATTERN_WORDS: Final = {
+    _QUANTITY: 'a quantity such as "500m", "2" or "1Gi"',
+    r"^(([0-9]+(s|m|h))+|Never)$": 'a duration such as "30s", "1h30m" or "Never"',
+    r"^([0-9]+(s|m|h))+$": 'a duration such as "30s" or "1h30m"',
+    _QUALIFIED: 'a qualified name such as "example.com/key"',
+    r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$": "at most a label value: letters, digits, '-', '_' and '.'",
+    r"^((100|[0-9]{1,2})%|[0-9]+)$": 'a node count such as "5" or a percentage up to "100%"',
+}
+
+
+def _pattern_words(pattern: str) -> str:
+    words = _PATTERN_WORDS.get(pattern)
+    if words is None and "Gi|" in pattern and "Ti|" in pattern:
+        words = 'a size with its unit, from "1Gi" to "59000Gi" (or G, Ti, T)'
+    return f" ({words})" if words else ""
 
 
 def _regex(pattern: str) -> re.Pattern[str]:
@@ -275,7 +293,8 @@ class _Walk:
         expected = schema.get("type")
         if expected is None or _is_type(value, expected):
             return True
-        self.fail(path, f"Invalid value: {_show(value)}: must be of type {expected}")
+        words = _pattern_words(schema["pattern"]) if "pattern" in schema else ""
+        self.fail(path, f"Invalid value: {_show(value)}: must be of type {expected}{words}")
         return False
 
     def scalar(self, schema: Mapping[str, Any], value: Any, path: str, support: _Support | None) -> None:
@@ -305,7 +324,7 @@ class _Walk:
             self.fail(path, f"Too long: may not be more than {high} characters (got {len(value)})")
         pattern = schema.get("pattern")
         if pattern is not None and not _regex(pattern).search(value):
-            self.fail(path, f"Invalid value: {_show(value)}: should match '{pattern}'")
+            self.fail(path, f"Invalid value: {_show(value)}: should match '{pattern}'{_pattern_words(pattern)}")
         if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
             self.fail(path, f"Invalid value: {_show(value)}: must be a date-time (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
 
