@@ -34,9 +34,20 @@ from carpool.api.nodepool import NodePool
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.api.workloads import WORKLOAD_KINDS, as_pending
 
-__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load", "strict_yaml_documents"]
+__all__ = ["ManifestError", "ManifestErrors", "Manifests", "NamedText", "Source", "load", "strict_yaml_documents"]
 
-Source = str | Path | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedText:
+    """YAML/JSON text with the name its documents are labelled by (`<name>#2 (NodePool a)`), for text that
+    has a home other than a file: the deployed config's parameter, the built-in default."""
+
+    name: str
+    text: str
+
+
+Source = str | Path | Mapping[str, Any] | NamedText
 _EXTENSIONS = (".yaml", ".yml", ".json")
 
 #: kind -> (apiVersion, model, Manifests attribute). Workload kinds are added below.
@@ -158,7 +169,7 @@ def load(sources: Source | Iterable[Source]) -> Manifests:
     Raises `ManifestErrors` with every problem of every document.
     """
     loader = _Loader()
-    items = [sources] if isinstance(sources, str | Path | Mapping) else list(sources)
+    items = [sources] if isinstance(sources, str | Path | Mapping | NamedText) else list(sources)
     for index, source in enumerate(items, 1):
         loader.source(source, index)
     loader.flush()
@@ -209,7 +220,13 @@ class _Loader:
 
     # -- sources ------------------------------------------------------------------------------------
     def source(self, source: Source, index: int) -> None:
-        if isinstance(source, Mapping):
+        if isinstance(source, NamedText):
+            before = len(self.errors), self.counted
+            self.text(source.text, source.name)
+            self.flush()
+            if (len(self.errors), self.counted) == before:
+                self.error(source.name, "", "holds no document (empty, or only comments)")
+        elif isinstance(source, Mapping):
             self.document(dict(source), f"<input {index}>#1")
         elif isinstance(source, Path) or not _is_text(source):
             self.path(Path(source), str(source))
