@@ -16,9 +16,9 @@ Three verdicts on a field, never confused:
 
 Errors read like kube-apiserver's (`spec.kubelet.maxPods: Invalid value: 100000000000: ...`). The schemas
 ship as compact JSON (`crds/karpenter-<version>.json`, descriptions dropped), written from Karpenter's CRD
-files by `tools/crd_schemas.py`; a unit test holds it to those files. Reading it costs well under a
-millisecond and checking a NodePool a fraction of one, so a function's cold start barely notices
-(`bench/` measures the config load).
+files by `tools/crd_schemas.py`; a unit test holds it to those files. Cost at a cold start (measured on the
+development machine): reading it 0.7 ms, the first NodePool and EC2NodeClass 3 ms (the models' support
+views are built then), each further NodePool 0.25 ms.
 """
 
 from __future__ import annotations

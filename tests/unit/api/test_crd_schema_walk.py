@@ -561,3 +561,17 @@ def test_a_karpenter_kind_carpool_lacks_is_not_supported() -> None:
     overlay = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "o"}, "spec": {}}
     [(path, message)] = errors_of(overlay)
     assert path == "kind" and message.startswith("NodeOverlay (karpenter.sh/v1alpha1): not supported by carpool")
+
+
+def test_the_docs_list_exactly_the_crd_fields_carpool_does_not_support() -> None:
+    text = (ROOT / "docs" / "karpenter-fields.md").read_text()
+    for kind in MODELS:
+        unsupported = set()
+        for tokens, _ in nodes(crd_schema_of(kind)):
+            head = unsupported_ancestor(kind, tokens) if tokens else None
+            if head is not None:
+                unsupported.add(dotted(head))
+        line = next(line for line in text.splitlines() if line.startswith(f"- {kind}: "))
+        following = text[text.index(line):].split("\n- ", 1)[0] if kind == "NodePool" else text[text.index(line):]
+        listed = set(re.findall(r"`([\w.]+)`", following.split("\n\n", 1)[0]))
+        assert listed == unsupported, f"{kind}: docs/karpenter-fields.md lists {sorted(listed)}"
