@@ -10,17 +10,16 @@ naming each parameter, no bucket or custom resource). The parts are written befo
 clusterName=NAME`` alone gives a working autoscaler: one pool, AL2023, spot and on-demand, c/m/r families
 of generation 5+, and a 100 vCPU limit so a runaway workload cannot buy an unbounded fleet.
 
-The YAML is checked at synth time: a UTF-8 text file holding documents, parseable, no key repeated in a
-mapping (the API server's strict decoding refuses them too), only NodePool and EC2NodeClass documents,
-within what the parts can hold, and (when the library's loader is available) valid Karpenter v1, so a typo
-fails ``cdk synth`` with one line naming the document and field instead of the next scale-up.
+The YAML is checked at synth time: a UTF-8 text file within what the parts can hold, then judged by the
+library exactly as ``carpool validate`` and every function judge it (``carpool.api.config``: Karpenter's CRD
+schema, carpool's models, only NodePool and EC2NodeClass documents, every ``nodeClassRef`` resolved), so a
+typo fails ``cdk synth`` with one line a problem naming the document and field instead of the next scale-up.
 The NodePool limits found here also define the "pool near its limit" alarms (one per pool and resource).
 """
 
 from __future__ import annotations
 
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,16 @@ import yaml
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from carpool import config_parts
+from carpool import config_parts, quantity
+from carpool.api import config as api_config
+from carpool.api.loader import ManifestErrors, Manifests, NamedText
+from carpool.cli.validate import limit_warnings
 from infra.settings import Settings
 
 #: A config up to this size is stored as the index parameter's value (ADVANCED tier); larger ones in parts.
 MAX_PARAMETER_BYTES = config_parts.INLINE_MAX_BYTES
 #: The only kinds a config holds: carpool reads nothing else from it.
-CONFIG_KINDS = ("NodePool", "EC2NodeClass")
+CONFIG_KINDS = api_config.CONFIG_KINDS
 #: Stands in for the node role name while validating the default config (the real one is a CDK token).
 _ROLE_PLACEHOLDER = "carpool-node-role"
 
@@ -156,7 +158,10 @@ def default_config(settings: Settings, node_role_name: str) -> str:
 
 
 def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
-    """Read ``configFile`` (or render the default), check it and list its pool limits."""
+    """Read ``configFile`` (or render the default), judge it as the functions will and list its pool limits.
+
+    The verdict is the library's one (``carpool.api.config.load_config``): the same documents are refused
+    with the same lines by ``carpool validate``, here and at every function's cold start."""
     if settings.config_file is not None:
         source = f"configFile {settings.config_file}"
         text = _read_text(settings.config_file, source)
@@ -171,22 +176,27 @@ def load_config(settings: Settings, node_role_name: str) -> ClusterConfig:
         raise ConfigError(f"{source}: too large to store: {exc}") from None
     if parts and checked != text:  # only the default has deploy-time values; it is far below the limit
         raise ConfigError(f"{source}: a config with deploy-time values must fit {MAX_PARAMETER_BYTES} bytes")
-    documents = _parse(checked, source)
-    _check_limits(documents, source)
-    warnings: tuple[str, ...] = ()
-    if settings.validate_config:
-        warnings = _validate_with_library(checked, source, settings.config_file)
-        for warning in warnings:
-            print(f"carpool config: {warning}", file=sys.stderr)
-    nodepools = tuple(_name(doc, source) for doc in documents if doc.get("kind") == "NodePool")
+    manifests = _judged(checked, source, settings.config_file)
+    warnings = tuple(limit_warnings(list(manifests.nodepools)))
+    for warning in warnings:
+        print(f"carpool config: {warning}", file=sys.stderr)
     limits = tuple(
-        PoolLimit(_name(doc, source), str(resource), _limit_value(doc, str(resource), source))
-        for doc in documents
-        if doc.get("kind") == "NodePool"
-        for resource in sorted((doc.get("spec") or {}).get("limits") or {})
+        PoolLimit(pool.name, resource, float(quantity.resource_value(resource, value)))
+        for pool in manifests.nodepools
+        for resource, value in sorted((pool.spec.limits or {}).items())
     )
-    return ClusterConfig(text=text, source=source, pool_limits=limits, nodepools=nodepools, warnings=warnings,
+    return ClusterConfig(text=text, source=source, pool_limits=limits,
+                         nodepools=tuple(pool.name for pool in manifests.nodepools), warnings=warnings,
                          index_value=index_value if parts else text, parts=tuple(parts))
+
+
+def _judged(text: str, source: str, path: Path | None) -> Manifests:
+    """The library's verdict; every problem one line (``document: path: message``), as validate prints it."""
+    named: Path | NamedText = path if path is not None else NamedText("default-config.yaml", text)
+    try:
+        return api_config.load_config([named], name=source)
+    except ManifestErrors as exc:
+        raise ConfigError("\n".join(str(e) for e in exc.errors)) from None
 
 
 def _read_text(path: Path, source: str) -> str:
@@ -202,103 +212,3 @@ def _read_text(path: Path, source: str) -> str:
     if "\x00" in text:
         raise ConfigError(f"{source}: not a text file (binary content); expected NodePool/EC2NodeClass YAML")
     return text
-
-
-def _check_limits(documents: list[dict[str, Any]], source: str) -> None:
-    """Negative NodePool limits fail the synth even without the library: a limit below zero refuses
-    every launch of the pool, forever, which nobody means."""
-    for doc in documents:
-        if doc.get("kind") != "NodePool":
-            continue
-        for resource, value in ((doc.get("spec") or {}).get("limits") or {}).items():
-            if str(value).strip().startswith("-"):
-                raise ConfigError(
-                    f"{source}: NodePool {_name(doc, source)}: spec.limits[{resource}]: invalid limit {value!r}: "
-                    "must not be negative (0 stops the pool launching)"
-                )
-
-
-def _limit_value(doc: dict[str, Any], resource: str, source: str) -> float:
-    """A NodePool limit as the library counts it (``"100"`` cpu -> 100,000 millicores, ``"1Gi"`` -> bytes)."""
-    from carpool import quantity
-
-    raw = doc["spec"]["limits"][resource]
-    try:
-        return float(quantity.resource_value(resource, raw))
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(
-            f"{source}: NodePool {_name(doc, source)}: spec.limits[{resource}]: invalid quantity {raw!r}: {exc}"
-        ) from exc
-
-
-def _parse(text: str, source: str) -> list[dict[str, Any]]:
-    """The documents, decoded as strictly as the API server decodes them; one line naming the problem."""
-    from carpool.api.loader import strict_yaml_documents
-
-    documents: list[Any] = []
-    try:
-        for number, (duplicates, doc) in enumerate(strict_yaml_documents(text), start=1):
-            for path, key, line in duplicates[:1]:
-                where = f"{path}: " if path else ""
-                raise ConfigError(f'{source}#{number}: {where}duplicate field "{key}" (again at line {line})')
-            if doc is not None:
-                documents.append((number, doc))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{source}: not valid YAML: {getattr(exc, 'problem', None) or exc}{where}") from None
-    if not documents:
-        raise ConfigError(f"{source}: holds no document (empty, or only comments); expected NodePools and EC2NodeClasses")
-    for number, doc in documents:
-        if not isinstance(doc, dict) or "kind" not in doc:
-            raise ConfigError(f"{source}#{number}: every document needs a kind (NodePool or EC2NodeClass)")
-        if doc["kind"] not in CONFIG_KINDS:
-            raise ConfigError(
-                f"{source}#{number}: kind {doc['kind']!r} ({_name_or(doc)}): configFile holds only NodePool and "
-                "EC2NodeClass documents; apply other objects to the cluster with kubectl"
-            )
-    documents = [doc for _, doc in documents]
-    if not any(doc["kind"] == "NodePool" for doc in documents):
-        raise ConfigError(f"{source}: no NodePool; carpool would never launch a node")
-    return documents
-
-
-def _name_or(doc: dict[str, Any]) -> str:
-    name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), dict) else None
-    return f"name {name!r}" if isinstance(name, str) else "no name"
-
-
-def _name(doc: dict[str, Any], source: str) -> str:
-    name = (doc.get("metadata") or {}).get("name")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{source}: a {doc.get('kind')} has no metadata.name")
-    return name
-
-
-def _validate_with_library(text: str, source: str, path: Path | None) -> tuple[str, ...]:
-    """Run carpool's own manifest loader, the one the functions use, when it can be imported; returns
-    its warnings (limits no instance type of the pool can reach, checked against the shipped catalog).
-
-    The import is optional because the deployment must not depend on every library module being
-    importable on the deploying machine; when it is, a bad field fails here with its path.
-    """
-    try:
-        from carpool.api import loader  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return ()
-    with tempfile.TemporaryDirectory() as folder:
-        if path is None:  # the built-in default: give the loader a file named after what it is
-            path = Path(folder, "default-config.yaml")
-            path.write_text(text)
-        try:
-            manifests = loader.load([path])
-        except getattr(loader, "ManifestErrors", ()) as exc:  # type: ignore[misc]
-            details = "\n".join(
-                f"  {err.document} {err.path}: {err.message}" for err in getattr(exc, "errors", [])
-            )
-            raise ConfigError(f"{source} is not valid carpool/Karpenter v1 config:\n{details or exc}") from exc
-    try:
-        from carpool.cli.validate import limit_warnings  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return ()
-    return tuple(limit_warnings(list(manifests.nodepools)))

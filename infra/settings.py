@@ -43,7 +43,7 @@ KNOWN_KEYS = frozenset(
         "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
         "kubernetesAccess",
         "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
-        "retainState", "validateConfig", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily",
+        "retainState", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily",
     }
 ) | frozenset({"ebsKmsKeyArns", "instanceProfileRoleArns"})  # fmt: skip
 
@@ -82,7 +82,6 @@ class Settings:
     log_level: str = "INFO"
     reserved_concurrency: bool = True
     retain_state: bool = True
-    validate_config: bool = True
     #: ``-c ebsKmsKeyArns=arn1,arn2``: customer-managed KMS keys EC2 may use for node volumes on carpool's
     #: behalf (``kmsKeyID`` in a node class's ``blockDeviceMappings``); see ``infra/nodeclasses.py``
     ebs_kms_key_arns: tuple[str, ...] = ()
@@ -154,7 +153,6 @@ class Settings:
             log_level=_choice(context, "logLevel", LOG_LEVELS, default="INFO"),
             reserved_concurrency=_flag(context, "reservedConcurrency", default=True),
             retain_state=_flag(context, "retainState", default=True),
-            validate_config=_flag(context, "validateConfig", default=True),
             ebs_kms_key_arns=_arns(context, "ebsKmsKeyArns", _KMS_KEY_ARN,
                                    "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
             instance_profile_role_arns=_arns(context, "instanceProfileRoleArns", _ROLE_ARN,
@@ -318,7 +316,8 @@ def _config_file(context: Mapping[str, Any], base_dir: Path | None) -> Path | No
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     if path.is_dir():
-        raise SettingsError(f"context configFile={value!r}: is a directory, not a file ({path})")
+        raise SettingsError(f"context configFile={value!r}: {path} is a directory; name the NodePool/EC2NodeClass "
+                            "YAML file in it")
     if not path.is_file():
         raise SettingsError(f"context configFile={value!r}: no such file ({path})")
     return path

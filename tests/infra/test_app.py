@@ -208,7 +208,8 @@ def test_a_synth_without_an_alarm_subscriber_warns_and_one_with_an_email_does_no
     [
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not a text file (binary content)"),
         (b"# nothing here yet\n", "holds no document"),
-        (b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n", "kind 'Deployment' (name 'web')"),
+        (b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+         "(Deployment web): kind: a config holds only NodePool and EC2NodeClass documents"),
     ],
     ids=["binary", "empty", "deployment"],
 )
@@ -221,5 +222,8 @@ def test_a_bad_config_file_ends_with_one_line_and_exit_2(
     monkeypatch.delenv("CDK_OUTDIR", raising=False)
     monkeypatch.setattr(app_module, "REPO_ROOT", tmp_path)  # write cdk.out there, read no cdk.json
     assert app_module.main(["-c", "clusterName=demo", "-c", f"configFile={config}"]) == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"carpool: configFile {config}") and expected in line
+    lines = capsys.readouterr().err.strip().splitlines()
+    # one line a problem, each naming the file, as `carpool validate` prints them (the Deployment alone is
+    # two: its kind, and no NodePool)
+    assert len(lines) == (2 if b"Deployment" in content else 1), lines
+    assert all(str(config) in line for line in lines) and expected in lines[0]

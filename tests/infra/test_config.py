@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -59,24 +58,50 @@ def test_config_larger_than_every_part_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("kind: [unclosed", "not valid YAML"),
-        ("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n", "no NodePool"),
-        ("- just\n- a list\n", "every document needs a kind"),
-        ("kind: NodePool\nspec: {}\n", "has no metadata.name"),
+        ("kind: [unclosed", "invalid YAML"),
+        ("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n", "spec: required field is missing"),
+        ("- just\n- a list\n", "expected a Kubernetes object with apiVersion and kind"),
+        ("apiVersion: karpenter.sh/v1\nkind: NodePool\nspec: {}\n", "spec.template: Required value"),
     ],
 )
 def test_unusable_config_fails_at_synth(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        load_config(settings_for(tmp_path, text, validateConfig="false"), "role")
+        load_config(settings_for(tmp_path, text), "role")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("carpool.api.loader") is None, reason="library loader not written yet")
 def test_library_validation_names_the_bad_field(tmp_path: Path) -> None:
     bad = POOLS_YAML.replace("operator: In, values: [spot]", "operator: Sometimes, values: [spot]")
     with pytest.raises(ConfigError, match="general"):
         load_config(settings_for(tmp_path, bad), "role")
-    # The same file passes when validation is switched off (escape hatch for a library bug).
-    load_config(settings_for(tmp_path, bad, validateConfig="false"), "role")
+
+
+def test_synth_refuses_what_validate_refuses_with_the_same_line(tmp_path: Path) -> None:
+    """One verdict: a NodePool naming an EC2NodeClass the config lacks, a volume size without its unit and
+    an int32 overflow stop the synth with the lines `carpool validate` prints for the same file."""
+    from typer.testing import CliRunner
+
+    from carpool.cli import app
+
+    docs = list(yaml.safe_load_all(POOLS_YAML))
+    pool = next(d for d in docs if d["kind"] == "NodePool")
+    pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] = "missing"
+    nodeclass = next(d for d in docs if d["kind"] == "EC2NodeClass")
+    nodeclass["spec"]["kubelet"] = {"maxPods": 100000000000}
+    text = yaml.safe_dump_all(docs, sort_keys=False)
+    settings = settings_for(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(settings, "role")
+    synth_lines = str(info.value).splitlines()
+    assert any("spec.kubelet.maxPods: Invalid value: 100000000000: must be a 32-bit integer" in line
+               for line in synth_lines), synth_lines
+    result = CliRunner().invoke(app, ["validate", str(tmp_path / "pools.yaml")])
+    assert result.exit_code == 2
+    validate_lines = [line for line in result.output.splitlines() if not line.endswith(("error", "errors"))]
+    assert validate_lines == synth_lines
+    nodeclass["spec"].pop("kubelet")
+    (tmp_path / "pools.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    with pytest.raises(ConfigError, match=r"nodeClassRef.name: EC2NodeClass 'missing' is not among"):
+        load_config(settings, "role")
 
 
 # -- one-line errors for bad config files (exit 2 from infra/app.py) ---------------------------------------
@@ -107,14 +132,14 @@ def test_an_empty_config_file_is_refused(tmp_path: Path, content: str) -> None:
 def test_a_repeated_key_is_refused_as_the_api_server_refuses_it(tmp_path: Path) -> None:
     repeated = POOLS_YAML.replace("  name: general\n", "  name: general\n  name: general-2\n", 1)
     assert repeated != POOLS_YAML
-    message = _config_error(tmp_path, repeated, validateConfig="false")
+    message = _config_error(tmp_path, repeated)
     assert 'pools.yaml#1: metadata: duplicate field "name" (again at line' in message
 
 
 def test_a_document_of_another_kind_is_refused_not_stored(tmp_path: Path) -> None:
     deployment = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n"
-    message = _config_error(tmp_path, POOLS_YAML + deployment, validateConfig="false")
-    assert "kind 'Deployment' (name 'web'): configFile holds only NodePool and EC2NodeClass documents" in message
+    message = _config_error(tmp_path, POOLS_YAML + deployment)
+    assert "(Deployment web): kind: a config holds only NodePool and EC2NodeClass documents" in message
 
 
 def test_200_nodepools_are_accepted_and_stored_in_parts(tmp_path: Path) -> None:

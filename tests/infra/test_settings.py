@@ -145,7 +145,12 @@ def test_inconsistent_cluster_facts_are_refused(context: dict[str, str], message
         Settings.from_context({"clusterName": "c", **context})
 
 
-def test_config_file_that_is_a_directory_is_said_so(tmp_path):
+def test_a_config_file_that_is_a_directory_or_missing_is_named_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "pools").mkdir()
-    with pytest.raises(SettingsError, match=r"configFile='pools': is a directory, not a file"):
+    with pytest.raises(SettingsError) as info:
         Settings.from_context({"clusterName": "demo", "configFile": "pools"}, base_dir=tmp_path)
+    assert str(info.value) == (f"context configFile='pools': {tmp_path / 'pools'} is a directory; name the "
+                               "NodePool/EC2NodeClass YAML file in it")
+    with pytest.raises(SettingsError) as info:
+        Settings.from_context({"clusterName": "demo", "configFile": "gone.yaml"}, base_dir=tmp_path)
+    assert str(info.value) == f"context configFile='gone.yaml': no such file ({tmp_path / 'gone.yaml'})"

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
+from carpool.api import crd_schema
 from carpool.api import nodeclass as nodeclass_api
 from carpool.api import nodepool as nodepool_api
 from carpool.api.errors import describe, describe_all
@@ -33,9 +34,20 @@ from carpool.api.nodepool import NodePool
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.api.workloads import WORKLOAD_KINDS, as_pending
 
-__all__ = ["ManifestError", "ManifestErrors", "Manifests", "Source", "load", "strict_yaml_documents"]
+__all__ = ["ManifestError", "ManifestErrors", "Manifests", "NamedText", "Source", "load", "strict_yaml_documents"]
 
-Source = str | Path | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedText:
+    """YAML/JSON text with the name its documents are labelled by (`<name>#2 (NodePool a)`), for text that
+    has a home other than a file: the deployed config's parameter, the built-in default."""
+
+    name: str
+    text: str
+
+
+Source = str | Path | Mapping[str, Any] | NamedText
 _EXTENSIONS = (".yaml", ".yml", ".json")
 
 #: kind -> (apiVersion, model, Manifests attribute). Workload kinds are added below.
@@ -159,7 +171,7 @@ def load(sources: Source | Iterable[Source], *, expand: bool = True) -> Manifest
     Raises `ManifestErrors` with every problem of every document.
     """
     loader = _Loader(expand)
-    items = [sources] if isinstance(sources, str | Path | Mapping) else list(sources)
+    items = [sources] if isinstance(sources, str | Path | Mapping | NamedText) else list(sources)
     for index, source in enumerate(items, 1):
         loader.source(source, index)
     loader.flush()
@@ -211,7 +223,13 @@ class _Loader:
 
     # -- sources ------------------------------------------------------------------------------------
     def source(self, source: Source, index: int) -> None:
-        if isinstance(source, Mapping):
+        if isinstance(source, NamedText):
+            before = len(self.errors), self.counted
+            self.text(source.text, source.name)
+            self.flush()
+            if (len(self.errors), self.counted) == before:
+                self.error(source.name, "", "holds no document (empty, or only comments)")
+        elif isinstance(source, Mapping):
             self.document(dict(source), f"<input {index}>#1")
         elif isinstance(source, Path) or not _is_text(source):
             self.path(Path(source), str(source))
@@ -313,6 +331,10 @@ class _Loader:
             self.list(doc, f"{label} ({kind})" if not prefix else label, at)
             return
         described = f"{label} ({_describe(kind, doc)})" if not prefix else label
+        if kind not in _KINDS and (api_version, kind) in crd_schema.karpenter_kinds():
+            self.error(described, at + "kind", f"{kind} ({api_version}): not supported by carpool (a Karpenter "
+                                               f"{crd_schema.KARPENTER_VERSION} kind carpool does not implement)")
+            return
         if kind not in _KINDS:
             self.error(
                 described,
@@ -334,6 +356,11 @@ class _Loader:
                 at + "apiVersion",
                 f"apiVersion {api_version!r} is not supported for {kind}; expected {expected_api!r}{hint}",
             )
+            return
+        problems = crd_schema.check(api_version, kind, doc, model)
+        if problems:  # Karpenter's verdict first; the model would only say the same less clearly
+            for problem in problems:
+                self.error(described, at + problem.path if problem.path else prefix, problem.message)
             return
         try:
             obj = model.model_validate(doc)

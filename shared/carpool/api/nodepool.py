@@ -225,7 +225,7 @@ class NodePoolSpec(CrdModel):
     template: NodeClaimTemplate
     disruption: Disruption = Field(default_factory=Disruption)
     limits: Limits | None = None
-    weight: int | None = Field(default=None, ge=0, le=100)
+    weight: int | None = Field(default=None, ge=1, le=100)
 
 
 class NodePool(CrdModel):

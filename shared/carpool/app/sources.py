@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from carpool import clocks, observability
-from carpool.api.loader import Manifests, load
+from carpool.api.config import load_config
+from carpool.api.loader import Manifests, NamedText
 from carpool.catalog import Catalog, CatalogDecodeError, SnapshotNotFound
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,12 @@ class CatalogUnavailable(RuntimeError):
 
 class TextConfigSource:
     """Parses the NodePool/EC2NodeClass YAML returned by `read` (an SSM parameter, a file), re-parsing only
-    when the text changes."""
+    when the text changes; judged by `carpool.api.config.load_config`, as `carpool validate` and synth judge it."""
 
-    def __init__(self, read: Callable[[], str]) -> None:
+    def __init__(self, read: Callable[[], str], name: str = "config") -> None:
         self._read = read
+        #: what the config's documents are labelled by in an error (the parameter's name when deployed)
+        self._name = name
         self._digest = ""
         self._manifests: Manifests | None = None
 
@@ -101,7 +104,7 @@ class TextConfigSource:
         text = self._read()
         digest = hashlib.sha256(text.encode()).hexdigest()
         if self._manifests is None or digest != self._digest:
-            self._manifests = load([text])
+            self._manifests = load_config([NamedText(self._name, text)], name=self._name)
             self._digest = digest
         return self._manifests
 

@@ -1,6 +1,7 @@
 """`carpool validate FILE...`: check Karpenter v1 (and Kubernetes) manifests the way carpool will read them.
 
-Prints every problem as `document: path: message` and exits 2, so it can gate a CI pipeline; exits 0
+Judges the files with `carpool.api.config.load_config`, the verdict synth and the functions give (Karpenter's
+CRD schema, then carpool's models). Prints every problem as `document: path: message` and exits 2, so it can gate a CI pipeline; exits 0
 with a one-line summary when everything loads. Negative `spec.limits` are errors; limits on a resource
 no instance type the pool admits offers (a typo such as `nvidia.com/gpus`) are warnings. NodePool -> EC2NodeClass references are checked when the
 files include at least one EC2NodeClass (a NodePool file alone is still worth validating).
@@ -14,7 +15,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from carpool.api.loader import ManifestError, ManifestErrors, load
+from carpool.api.config import load_config
+from carpool.api.loader import ManifestError, ManifestErrors
 from carpool.api.nodepool import NodePool
 
 EXIT_INVALID = 2
@@ -30,14 +32,10 @@ def validate(
     out = Console(soft_wrap=True, highlight=False)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     try:
-        manifests = load(files)
+        manifests = load_config(files, complete=False)  # the verdict synth and the functions give
     except ManifestErrors as exc:
         _report(err, exc.errors)
         raise typer.Exit(EXIT_INVALID) from None
-    problems = manifests.check_references() if manifests.nodeclasses else []
-    if problems:
-        _report(err, problems)
-        raise typer.Exit(EXIT_INVALID)
     for warning in limit_warnings(manifests.nodepools):
         err.print(warning, markup=False, style="yellow")
     out.print(f"ok: {manifests.summary()}", markup=False)

@@ -117,7 +117,7 @@ def test_every_v1_spec_field_loads() -> None:
             "podsPerCore": 10,
             "evictionMaxPodGracePeriod": 60,
             "cpuCFSQuota": True,
-            "systemReserved": {"pid": 100},
+            "systemReserved": {"pid": "100"},
         },
         blockDeviceMappings=[
             {"deviceName": "/dev/xvda", "rootVolume": True, "ebs": {"snapshotID": "snap-1", "kmsKeyID": "k"}}
@@ -169,7 +169,7 @@ def test_pinned_alias() -> None:
 @pytest.mark.parametrize(
     ("spec", "path", "fragment"),
     [
-        ({"amiSelectorTerms": [{"id": "ami-0abc"}]}, "spec", "amiFamily is required"),
+        ({"amiSelectorTerms": [{"id": "ami-0abc"}]}, "spec", "must specify amiFamily if amiSelectorTerms does not contain an alias"),
         (
             {"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-0abc"}]},
             "spec.amiSelectorTerms",
@@ -177,17 +177,17 @@ def test_pinned_alias() -> None:
         ),
         (
             {"amiSelectorTerms": [{"alias": "al2023@latest", "name": "x"}]},
-            "spec.amiSelectorTerms[0]",
+            "spec.amiSelectorTerms",
             "'alias' is mutually exclusive",
         ),
         (
             {"amiSelectorTerms": [{"id": "ami-0abc", "tags": {"a": "b"}}], "amiFamily": "AL2"},
-            "spec.amiSelectorTerms[0]",
+            "spec.amiSelectorTerms",
             "'id' is mutually exclusive",
         ),
         (
             {"amiSelectorTerms": [{"owner": "self"}], "amiFamily": "AL2"},
-            "spec.amiSelectorTerms[0]",
+            "spec.amiSelectorTerms",
             "expected at least one",
         ),
         ({"amiSelectorTerms": [{"alias": "al2023"}]}, "spec.amiSelectorTerms[0].alias", "'family@version'"),
@@ -209,7 +209,7 @@ def test_pinned_alias() -> None:
         (
             {"amiSelectorTerms": [{"id": "i-123"}], "amiFamily": "AL2"},
             "spec.amiSelectorTerms[0].id",
-            "pattern",
+            "should match 'ami-[0-9a-z]+'",
         ),
         (
             {"amiSelectorTerms": [{"alais": "al2023@latest"}]},
@@ -219,38 +219,38 @@ def test_pinned_alias() -> None:
         ({"amiSelectorTerms": []}, "spec.amiSelectorTerms", "at least 1 item"),
         (
             {"amiSelectorTerms": [{"alias": "al2@latest"}], "amiFamily": "AL2023"},
-            "spec.amiFamily",
-            "'AL2' or 'Custom'",
+            "spec",
+            "amiFamily must be 'AL2' or 'Custom'",
         ),
-        ({"amiSelectorTerms": [{"id": "ami-1"}], "amiFamily": "Ubuntu"}, "spec.amiFamily", "'AL2023'"),
-        ({"instanceProfile": "p"}, "spec.instanceProfile", "exactly one of ['role', 'instanceProfile']"),
-        ({"role": None}, "spec.instanceProfile", "exactly one of ['role', 'instanceProfile']"),
-        ({"subnetSelectorTerms": [{}]}, "spec.subnetSelectorTerms[0]", "expected at least one"),
+        ({"amiSelectorTerms": [{"id": "ami-1"}], "amiFamily": "Ubuntu"}, "spec.amiFamily", "Unsupported value: \"Ubuntu\": supported values: \"AL2\", \"AL2023\""),
+        ({"instanceProfile": "p"}, "spec", "exactly one of ['role', 'instanceProfile']"),
+        ({"role": None}, "spec", "exactly one of ['role', 'instanceProfile']"),
+        ({"subnetSelectorTerms": [{}]}, "spec.subnetSelectorTerms", "expected at least one"),
         (
             {"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]},
-            "spec.subnetSelectorTerms[0]",
+            "spec.subnetSelectorTerms",
             "'id' is mutually exclusive",
         ),
-        ({"subnetSelectorTerms": [{"id": "sg-1"}]}, "spec.subnetSelectorTerms[0].id", "pattern"),
+        ({"subnetSelectorTerms": [{"id": "sg-1"}]}, "spec.subnetSelectorTerms[0].id", "should match 'subnet-[0-9a-z]+'"),
         ({"subnetSelectorTerms": [{"tags": {"a": ""}}]}, "spec.subnetSelectorTerms[0].tags", "empty tag"),
         (
             {"securityGroupSelectorTerms": [{"name": "x", "tags": {"a": "b"}}]},
-            "spec.securityGroupSelectorTerms[0]",
+            "spec.securityGroupSelectorTerms",
             "'name' is mutually exclusive",
         ),
         (
             {"securityGroupSelectorTerms": [{"id": "sg-1", "name": "x"}]},
-            "spec.securityGroupSelectorTerms[0]",
+            "spec.securityGroupSelectorTerms",
             "'id' is mutually exclusive",
         ),
         (
             {"securityGroupSelectorTerms": None},
             "spec.securityGroupSelectorTerms",
-            "required field is missing",
+            "Required value",
         ),
         (
             {"capacityReservationSelectorTerms": [{"id": "cr-1", "ownerID": "123456789012"}]},
-            "spec.capacityReservationSelectorTerms[0]",
+            "spec.capacityReservationSelectorTerms",
             "'id' is mutually exclusive",
         ),
         ({"tags": {"kubernetes.io/cluster/demo": "owned"}}, "spec.tags", "restricted"),
@@ -262,8 +262,8 @@ def test_pinned_alias() -> None:
         ),
         (
             {"kubelet": {"systemReserved": {"memory": "lots"}}},
-            "spec.kubelet.systemReserved",
-            "invalid quantity 'lots'",
+            "spec.kubelet.systemReserved[memory]",
+            "Invalid value: \"lots\": should match",
         ),
         (
             {"kubelet": {"evictionHard": {"memory.free": "1Gi"}}},
@@ -272,23 +272,23 @@ def test_pinned_alias() -> None:
         ),
         (
             {"kubelet": {"evictionHard": {"memory.available": "1,x --max-pods=9%"}}},
-            "spec.kubelet.evictionHard",
-            "is not a percentage between 0% and 100%",
+            "spec.kubelet.evictionHard[memory.available]",
+            "Invalid value: \"1,x --max-pods=9%\": should match",
         ),
         (
             {"kubelet": {"evictionHard": {"nodefs.available": "101%"}}},
-            "spec.kubelet.evictionHard",
-            "is not a percentage",
+            "spec.kubelet.evictionHard[nodefs.available]",
+            "Invalid value: \"101%\": should match",
         ),
         (
             {"kubelet": {"evictionSoft": {"memory.available": "1Gi"}}},
-            "spec.kubelet.evictionSoftGracePeriod",
-            "no matching evictionSoftGracePeriod",
+            "spec.kubelet",
+            "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
         ),
         (
             {"kubelet": {"evictionSoftGracePeriod": {"memory.available": "1m"}}},
-            "spec.kubelet.evictionSoftGracePeriod",
-            "no matching evictionSoft entry",
+            "spec.kubelet",
+            "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
         ),
         (
             {"kubelet": {"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60}},
@@ -307,7 +307,7 @@ def test_pinned_alias() -> None:
             "spec.metadataOptions.httpPutResponseHopLimit",
             "less than or equal to 64",
         ),
-        ({"metadataOptions": {"httpTokens": "maybe"}}, "spec.metadataOptions.httpTokens", "'required'"),
+        ({"metadataOptions": {"httpTokens": "maybe"}}, "spec.metadataOptions.httpTokens", "supported values: \"required\", \"optional\""),
         (
             {
                 "blockDeviceMappings": [
@@ -326,9 +326,9 @@ def test_pinned_alias() -> None:
         (
             {"blockDeviceMappings": [{"ebs": {"volumeSize": "20Gi", "volumeType": "gp9"}}]},
             "spec.blockDeviceMappings[0].ebs.volumeType",
-            "'gp3'",
+            "Unsupported value: \"gp9\"",
         ),
-        ({"instanceStorePolicy": "RAID1"}, "spec.instanceStorePolicy", "'RAID0'"),
+        ({"instanceStorePolicy": "RAID1"}, "spec.instanceStorePolicy", "Unsupported value: \"RAID1\": supported values: \"RAID0\""),
     ],
 )
 def test_nodeclass_rules(spec: dict[str, Any], path: str, fragment: str) -> None:

@@ -154,6 +154,15 @@ spec:
     spec:
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
       requirements: []
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: r
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{id: subnet-0a}}]
+  securityGroupSelectorTerms: [{{id: sg-0a}}]
 """
 
 

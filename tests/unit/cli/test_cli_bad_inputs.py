@@ -186,7 +186,7 @@ def test_simulate_missing_manifest_file_is_one_line(tmp_path: Path) -> None:
 def test_simulate_inline_nodepool_with_a_bad_quantity_is_one_line(tmp_path: Path) -> None:
     pool = {**POOL, "spec": {**POOL["spec"], "limits": {"cpu": "abc"}}}  # type: ignore[dict-item]
     line = _simulate_refuses(_scenario(tmp_path, manifests=[pool, _doc(NODECLASS)]))
-    assert "manifests[0]#1 (NodePool general): spec.limits[cpu]: invalid quantity 'abc'" in line
+    assert "manifests[0]#1 (NodePool general): spec.limits[cpu]: Invalid value: \"abc\"" in line
 
 
 def test_simulate_file_that_is_not_yaml_is_one_line(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def build(
         capacity=DynamoCapacityCache(settings.table),
         publisher=_OnFirstUse(lambda: EventBridgePublisher(settings.event_bus)),
         ami_source=CachedAmiSource(AwsAmiSource(), AMI_TTL_SECONDS),
-        config=TextConfigSource(read),
+        config=TextConfigSource(read, settings.config_parameter or "config"),
         catalog=StoredCatalogSource(DynamoCatalogStore(settings.table), region, lambda now: _live_catalog(now, region)),
         clock=clock,
         instance_profiles=_OnFirstUseProfiles(),
