@@ -114,4 +114,4 @@ def test_command_without_loader_fails_clearly(monkeypatch: pytest.MonkeyPatch, t
 def test_command_requires_ami_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(_app(), ["amis", "-f", str(tmp_path / "x.yaml")])
     assert result.exit_code == 2
-    assert "--ami-file is required" in result.output
+    assert "Missing option '--ami-file'" in result.output
