@@ -26,6 +26,7 @@ PodsServedBy               server                (carpool: who took a pending po
 PodEventsDropped           -                     (carpool: pod events no longer pending on arrival)
 ConfigInvalid              function              (Karpenter: NodePool/EC2NodeClass status conditions)
 ClusterFactsUnresolved     -                     (carpool: version/CIDR/DNS/IP family unknown, no launch)
+KarpenterControllerActive  -                     (carpool: stood still, Karpenter's Lease is held or unreadable)
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
@@ -118,6 +119,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "PodEventsDropped": (),
     "ConfigInvalid": ("function",),
     "ClusterFactsUnresolved": (),
+    "KarpenterControllerActive": (),
     "ReplacementAboveCeiling": (),
     "CatalogRefreshFailures": (),
     "CatalogFallbacks": (),
@@ -371,6 +373,17 @@ class Monitoring(Construct):
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
         self._alarm(
+            "KarpenterControllerActive",
+            m.series("KarpenterControllerActive", "Sum", period=five).with_(label="invocations that stood still"),
+            description=(
+                "A Karpenter controller holds its leader-election Lease (karpenter-leader-election): carpool "
+                "launches, registers, drains and terminates nothing while it runs, since both would act on the "
+                "same instances and pods. Scale it to zero to hand over (kubectl scale deployment karpenter "
+                "--namespace kube-system --replicas 0). The functions' error log names the holder, or says that "
+                "carpool may not read the Lease (apply infra/rbac.yaml again)."
+            ),
+        )
+        self._alarm(
             "StaleInterruptions",
             m.series("InterruptionsStale", "Sum", period=five).with_(label="interruption events dropped as stale"),
             description=(
@@ -596,6 +609,7 @@ class Monitoring(Construct):
                 "Invalid config loads / unresolved cluster facts / replacements above ceiling",
                 [lines("ConfigInvalid", "Sum", prefix="invalid config"),
                  lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
+                 lines("KarpenterControllerActive", "Sum", prefix="stood still for Karpenter"),
                  lines("ReplacementAboveCeiling", "Sum")],
             ),
         )

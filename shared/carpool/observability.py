@@ -4,7 +4,8 @@ Names (namespace `Carpool`): PodsUnboundSeconds, SchedulingDurationSeconds, Node
 reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale{kind},
 NodePoolUsage{nodepool, resource}, NodePoolLimitUsed, EstimatedHourlyCost{nodepool},
 CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server},
-PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`). The CDK
+PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`),
+KarpenterControllerActive (`carpool.app.standstill`). The CDK
 dashboard and alarms (`infra/monitoring.py`) read exactly these names.
 
 Every data point also carries `cluster` (and Powertools' `service`): two clusters in one account and

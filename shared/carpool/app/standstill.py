@@ -35,7 +35,7 @@ from carpool.karpenter_lease import Lease
 log = logging.getLogger(__name__)
 
 #: the metric an alarm watches: an invocation stood still because of Karpenter's controller (or its Lease
-#: could not be read)
+#: could not be read); emitted under its literal name, which the stack's tests read from the calls
 METRIC = "KarpenterControllerActive"
 #: a warm environment writes the Lease's event at most this often
 EVENT_EVERY = timedelta(minutes=5)
@@ -54,14 +54,14 @@ def karpenter_active(deps: Dependencies, function: str) -> str:
         why = (f"cannot tell whether Karpenter's controller is active, so nothing is done: "
                f"{type(exc).__name__}: {exc}")
         log.error("%s: %s", function, why)
-        observability.emit(METRIC)
+        observability.emit("KarpenterControllerActive")
         return why
     if not karpenter_lease.is_active(lease, now):
         return ""
     assert lease is not None  # is_active says so
     why = _active(lease)
     log.error("%s: %s", function, why)
-    observability.emit(METRIC)
+    observability.emit("KarpenterControllerActive")
     _event(lease, deps, now)
     return why
 
