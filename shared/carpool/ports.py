@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from carpool.disruption.podview import PodView
-    from carpool.karpenter_lease import Lease
     from carpool.k8s_events import KubeEvent
+    from carpool.karpenter_lease import Lease
     from carpool.launch.profiles import ExistingProfile, ProfileRequest
 
 

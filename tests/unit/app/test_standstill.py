@@ -11,6 +11,9 @@ import logging
 from datetime import timedelta
 
 import pytest
+from tests.unit.app.test_app_interrupt_drain import _warning
+from tests.unit.app.test_app_interrupt_drain import _world as interrupt_world
+from tests.unit.app.test_app_register import NOW, deps_for, join, reserve
 
 from carpool import observability
 from carpool.api import events
@@ -19,10 +22,6 @@ from carpool.app.wiring import Dependencies
 from carpool.karpenter_lease import LEASE_NAME, micro_time
 from carpool.ports import LeaseForbidden
 from carpool.sim.cluster.simulated import SimulatedCluster
-
-from tests.unit.app.test_app_interrupt_drain import _warning
-from tests.unit.app.test_app_interrupt_drain import _world as interrupt_world
-from tests.unit.app.test_app_register import NOW, deps_for, join, reserve
 
 HOLDER = "karpenter-5d8f9c7b6d-x2x7q_6f1e2d3c"
 

@@ -25,7 +25,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from carpool.karpenter_lease import LEASE_DURATION_SECONDS, LEASE_NAME, RELEASED_DURATION_SECONDS, RETRY_PERIOD_SECONDS
+from carpool.karpenter_lease import (
+    LEASE_DURATION_SECONDS,
+    LEASE_NAME,
+    RELEASED_DURATION_SECONDS,
+    RETRY_PERIOD_SECONDS,
+)
 from carpool.sim.cluster.specs import KarpenterController
 
 _MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
@@ -56,24 +61,32 @@ def written_at(controller: KarpenterController, elapsed: float, start: datetime)
     clean stop."""
     if elapsed < controller.from_:
         return None
-    at = (lambda seconds: start + timedelta(seconds=seconds))
-    acquired = at(controller.from_)
     stopped = controller.until is not None and elapsed >= controller.until
     if stopped and controller.stop == "release":
-        released = at(controller.until or 0.0)
-        spec: dict[str, Any] = {"leaseDurationSeconds": RELEASED_DURATION_SECONDS, "acquireTime": _micro(released),
-                                "renewTime": _micro(released), "leaseTransitions": 0}
+        spec = _released(start + timedelta(seconds=controller.until or 0.0))
     else:
-        last = min(elapsed, controller.until) if controller.until is not None else elapsed
-        renewals = math.floor((last - controller.from_) / RETRY_PERIOD_SECONDS + 1e-9)
-        if controller.until is not None and controller.from_ + renewals * RETRY_PERIOD_SECONDS >= controller.until:
-            renewals -= 1  # a renewal due at the moment it stopped never happened
-        spec = {"holderIdentity": controller.holder, "leaseDurationSeconds": LEASE_DURATION_SECONDS,
-                "acquireTime": _micro(acquired),
-                "renewTime": _micro(at(controller.from_ + max(renewals, 0) * RETRY_PERIOD_SECONDS)),
-                "leaseTransitions": 0}
+        spec = _held(controller, elapsed, start)
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": LEASE_NAME, "namespace": controller.namespace}, "spec": spec}
+
+
+def _held(controller: KarpenterController, elapsed: float, start: datetime) -> dict[str, Any]:
+    """The leader's last renewal by `elapsed`: every `RETRY_PERIOD_SECONDS` from `from`, none at or after
+    `until` (a renewal due at the moment it stopped never happened)."""
+    last = min(elapsed, controller.until) if controller.until is not None else elapsed
+    renewals = math.floor((last - controller.from_) / RETRY_PERIOD_SECONDS + 1e-9)
+    if controller.until is not None and controller.from_ + renewals * RETRY_PERIOD_SECONDS >= controller.until:
+        renewals -= 1
+    renewed = controller.from_ + max(renewals, 0) * RETRY_PERIOD_SECONDS
+    return {"holderIdentity": controller.holder, "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+            "acquireTime": _micro(start + timedelta(seconds=controller.from_)),
+            "renewTime": _micro(start + timedelta(seconds=renewed)), "leaseTransitions": 0}
+
+
+def _released(at: datetime) -> dict[str, Any]:
+    """What client-go's `release` writes: no holder, a one-second duration, both times the moment of release."""
+    return {"leaseDurationSeconds": RELEASED_DURATION_SECONDS, "acquireTime": _micro(at), "renewTime": _micro(at),
+            "leaseTransitions": 0}
 
 
 def renewer(controllers: list[KarpenterController], elapsed: Callable[[], float], start: datetime,
