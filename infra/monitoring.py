@@ -28,6 +28,7 @@ ConfigInvalid              function              (Karpenter: NodePool/EC2NodeCla
 ClusterFactsUnresolved     -                     (carpool: version/CIDR/DNS/IP family unknown, no launch)
 NodeClassNotReady          (cause, nodeclass,     (Karpenter: EC2NodeClass status conditions, NodeClaim
                            nodepool)             ``NodeClassNotReady``; once per pool and invocation)
+KarpenterControllerActive  -                     (carpool: stood still, Karpenter's Lease is held or unreadable)
 ReplacementAboveCeiling    -                     (carpool: a consolidation launch priced over its ceiling)
 CatalogRefreshFailures     -                     (carpool: the stored instance-type catalog not rebuilt)
 CatalogFallbacks           -                     (carpool: a function fell back to the shipped catalog)
@@ -121,6 +122,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "ConfigInvalid": ("function",),
     "ClusterFactsUnresolved": (),
     "NodeClassNotReady": (),
+    "KarpenterControllerActive": (),
     "ReplacementAboveCeiling": (),
     "CatalogRefreshFailures": (),
     "CatalogFallbacks": (),
@@ -384,6 +386,17 @@ class Monitoring(Construct):
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         )
         self._alarm(
+            "KarpenterControllerActive",
+            m.series("KarpenterControllerActive", "Sum", period=five).with_(label="invocations that stood still"),
+            description=(
+                "A Karpenter controller holds its leader-election Lease (karpenter-leader-election): carpool "
+                "launches, registers, drains and terminates nothing while it runs, since both would act on the "
+                "same instances and pods. Scale it to zero to hand over (kubectl scale deployment karpenter "
+                "--namespace kube-system --replicas 0). The functions' error log names the holder, or says that "
+                "carpool may not read the Lease (apply infra/rbac.yaml again)."
+            ),
+        )
+        self._alarm(
             "StaleInterruptions",
             m.series("InterruptionsStale", "Sum", period=five).with_(label="interruption events dropped as stale"),
             description=(
@@ -610,6 +623,7 @@ class Monitoring(Construct):
                 [lines("ConfigInvalid", "Sum", prefix="invalid config"),
                  lines("ClusterFactsUnresolved", "Sum", prefix="unresolved cluster facts"),
                  lines("NodeClassNotReady", "Sum", prefix="node classes not ready"),
+                 lines("KarpenterControllerActive", "Sum", prefix="stood still for Karpenter"),
                  lines("ReplacementAboveCeiling", "Sum")],
             ),
         )

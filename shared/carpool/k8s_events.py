@@ -74,6 +74,16 @@ def failed_scheduling(pod_key: str, uid: str, reasons: Mapping[str, str]) -> Kub
     return KubeEvent(pod(pod_key, uid), WARNING, "FailedScheduling", "Failed to schedule pod, " + "; ".join(parts))
 
 
+def karpenter_controller_active(namespace: str, name: str, uid: str, holder: str) -> KubeEvent:
+    """On Karpenter's leader-election Lease while its controller holds it: carpool does nothing until the
+    controller stops (`carpool.app.standstill`). Stable for one holder, so repeats bump its `count`."""
+    lease = InvolvedObject("Lease", name, namespace, uid, "coordination.k8s.io/v1")
+    return KubeEvent(lease, WARNING, "KarpenterControllerActive",
+                     f"Karpenter's controller {holder} holds this Lease: carpool launches, registers, drains and "
+                     f"terminates nothing while it runs; scale Karpenter's Deployment to 0 "
+                     f"(kubectl scale deployment karpenter --namespace {namespace} --replicas 0) to hand over")
+
+
 def manifest(event: KubeEvent, now: datetime) -> dict[str, Any]:
     """The core/v1 Event to create (count 1, first and last seen now)."""
     o, stamp = event.involved, now.isoformat().replace("+00:00", "Z")

@@ -5,7 +5,8 @@ reason}, LaunchFailures{reason}, InterruptionsReceived{kind}, InterruptionsStale
 NodePoolUsage{nodepool, resource}, NodePoolLimitUsed, EstimatedHourlyCost{nodepool},
 CapacityCacheHits/CapacityCacheDefaults, WatcherRuns, Disruptions{reason}, PodsServedBy{server},
 PodPendingToLaunchSeconds{nodepool}, NodeRegistrationSeconds{nodepool} (`carpool.app.startup`),
-NodeClassNotReady (cause, nodeclass and nodepool as properties: a launch an EC2NodeClass refused). The CDK
+NodeClassNotReady (cause, nodeclass and nodepool as properties: a launch an EC2NodeClass refused),
+KarpenterControllerActive (`carpool.app.standstill`). The CDK
 dashboard and alarms (`infra/monitoring.py`) read exactly these names.
 
 Every data point also carries `cluster` (and Powertools' `service`): two clusters in one account and

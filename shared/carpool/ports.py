@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from carpool.disruption.podview import PodView
     from carpool.k8s_events import KubeEvent
+    from carpool.karpenter_lease import Lease
     from carpool.launch.profiles import ExistingProfile, ProfileRequest
 
 
@@ -96,6 +97,17 @@ class TerminationRefused(Exception):
         self.instance_ids = list(instance_ids)
         self.code = code
         self.message = message
+
+
+class LeaseForbidden(Exception):
+    """The API server refused to let carpool read a Lease (HTTP 403): its Kubernetes RBAC lacks `get` on
+    `leases` in `coordination.k8s.io` (`infra/rbac.yaml` grants it for Karpenter's Lease). Not "no Lease":
+    carpool cannot tell whether Karpenter's controller runs, so it does not act."""
+
+    def __init__(self, namespace: str, name: str, message: str) -> None:
+        super().__init__(f"cannot read Lease {namespace}/{name}: the API server refused (403: {message}); "
+                         f"grant get on leases in coordination.k8s.io (apply infra/rbac.yaml again)")
+        self.namespace, self.name = namespace, name
 
 
 class NodeConflict(Exception):
@@ -249,6 +261,11 @@ class Cluster(Protocol):
         ...
 
     def list_daemonsets(self) -> list[DaemonSet]: ...
+
+    def get_lease(self, namespace: str, name: str) -> Lease | None:
+        """The `coordination.k8s.io/v1` Lease as the API has it now (None when there is none): who holds
+        it and when it was last renewed (`carpool.karpenter_lease`). Raises `LeaseForbidden` on 403."""
+        ...
 
     def record_event(self, event: KubeEvent, now: datetime) -> None:
         """Create `event` (`carpool.k8s_events`), or when it already exists (409: written before, with the

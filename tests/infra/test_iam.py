@@ -286,6 +286,10 @@ def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
                    ("apps", "daemonsets", "get"), ("policy", "poddisruptionbudgets", "list")]:
         assert wanted in granted, wanted
     assert not any(v in {"*", "escalate", "bind", "impersonate"} for _g, _r, v in granted)
+    # Karpenter's leader-election Lease, read only, and no other Lease (`carpool.app.standstill`)
+    (lease_rule,) = [r for r in role["rules"] if "leases" in r["resources"]]
+    assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                          "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}
 
 
 def test_access_entries_with_managed_access_policies_when_asked(full: Synth) -> None:

@@ -240,10 +240,11 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
     # pending, launch failures, failure rate, watcher, registration timeouts, invalid config, cluster facts, node
-    # class not ready, replacement above ceiling, failed disruption actions, stale interruptions, 4 DLQs, errors +
+    # class not ready, replacement above ceiling, failed disruption actions, Karpenter controller active, stale
+    # interruptions, 4 DLQs, errors +
     # throttles of 5 functions, then one for every pool limit (the highest share of a limit used)
-    default.template.resource_count_is("AWS::CloudWatch::Alarm", 11 + 4 + 10 + 1)
-    full.template.resource_count_is("AWS::CloudWatch::Alarm", 11 + 4 + 10 + 1)
+    default.template.resource_count_is("AWS::CloudWatch::Alarm", 12 + 4 + 10 + 1)
+    full.template.resource_count_is("AWS::CloudWatch::Alarm", 12 + 4 + 10 + 1)
 
 
 # --- two clusters, one account ---------------------------------------------------------------------
@@ -458,3 +459,13 @@ def test_cluster_facts_unresolved_alarm(default: Synth) -> None:
     assert props["Threshold"] == 1 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     # the library emits exactly this name where it refuses a launch
     assert "ClusterFactsUnresolved" in string_constants()
+
+
+def test_karpenter_controller_active_alarm(default: Synth) -> None:
+    """carpool stood still because a Karpenter controller holds its Lease (`carpool.app.standstill`)."""
+    props = alarm(default, "KarpenterControllerActive")
+    metric = the_metric(props)
+    assert (metric["name"], metric["stat"], metric["dims"]) == ("KarpenterControllerActive", "Sum", cluster_dims("demo"))
+    assert props["Threshold"] == 1 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert "kubectl scale deployment karpenter" in props["AlarmDescription"]
+    assert "KarpenterControllerActive" in string_constants()

@@ -191,6 +191,10 @@ class FakeCluster:
     def list_daemonsets(self) -> list[DaemonSet]:
         return list(self.daemonsets)
 
+    def get_lease(self, namespace: str, name: str) -> None:
+        """No Karpenter controller in this cluster: its Lease does not exist."""
+        return None
+
     def list_pdbs(self) -> list[PodDisruptionBudget]:
         return list(self.pdbs)
 

@@ -8,7 +8,7 @@ already repaired or released.
 
 from __future__ import annotations
 
-from carpool.app import cleanup, disruption_executor
+from carpool.app import cleanup, disruption_executor, standstill
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
@@ -16,6 +16,10 @@ from carpool.state.models import Claim
 
 def run(deps: Dependencies) -> DisruptSummary:
     summary = DisruptSummary()
+    # while Karpenter's controller runs, its garbage collection and carpool's would fight: nothing is done
+    summary.stood_still = standstill.karpenter_active(deps, "disruption")
+    if summary.stood_still:
+        return summary
     now = deps.clock()
     claims: list[Claim] = []
     decisions = cleanup.clean_up(deps, now, summary, read=claims.extend)

@@ -31,3 +31,5 @@ class DisruptSummary:
     stages: dict[str, float] = field(default_factory=dict)
     #: actions that failed in this run (each its own failure unit: `carpool.app.isolation`)
     failures: list[str] = field(default_factory=list)
+    #: why the run did nothing at all (Karpenter's controller is active: `carpool.app.standstill`); "" else
+    stood_still: str = ""

@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from carpool import labels, observability
 from carpool.api import events as ev
 from carpool.api.k8s import Pod, PodDisruptionBudget
-from carpool.app import drain, instances
+from carpool.app import drain, instances, standstill
 from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation
@@ -94,6 +94,10 @@ FollowUp = Callable[[ev.AwsEvent, int], None]
 def run(batch: dict[str, ev.AwsEvent], deps: Dependencies,
         follow_up: FollowUp | None = None) -> tuple[InterruptSummary, dict[str, str]]:
     summary = InterruptSummary()
+    # while Karpenter's controller runs, it replaces and drains: every record comes back later
+    stood = standstill.karpenter_active(deps, "interruption")
+    if stood:
+        return summary, dict.fromkeys(batch, stood)
     # every node's replacement is planned before any node's pods are evicted: a pod evicted comes back as
     # a new pending pod no plan counts yet, so the next node's replacement would be planned without it
     drains: list[tuple[ev.AwsEvent, Claim]] = []

@@ -30,7 +30,7 @@ from carpool import capacity, k8s_events, labels, lifecycle
 from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
-from carpool.app import images, instances, recorder, startup
+from carpool.app import images, instances, recorder, standstill, startup
 from carpool.app.wiring import Dependencies
 from carpool.ports import NodeConflict, NodeGone
 from carpool.resources import Resources
@@ -63,6 +63,10 @@ def run(batch: dict[str, NodeRegisteredEvent | NodeDeletedEvent], deps: Dependen
     """Handler entry. A node whose registration failed (another writer kept changing it, an API or AWS
     error) is retried on its own: its message id is returned, the batch's other nodes go on."""
     summary = RegisterSummary()
+    # while Karpenter's controller runs, its nodes are its own to register: every record comes back later
+    stood = standstill.karpenter_active(deps, "registrar")
+    if stood:
+        return summary, dict.fromkeys(batch, stood)
     retry: dict[str, str] = {}
     for message_id, event in batch.items():
         if event.detail.cluster != deps.settings.cluster_name:

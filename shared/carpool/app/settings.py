@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from carpool import environment, observability
+from carpool import environment, karpenter_lease, observability
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,9 @@ class Settings:
     unavailable_seconds: int = 180
     #: at most this many instance types go to one CreateFleet call (the AWS provider sends 60)
     max_fleet_types: int = 60
+    #: the namespace of Karpenter's leader-election Lease, its Helm release's (`carpool.karpenter_lease`):
+    #: carpool stands still while a Karpenter controller renews it (`carpool.app.standstill`)
+    karpenter_namespace: str = karpenter_lease.DEFAULT_NAMESPACE
     extra: dict[str, str] = field(default_factory=dict)
 
     def missing_cluster_facts(self) -> list[str]:
@@ -116,4 +119,5 @@ class Settings:
             config_parameter=e.get("CARPOOL_CONFIG_PARAMETER", ""),
             node_role=e.get("CARPOOL_NODE_ROLE_ARN", ""),
             instance_profile=e.get("CARPOOL_INSTANCE_PROFILE", ""),
+            karpenter_namespace=e.get("CARPOOL_KARPENTER_NAMESPACE") or karpenter_lease.DEFAULT_NAMESPACE,
         )

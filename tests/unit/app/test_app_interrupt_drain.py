@@ -11,6 +11,7 @@ from typing import Any
 
 from carpool.api import events as ev
 from carpool.app import interrupt
+from carpool.app.settings import Settings
 from carpool.disruption.decision import Reason
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster.simulated import SimulatedCluster
@@ -61,7 +62,7 @@ def _world(replacement: ClaimStatus, web: int = 3, api: int = 4) -> SimpleNamesp
     for claim in (doomed, _claim("fresh", replacement)):
         ledger.reserve(claim, None, WARNED, 600)
         ledger.mark_launched(claim)
-    return SimpleNamespace(cluster=cluster, ledger=ledger, clock=clock)
+    return SimpleNamespace(cluster=cluster, ledger=ledger, clock=clock, settings=Settings("demo"), cache={})
 
 
 def _warning() -> ev.AwsEvent:

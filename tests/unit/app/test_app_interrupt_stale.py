@@ -13,6 +13,8 @@ import pytest
 from carpool import observability
 from carpool.api import events as ev
 from carpool.app import interrupt
+from carpool.app.settings import Settings
+from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus
 
@@ -51,7 +53,9 @@ class _Ec2:
 
 
 def _deps(ledger: MemoryLedger, age: timedelta) -> Any:
-    return SimpleNamespace(ledger=ledger, clock=lambda: EVENT_TIME + age, compute=_Ec2())
+    # a cluster with no Karpenter Lease: carpool acts (`carpool.app.standstill`)
+    return SimpleNamespace(ledger=ledger, clock=lambda: EVENT_TIME + age, compute=_Ec2(), settings=Settings(CLUSTER),
+                           cluster=SimulatedCluster(lambda: EVENT_TIME + age), cache={})
 
 
 @pytest.fixture(autouse=True)

@@ -49,13 +49,14 @@ from lightkube.resources.storage_v1 import StorageClass as StorageClassResource
 from lightkube.types import PatchType
 
 from carpool import environment, k8s_events
-from carpool.adapters.k8s import convert, reads
+from carpool.adapters.k8s import convert, leases, reads
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
 from carpool.api import storage
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView
 from carpool.k8s_events import KubeEvent
+from carpool.karpenter_lease import Lease
 from carpool.ports import (
     EvictionBlocked,
     NodeConflict,
@@ -435,6 +436,10 @@ class LightkubeCluster:
 
     def list_pdbs(self) -> list[api.PodDisruptionBudget]:
         return self._list(PdbResource, api.PodDisruptionBudget)
+
+    def get_lease(self, namespace: str, name: str) -> Lease | None:
+        """One GET of the Lease (`leases.read_lease`: 404 None, 403 `LeaseForbidden`)."""
+        return leases.read_lease(self._client(), namespace, name)
 
     def storage_for(self, pods: Sequence[api.Pod]) -> StorageObjects:
         """The claims the pods name, listed per namespace (one list per namespace with such pods, not

@@ -24,7 +24,7 @@ from carpool import observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
 from carpool.api.loader import ManifestErrors
-from carpool.app import not_ready, reasons, startup
+from carpool.app import not_ready, reasons, standstill, startup
 from carpool.app.deadline import Deadline
 from carpool.app.provisioning import confirm, launch, pending, price_ceiling, reserve, schedule
 from carpool.app.provisioning.invocation import DEADLINE_REASON, Invocation
@@ -91,7 +91,8 @@ def _incarnation(pod: Pod) -> tuple[str, str]:
 def _confirmed(events: _Events, deps: Dependencies) -> tuple[confirm.Confirmed | None, str]:
     """The events confirmed against the cluster's unbound Pending pods (one list per batch), or None with
     why nothing can be decided (the deployed config, the cluster read)."""
-    problem = _unusable_config(deps)
+    # while Karpenter's controller runs it answers these pods itself: nothing is decided, all retried
+    problem = standstill.karpenter_active(deps, "provisioner") or _unusable_config(deps)
     if problem:
         return None, problem
     try:

@@ -464,6 +464,8 @@ class SimApiServer:
             return self.cluster.eviction(f"{seg[3]}/{seg[5]}")
         if len(seg) >= 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "events":
             return self._event(method, seg[3], seg[5] if len(seg) == 6 else None, content_type, body)
+        if seg[:3] == ["apis", "coordination.k8s.io", "v1"] and len(seg) >= 6 and seg[5] == "leases":
+            return self._lease(method, seg[4], seg[6] if len(seg) == 7 else None, body)
         if method == "GET" and len(seg) == 7 and seg[4] == "daemonsets":
             found = self.cluster.store("DaemonSet").get(f"{seg[3]}/{seg[6]}")
             return ApiAnswer(200, found.raw) if found is not None else not_found("daemonsets.apps", seg[6])
@@ -480,6 +482,25 @@ class SimApiServer:
                 return api_status(415, f"the body of the request was in an unknown format: {content_type}",
                                   "UnsupportedMediaType")
             return self.cluster.event_patch(namespace, name, json.loads(body or b"{}"))
+        return api_status(405, f"{method} is not supported", "MethodNotAllowed")
+
+    def _lease(self, method: str, namespace: str, name: str | None, body: bytes) -> ApiAnswer:
+        """coordination.k8s.io/v1 Leases of one namespace: GET one, POST creates (409 for a name taken), PUT
+        replaces one (what a leader elector does)."""
+        if method == "GET" and name is not None:
+            return self.cluster.lease_get(namespace, name)
+        if method in ("POST", "PUT"):
+            raw = json.loads(body or b"{}")
+            meta = raw.setdefault("metadata", {})
+            meta["namespace"] = namespace
+            wanted = meta.get("name") or ""
+            if method == "POST" and f"{namespace}/{wanted}" in self.cluster.leases:
+                return api_status(409, f'leases.coordination.k8s.io "{wanted}" already exists', "AlreadyExists",
+                                  {"name": wanted, "group": "coordination.k8s.io", "kind": "leases"})
+            if method == "PUT" and wanted != name:
+                return api_status(400, "the name of the object does not match the name on the URL", "BadRequest")
+            answer = self.cluster.put_lease(raw)
+            return ApiAnswer(201, answer.body) if method == "POST" and answer.code < 300 else answer
         return api_status(405, f"{method} is not supported", "MethodNotAllowed")
 
     def _node(self, method: str, name: str, content_type: str, body: bytes) -> ApiAnswer:
@@ -542,7 +563,7 @@ class SimApiServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client went away: so does the watch
                     pass
 
-            do_GET = do_POST = do_PATCH = do_DELETE = _serve  # noqa: N815 - http.server's naming
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815 - http.server's naming
 
         return Handler
 

@@ -16,6 +16,7 @@ import copy
 import itertools
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from carpool import k8s_events
+from carpool import k8s_events, karpenter_lease
 from carpool import resources as res
 from carpool.adapters.k8s import reads
 from carpool.adapters.k8s.reads import PodProjection
@@ -32,6 +33,7 @@ from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
 from carpool.k8s_events import KubeEvent
+from carpool.karpenter_lease import Lease
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -60,6 +62,7 @@ from carpool.sim.cluster.api_answers import (
     selects_something,
 )
 from carpool.sim.cluster.capacity_stamps import CapacityStamps
+from carpool.sim.cluster.leader_election import lease_problem
 from carpool.sim.cluster.podfilters import PodCheck, PodFilters, expression_holds
 from carpool.sim.cluster.specs import Cni
 from carpool.taints import Taint, Toleration, untolerated
@@ -245,6 +248,11 @@ class SimulatedCluster:
         #: core/v1 Events by "namespace/name" (what `kubectl describe` shows under Events)
         self.events: dict[str, _Record] = {}
         self._event_lock = threading.Lock()
+        #: coordination.k8s.io/v1 Leases by "namespace/name" (Karpenter's leader election: `put_lease`)
+        self.leases: dict[str, _Record] = {}
+        #: called before a Lease is read: the run writes what a Karpenter controller renewed meanwhile
+        #: (`carpool.sim.cluster.leader_election.renewer`)
+        self.before_lease_read: Callable[[], None] | None = None
         self._log_rvs: list[int] = []
         #: (type, kind, record) per change, in resource-version order; models are built when read
         self._log: list[tuple[str, str, _Record]] = []
@@ -442,6 +450,38 @@ class SimulatedCluster:
 
     def list_pdbs(self) -> list[PodDisruptionBudget]:
         return [self._model("PodDisruptionBudget", r) for r in self.pdbs.values()]
+
+    def get_lease(self, namespace: str, name: str) -> Lease | None:
+        """The port's `get_lease`, from what a GET of the Lease answers (`lease_get`)."""
+        answer = self.lease_get(namespace, name)
+        return karpenter_lease.from_json(answer.body) if answer.code == 200 else None
+
+    def lease_get(self, namespace: str, name: str) -> ApiAnswer:
+        """GET .../namespaces/<ns>/leases/<name>: 200 with the Lease, 404 as the API server words it."""
+        if self.before_lease_read is not None:
+            self.before_lease_read()
+        rec = self.leases.get(f"{namespace}/{name}")
+        if rec is None:
+            return api_status(404, f'leases.coordination.k8s.io "{name}" not found', "NotFound",
+                              {"name": name, "group": "coordination.k8s.io", "kind": "leases"})
+        return ApiAnswer(200, copy.deepcopy(rec.raw))
+
+    def put_lease(self, raw: Mapping[str, Any]) -> ApiAnswer:
+        """Create the Lease or replace it (a leader's create, then its updates): 400 for what the API
+        server cannot decode (`leader_election.lease_problem`), else 201 / 200 with the Lease as stored."""
+        lease = copy.deepcopy(dict(raw))
+        problem = lease_problem(lease)
+        if problem is not None:
+            return api_status(400, problem, "BadRequest")
+        meta = lease.setdefault("metadata", {})
+        key = f"{meta.setdefault('namespace', 'default')}/{meta['name']}"
+        old = self.leases.get(key)
+        meta["uid"] = old.raw["metadata"]["uid"] if old is not None else str(uuid.uuid5(uuid.NAMESPACE_URL, key))
+        meta.setdefault("creationTimestamp", _iso(self._clock()) if old is None else old.raw["metadata"].get("creationTimestamp"))
+        rec = _Record(lease, 0)
+        self.leases[key] = rec
+        self._record_change("MODIFIED" if old is not None else "ADDED", "Lease", rec)
+        return ApiAnswer(200 if old is not None else 201, copy.deepcopy(lease))
 
     def storage_for(self, pods: Sequence[Pod]) -> StorageObjects:
         """What the API server answers to the reads the lightkube adapter makes: the named claims of
@@ -836,7 +876,8 @@ class SimulatedCluster:
         """The objects of one kind by key (what `carpool.sim.cluster.apiserver` lists)."""
         return {"Pod": self.pods, "Node": self.nodes, "DaemonSet": self.daemonsets,
                 "PodDisruptionBudget": self.pdbs, "PersistentVolumeClaim": self.claims,
-                "PersistentVolume": self.volumes, "StorageClass": self.storageclasses, "Event": self.events}[kind]
+                "PersistentVolume": self.volumes, "StorageClass": self.storageclasses, "Event": self.events,
+                "Lease": self.leases}[kind]
 
     def merge_patch_node(self, name: str, patch: Mapping[str, Any]) -> ApiAnswer:
         """A JSON merge patch of a node as the API server applies it: 404 for a node that is gone, 409 when

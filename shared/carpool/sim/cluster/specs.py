@@ -15,6 +15,27 @@ from pydantic import Field, field_validator, model_validator
 from carpool.sim.yaml_model import YamlModel
 
 
+class KarpenterController(YamlModel):
+    """A Karpenter controller running in the cluster from `from` to `until` seconds (to the end when unset):
+    it leads through its leader-election Lease, renewed every 2 s (`sim/cluster/leader_election.py`).
+    `stop: release` is a clean stop (its Deployment scaled to 0: the Lease released at once), `crash` a
+    controller that dies (its holder stays until the Lease expires, 15 s after the last renewal)."""
+
+    from_: float = Field(default=0.0, alias="from", ge=0)
+    until: float | None = Field(default=None, ge=0)
+    stop: Literal["release", "crash"] = "release"
+    #: the namespace of Karpenter's Helm release (where its Lease is)
+    namespace: str = "kube-system"
+    #: `spec.holderIdentity`: the leader pod's name and a uuid, as client-go writes it
+    holder: str = "karpenter-5d8f9c7b6d-x2x7q_6f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+
+    @model_validator(mode="after")
+    def _window(self) -> KarpenterController:
+        if self.until is not None and self.until <= self.from_:
+            raise ValueError(f"until ({self.until}) must be after from ({self.from_})")
+        return self
+
+
 class Cni(YamlModel):
     """The cluster's VPC CNI settings, as the `aws-node` DaemonSet env would show them."""
 

@@ -49,6 +49,7 @@ from carpool.adapters.aws import events as events_adapter
 from carpool.app import status
 from carpool.app.status import Status
 from carpool.sim.clock import RESOLUTION, SimClock, reached
+from carpool.sim.cluster import leader_election
 from carpool.sim.cluster.agents import Agents
 from carpool.sim.cluster.kubelet import InstanceFacts, Kubelets, static_node
 from carpool.sim.cluster.simulated import SimulatedCluster
@@ -175,6 +176,9 @@ class SimRunner:
         if not self.driver.config_docs:
             raise ValueError(f"scenario {sc.name}: no NodePool/EC2NodeClass in manifests")
         self.agents = Agents(self.cluster, sc.agents, lambda: self.clock.elapsed)
+        # Karpenter controllers beside carpool: their Leases as last renewed, written before each read
+        self.cluster.before_lease_read = leader_election.renewer(
+            sc.karpenter, lambda: self.clock.elapsed, self.clock.start, self.cluster.put_lease)
         self.kubelets = Kubelets(self.ec2, self.cluster, sc.cluster.name, self.region, sc.truth,
                                  lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents,
                                  launch_seconds=durations.CREATE_FLEET_SECONDS)

@@ -28,7 +28,7 @@ from pydantic.alias_generators import to_camel
 
 from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias_paths
 from carpool.api.loader import strict_yaml_documents
-from carpool.sim.cluster.specs import Agent, Cni, Delete, KubeletFault, Scale, Truth
+from carpool.sim.cluster.specs import Agent, Cni, Delete, KarpenterController, KubeletFault, Scale, Truth
 from carpool.sim.cluster.workload import WORKLOAD_KINDS, controller_id
 from carpool.sim.run.scenario_manifests import (
     ManifestCheck,
@@ -329,6 +329,8 @@ class Scenario(YamlModel):
     races: list[BindRace] = Field(default_factory=list)
     #: explicit denies of TerminateInstances (a service control policy, see `TerminationDenial`)
     termination_denials: list[TerminationDenial] = Field(default_factory=list)
+    #: Karpenter controllers running beside carpool, each leading through its Lease (`KarpenterController`)
+    karpenter: list[KarpenterController] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
     #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
     #: trigger (`carpool.sim.run.lambda_service`), so a scenario cannot set a schedule of its own
