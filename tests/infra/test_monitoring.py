@@ -234,8 +234,8 @@ def test_billed_alarm_metrics_are_every_input_of_every_alarm(default: Synth, ful
         assert set(counted) == set(synth.stack.monitoring.alarms)
         for name, props in ((n, alarm(synth, n)) for n in counted):
             assert counted[name] == (1 if "MetricName" in props else len(stats(props))), name
-    # 11 carpool alarms reading 13 metrics, 4 DLQs, errors + throttles of 5 functions, one for every pool limit
-    assert sum(default.stack.monitoring.alarm_metrics.values()) == 13 + 4 + 10 + 1
+    # 12 carpool alarms reading 14 metrics, 4 DLQs, errors + throttles of 5 functions, one for every pool limit
+    assert sum(default.stack.monitoring.alarm_metrics.values()) == 14 + 4 + 10 + 1
 
 
 def test_alarm_count(default: Synth, full: Synth) -> None:
