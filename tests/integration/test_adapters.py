@@ -308,6 +308,15 @@ def test_ami_source_reads_seeded_parameters_and_images(local_aws: LocalAws, imag
     assert arm["Architecture"] == "arm64" and arm["CreationDate"]
 
 
+
+def test_an_ami_id_that_does_not_exist_is_no_image_not_an_error(local_aws: LocalAws, images: list[str]) -> None:
+    """EC2 refuses DescribeImages(ImageIds=[missing]) with InvalidAMIID.NotFound for the whole request; asked
+    by the `image-id` filter, as Karpenter asks, it answers the images that exist (issue 38: AmiInvalid)."""
+    source = AwsAmiSource(SsmParameters(local_aws.client("ssm")), local_aws.client("ec2"))
+    assert source.describe_images(image_ids=["ami-0123456789abcdef0"]) == []
+    (found,) = source.describe_images(image_ids=["ami-0123456789abcdef0", images[2]])
+    assert found["ImageId"] == images[2]
+
 def test_ssm_parameters_are_cached_for_max_age(local_aws: LocalAws, images: list[str]) -> None:
     client = local_aws.client("ssm")
     calls = count_calls(client, "before-call.ssm.GetParameter")

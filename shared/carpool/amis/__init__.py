@@ -26,13 +26,14 @@ from carpool.amis.cache import CachedAmiSource, TtlCache
 from carpool.amis.mapping import AmiRejection, explain_mapping, group_by_ami, map_instance_types
 from carpool.amis.memory import AmiEntry, InMemoryAmiSource, parse_entries, source_from_entries
 from carpool.amis.model import (
+    AmiNotFound,
     AmiSelectionError,
     AmiSource,
     ResolvedAmi,
     ami_requirements,
     variant_from_name,
 )
-from carpool.amis.selectors import alias_of, family_of, resolve, term_filters
+from carpool.amis.selectors import alias_of, describe_terms, family_of, resolve, term_filters
 
 __all__ = [
     "AL2",
@@ -49,6 +50,7 @@ __all__ = [
     "Alias",
     "AliasPath",
     "AmiEntry",
+    "AmiNotFound",
     "AmiRejection",
     "AmiSelectionError",
     "AmiSource",
@@ -59,6 +61,7 @@ __all__ = [
     "alias_of",
     "alias_paths",
     "ami_requirements",
+    "describe_terms",
     "explain_mapping",
     "family_of",
     "group_by_ami",

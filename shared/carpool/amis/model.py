@@ -29,6 +29,11 @@ class AmiSelectionError(ValueError):
     """An amiSelectorTerm carpool cannot act on (unknown alias family, pinned Windows version...)."""
 
 
+class AmiNotFound(AmiSelectionError):
+    """Well-formed terms that select no image: no AMI published for an alias at the cluster's version
+    (Karpenter's EC2NodeClass AMIsReady=False, reason AMINotFound)."""
+
+
 class AmiSource(Protocol):
     """The two AWS reads AMI resolution needs; boto3 SSM/EC2 adapters and test fakes implement it.
 

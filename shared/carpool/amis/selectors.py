@@ -21,6 +21,7 @@ from carpool.amifamily import find_family
 from carpool.amis.aliases import Alias, alias_paths, parse_alias, windows_requirements
 from carpool.amis.model import (
     EC2_TO_KUBE_ARCH,
+    AmiNotFound,
     AmiSelectionError,
     AmiSource,
     ResolvedAmi,
@@ -121,7 +122,7 @@ def _alias_candidates(alias: Alias, cluster_version: str, source: AmiSource) -> 
     ids = parameters(source, [ap.path for ap in paths])  # one request for all of them where the source can
     found = [(image_id, ap) for ap in paths if (image_id := ids.get(ap.path))]
     if not found:
-        raise AmiSelectionError(f"alias {alias}: no AMI published for Kubernetes {cluster_version}")
+        raise AmiNotFound(f"alias {alias}: no AMI published for Kubernetes {cluster_version}")
     images = {img.get("ImageId"): img for img in source.describe_images(image_ids=sorted({i for i, _ in found}))}
     out: list[_Candidate] = []
     for image_id, ap in found:
@@ -167,6 +168,22 @@ def term_filters(term: Any) -> tuple[list[dict[str, Any]], list[str]]:
         else:
             filters.append({"Name": f"tag:{key}", "Values": [v.strip() for v in str(value).split(",")]})
     return filters, owners
+
+
+def describe_terms(nodeclass: Any) -> str:
+    """The node class's AMI selector as a person wrote it ("id ami-0...", "alias al2023@latest", "name x
+    owner y; tags k=v"), for a message saying it selected nothing."""
+    out = []
+    for term in getattr(getattr(nodeclass, "spec", nodeclass), "ami_selector_terms", None) or []:
+        if value := term_field(term, "alias"):
+            out.append(f"alias {value}")
+        elif value := term_field(term, "id"):
+            out.append(f"id {value}")
+        elif value := term_field(term, "ssm_parameter"):
+            out.append(f"ssmParameter {value}")
+        else:
+            out.append(_describe_filter_term(term))
+    return "; ".join(out)
 
 
 def _describe_filter_term(term: Any) -> str:

@@ -25,13 +25,15 @@ from typing import TypeVar
 
 from carpool import amis as ami_mapping
 from carpool import capacity, labels
-from carpool.amis import ResolvedAmi, node_os
+from carpool.amis import AmiSelectionError, ResolvedAmi, node_os
 from carpool.amis.model import preference_key
 from carpool.api.loader import Manifests
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.api.nodepool import NodePool
 from carpool.app.launching import PoolContext
 from carpool.catalog import Catalog, InstanceType
+from carpool.launch import failures
+from carpool.launch.failures import Cause
 from carpool.requirements import Requirements
 from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
@@ -58,6 +60,8 @@ class Prepared:
     capacity_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     #: pool -> why it offers nothing / what was dropped
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: pool -> (cause, message) of its node class selecting no AMI or no subnet: it offers nothing
+    not_ready: dict[str, tuple[Cause, str]] = field(default_factory=dict)
 
 
 def prepare(
@@ -71,7 +75,8 @@ def prepare(
     zones_of: Callable[[EC2NodeClass], set[str] | None] = lambda _nc: None,
 ) -> Prepared:
     """`zones_of` gives the zones a node class has subnets in (None: any zone); offerings elsewhere cannot
-    be launched, so the scheduler must not plan on them."""
+    be launched, so the scheduler must not plan on them. A pool whose node class selects no AMI or no
+    subnet offers nothing and says why (`Prepared.not_ready`); the other pools are prepared as ever."""
     out = Prepared()
     classes = {c.name: c for c in manifests.nodeclasses}
     for pool in manifests.nodepools:
@@ -79,9 +84,28 @@ def prepare(
         if nodeclass is None:
             out.notes[pool.name] = [f"EC2NodeClass {pool.node_class_name!r} not found"]
             continue
-        _prepare_pool(pool, nodeclass, catalog, resolve_amis(nodeclass), cni_env, learned, unavailable,
-                      usage.get(pool.name, {}), zones_of(nodeclass), out)
+        resolved = _amis(nodeclass, resolve_amis)
+        zones = zones_of(nodeclass) if not isinstance(resolved, AmiSelectionError) and resolved else None
+        unready = failures.before_launch(nodeclass, resolved, zones)
+        if unready is not None:
+            out.not_ready[pool.name] = unready
+            out.notes[pool.name] = [f"not launched from: {unready[0]}: {unready[1]}"]
+            out.specs.append(convert.pool_spec(pool, [], usage.get(pool.name, {})))
+            continue
+        assert not isinstance(resolved, AmiSelectionError)
+        _prepare_pool(pool, nodeclass, catalog, resolved, cni_env, learned, unavailable,
+                      usage.get(pool.name, {}), zones, out)
     return out
+
+
+def _amis(nodeclass: EC2NodeClass, resolve_amis: Callable[[EC2NodeClass], list[ResolvedAmi]],
+          ) -> list[ResolvedAmi] | AmiSelectionError:
+    """The node class's AMIs, or why its terms select none it can use (the node class's fault, not the
+    call's: other pools go on); any other failure (a read) is raised."""
+    try:
+        return resolve_amis(nodeclass)
+    except AmiSelectionError as exc:
+        return exc
 
 
 def offered_resources(pool: NodePool, catalog: Catalog) -> set[str]:

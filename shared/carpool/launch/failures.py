@@ -5,14 +5,20 @@ Karpenter keeps these as the EC2NodeClass's status conditions (`InstanceProfileR
 `SecurityGroupsReady`, `AMIsReady`, `ValidationSucceeded`) and, when a launch meets one, writes
 `NodeClassNotReady` on the NodeClaim (kubernetes-sigs/karpenter `pkg/controllers/nodeclaim/lifecycle`).
 carpool has neither object, so a cause is said on the pods, in `carpool status` and as a metric
-(`carpool.app.provisioning.settle`); this module only names the causes and tells them from EC2's answers.
+(`carpool.app.provisioning.settle`); this module only names the causes and tells them from EC2's answers
+and from what the node class's selectors found (`before_launch`: no subnet, no AMI, found before any
+launch as Karpenter's `SubnetsReady` and `AMIsReady` are).
 Such a failure repeats until the node class (or IAM, or the network) is fixed: retrying it helps nobody,
 unlike a capacity error.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from enum import StrEnum
+from typing import Any
+
+from carpool.amis import AmiNotFound, AmiSelectionError, describe_terms
 
 
 class Cause(StrEnum):
@@ -66,4 +72,25 @@ def of_ec2_error(code: str, message: str) -> Cause | None:
         return Cause.INSTANCE_PROFILE
     if code == "UnauthorizedOperation" and "iam:passrole" in lowered:
         return Cause.ROLE
+    return None
+
+
+#: Karpenter's EC2NodeClass AMIsReady=False message (reason AMINotFound), kept for users who know it
+AMI_NOT_FOUND = "AMISelector did not match any AMIs"
+
+
+def before_launch(nodeclass: Any, amis: Sequence[Any] | AmiSelectionError,
+                  subnet_zones: Collection[str] | None) -> tuple[Cause, str] | None:
+    """Why no launch from the node class can succeed, seen before trying one: what its AMI terms selected
+    (`amis`: the images, or why resolving them failed) or the zones of the subnets its subnet terms
+    selected (None: not known, any zone). None when both found something."""
+    if isinstance(amis, AmiNotFound):
+        return Cause.AMI, f"{Cause.AMI.field}: {AMI_NOT_FOUND} ({amis})"
+    if isinstance(amis, AmiSelectionError):
+        text = str(amis)
+        return Cause.AMI, text if text.startswith("spec.") else f"{Cause.AMI.field}: {text}"
+    if not amis:
+        return Cause.AMI, f"{Cause.AMI.field}: {AMI_NOT_FOUND} ({describe_terms(nodeclass)})"
+    if subnet_zones is not None and not subnet_zones:
+        return Cause.SUBNET, f"{Cause.SUBNET.field}: no subnet matches"
     return None

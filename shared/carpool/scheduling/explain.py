@@ -3,7 +3,8 @@
 Computed only for pods left over at the end of a batch (never on the hot path), by re-running a new-claim
 attempt for one pod of the group against each pool and stopping at the first check that excludes
 everything. The checks go from the cheapest to state and the most actionable for a person: taints,
-requirements, instance types, resources, offerings, limits, minValues, topology.
+requirements, the pool's node class not ready, instance types, resources, offerings, limits, minValues,
+topology.
 
 Wording is stable (tests and alarms match on the prefix):
 "taint <taint> not tolerated", "incompatible requirement <key>: ...", "no instance type matches
@@ -61,6 +62,8 @@ def pool_reason(group: PendingGroup, pool: PoolState, topology: Topology, domain
     if not compatible:
         assert first_incompatibility is not None
         return str(first_incompatibility)
+    if pool.spec.not_ready is not None:  # the pod would be this pool's, were its node class ready
+        return pool.spec.not_ready
     index = pool.index
     total = add(pool.overhead, group.group.requests)
     labelled = fitting = offered = 0

@@ -254,6 +254,9 @@ class PoolSpec:
     ordered_keys: tuple[str, ...] = ()
     split_share: float | None = None
     split_by: SplitBy = "nodes"
+    #: why the pool cannot launch (its EC2NodeClass is not ready), None when it can: such a pool has no
+    #: instance types and this is its reason for a pod it would otherwise take (`explain`)
+    not_ready: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,12 @@ class's fault, not EC2's capacity, and each cause is named for the field a user 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from carpool.launch.failures import Cause, of_ec2_error
+from carpool.amis import AmiNotFound, AmiSelectionError
+from carpool.launch.failures import Cause, before_launch, of_ec2_error
 from carpool.launch.templates import LaunchTemplateError
 
 
@@ -36,3 +39,26 @@ def test_capacity_throttles_and_other_errors_are_no_node_class_cause(code: str, 
 def test_each_cause_names_the_field_to_fix_and_a_template_error_defaults_to_the_template() -> None:
     assert Cause.ROLE.field == "spec.role" and Cause.SUBNET.field == "spec.subnetSelectorTerms"
     assert LaunchTemplateError("spec.blockDeviceMappings[0].deviceName is required").cause is Cause.LAUNCH_TEMPLATE
+
+
+def _nodeclass(*terms: dict[str, str]) -> SimpleNamespace:
+    return SimpleNamespace(spec=SimpleNamespace(ami_selector_terms=list(terms)))
+
+
+def test_a_node_class_selecting_no_ami_is_ami_invalid_naming_the_selector_in_karpenters_words() -> None:
+    nc = _nodeclass({"id": "ami-0123456789abcdef0"}, {"name": "my-*", "owner": "self"})
+    assert before_launch(nc, [], {"us-east-1a"}) == (
+        Cause.AMI, "spec.amiSelectorTerms: AMISelector did not match any AMIs (id ami-0123456789abcdef0; name my-* owner self)")
+    missing = AmiNotFound("alias al2023@latest: no AMI published for Kubernetes 1.99")
+    assert before_launch(_nodeclass({"alias": "al2023@latest"}), missing, None) == (
+        Cause.AMI, "spec.amiSelectorTerms: AMISelector did not match any AMIs (alias al2023@latest: no AMI "
+        "published for Kubernetes 1.99)")
+    other = AmiSelectionError("spec.amiSelectorTerms: an alias term must be the only term")
+    assert before_launch(nc, other, None) == (Cause.AMI, str(other))
+
+
+def test_a_node_class_selecting_no_subnet_is_subnet_invalid_and_one_selecting_both_is_ready() -> None:
+    nc, amis = _nodeclass({"alias": "al2023@latest"}), [object()]
+    assert before_launch(nc, amis, set()) == (Cause.SUBNET, "spec.subnetSelectorTerms: no subnet matches")
+    assert before_launch(nc, amis, {"us-east-1a"}) is None
+    assert before_launch(nc, amis, None) is None  # zones not known: any zone

@@ -56,3 +56,13 @@ def test_fit_reason_mentions_daemonset_overhead():
 def test_no_pools_at_all():
     result = run([pod("p")], [])
     assert result.unschedulable["default/p"] == {"*": "no NodePool"}
+
+
+def test_a_pool_whose_node_class_is_not_ready_gives_that_reason_to_the_pods_it_would_take():
+    """Issue 38: a pool that cannot launch (no subnet, no AMI) names why, after taints and requirements."""
+    why = "EC2NodeClass 'x' is not ready (SubnetInvalid): spec.subnetSelectorTerms: no subnet matches"
+    pools = [pool("broken", types=[], not_ready=why),
+             pool("broken-arm", types=[], reqs=[Requirement.in_(L.ARCH, "arm64")], not_ready=why)]
+    reasons = run([pod("p", requirements=(Requirements.from_labels({L.ARCH: "amd64"}),))], pools).unschedulable
+    assert reasons["default/p"]["broken"] == why
+    assert reasons["default/p"]["broken-arm"].startswith(f"incompatible requirement {L.ARCH}")

@@ -38,11 +38,15 @@ class AwsAmiSource:
         filters: list[dict[str, Any]] | None = None,
         owners: list[str] | None = None,
     ) -> list[dict[str, Any]]:
+        """Images by id are asked with the `image-id` filter, as Karpenter asks: EC2 refuses `ImageIds` naming
+        one that does not exist (`InvalidAMIID.NotFound`) for the whole request, the filter answers those
+        that exist (a term selecting none is the node class's AMIsReady=False, not a failed read)."""
         kwargs: dict[str, Any] = {"IncludeDeprecated": True}
+        wanted = list(filters or [])
         if image_ids:
-            kwargs["ImageIds"] = list(image_ids)
-        if filters:
-            kwargs["Filters"] = list(filters)
+            wanted.append({"Name": "image-id", "Values": list(image_ids)})
+        if wanted:
+            kwargs["Filters"] = wanted
         if owners:
             kwargs["Owners"] = list(owners)
         pages = self.client.get_paginator("describe_images").paginate(**kwargs)

@@ -46,10 +46,9 @@ class ProvisionOutcome:
     rounds: int = 0
     #: claim name -> when the CreateFleet that launched it answered (read once its round's launches are done)
     launched_at: dict[str, datetime] = field(default_factory=dict)
-    #: pool -> why its node class refused a launch in this call (the first cause met)
+    #: pool -> why its node class is not ready in this call (the first cause met: no subnet or AMI selected,
+    #: or a launch refused); the pool is not tried again and its reason on the pods says so
     not_ready: dict[str, NotReady] = field(default_factory=dict)
-    #: pod key -> (pool, claim) of the launch its pool's node class refused
-    not_ready_pods: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def hourly_cost(self) -> float:
@@ -62,14 +61,6 @@ class ProvisionOutcome:
         out.update({p: claim for claim, pods in self.nominated_in_flight.items() for p in pods})
         out.update({p: c.name for c in self.launched for p in c.pods})
         return out
-
-    def with_not_ready(self, pod: str, reasons: dict[str, str]) -> dict[str, str]:
-        """A pod's reasons per pool, with its not-ready pool's instead of the scheduler's "no NodePool"
-        (that pool was left out of the later rounds)."""
-        tried = self.not_ready_pods.get(pod)
-        if tried is None:
-            return reasons
-        return {**{p: why for p, why in reasons.items() if p != "*"}, tried[0]: self.not_ready[tried[0]].reason}
 
     def fail(self, keys: Iterable[str], reason: str) -> None:
         """The pods to retry, each with the first reason it failed for."""

@@ -205,8 +205,7 @@ def _schedule_and_launch(pods: list[Pod], call: Invocation) -> None:
         taken.update(retry)
         retry += launch.launch(reserved, call)
         retry += _held_by_limits(result, call)
-        outcome.unschedulable.update({k: outcome.with_not_ready(k, v) for k, v in result.unschedulable.items()
-                                      if k not in retry})
+        outcome.unschedulable.update({k: v for k, v in result.unschedulable.items() if k not in retry})
         by_key = {k: everyone[k] for k in retry if k in everyone}
         if by_key and _progress(call, taken) == before:
             outcome.fail(by_key, _no_progress(outcome.rounds, len(by_key)))

@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from carpool import observability
 from carpool.api.k8s import Pod
+from carpool.api.loader import Manifests
 from carpool.app import discovery, pools
-from carpool.app.provisioning import inflight
+from carpool.app.provisioning import inflight, settle
 from carpool.app.provisioning.invocation import Invocation
+from carpool.app.provisioning.outcome import NotReady
 from carpool.app.provisioning.world import World, has_claims
 from carpool.resources import add
 from carpool.scheduling import convert, scheduler
@@ -34,9 +37,7 @@ def plan_round(
     prepared = pools.prepare(manifests, world.catalog, world.resolve, world.cni, world.learned, world.unavailable,
                              usage, zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
     _count_capacity_sources(prepared)
-    # a pool whose node class refused a launch in this call is not tried again in it (Karpenter skips a
-    # NodePool whose EC2NodeClass is not ready); its pods' reason says so (`ProvisionOutcome.with_not_ready`)
-    prepared.specs = [s for s in prepared.specs if s.name not in outcome.not_ready]
+    _skip_not_ready(prepared, manifests, call)
     started = time.perf_counter()
     specs: dict[str, si.PodSpec] = {}
     rejected: dict[str, str] = {}
@@ -66,6 +67,18 @@ def plan_round(
         result.unschedulable[key] = {"*": why}  # logged once, when it changes (`carpool.app.reasons`)
     observability.seconds("SchedulingDurationSeconds", time.perf_counter() - started)
     return prepared, result, specs
+
+
+def _skip_not_ready(prepared: pools.Prepared, manifests: Manifests, call: Invocation) -> None:
+    """A pool whose node class is not ready (it selects no subnet or no AMI, or refused a launch in this
+    call) is not tried (Karpenter skips a NodePool whose EC2NodeClass is not ready): it offers nothing, and
+    its reason on the pods it would take says why."""
+    classes = {p.name: p.node_class_name for p in manifests.nodepools}
+    for pool, (cause, message) in prepared.not_ready.items():
+        settle.pool_not_ready(NotReady(pool, classes[pool], cause, message), call, f"NodePool {pool} not tried")
+    skipped = call.outcome.not_ready
+    prepared.specs = [replace(s, instance_types=[], not_ready=skipped[s.name].reason) if s.name in skipped else s
+                      for s in prepared.specs]
 
 
 def _pod_spec(pod: Pod, volumes: VolumeTopology | None) -> si.PodSpec | str:

@@ -71,17 +71,22 @@ def not_ready(claim: Claim, planned: PlannedClaim, call: Invocation, cause: Caus
     out of this call's later rounds, and the claim's pods are scheduled again with the others. Logged
     and counted once per pool and call (`NodeClassNotReady`), not once per claim (said once per cause:
     `carpool.app.not_ready`)."""
-    outcome = call.outcome
-    outcome.not_ready_pods.update(dict.fromkeys(planned.pods, (planned.pool, claim.name)))
     observability.emit("LaunchFailures", reason=str(cause))
-    if planned.pool in outcome.not_ready:
-        return list(planned.pods)
-    found = NotReady(planned.pool, claim.nodeclass, cause, message)
-    outcome.not_ready[planned.pool] = found
-    outcome.decisions.append(f"{planned.pool}: not launched from again in this call: {found.reason}")
-    observability.emit("NodeClassNotReady", cause=str(cause), nodeclass=claim.nodeclass, nodepool=planned.pool)
-    log.warning("launch of %s refused: %s", claim.name, found.reason)  # the error line: `carpool.app.not_ready`
+    pool_not_ready(NotReady(planned.pool, claim.nodeclass, cause, message), call, f"launch of {claim.name} refused")
     return list(planned.pods)
+
+
+def pool_not_ready(found: NotReady, call: Invocation, what: str) -> None:
+    """The pool is left out of this call's later rounds (`what`: how it was found, for the log). Logged and
+    counted once per pool and call (`NodeClassNotReady`): a refused launch (`not_ready`) or, before any
+    launch, a node class selecting no subnet or no AMI (`schedule.plan_round`)."""
+    outcome = call.outcome
+    if found.nodepool in outcome.not_ready:
+        return
+    outcome.not_ready[found.nodepool] = found
+    outcome.decisions.append(f"{found.nodepool}: not launched from again in this call: {found.reason}")
+    observability.emit("NodeClassNotReady", cause=str(found.cause), nodeclass=found.nodeclass, nodepool=found.nodepool)
+    log.warning("%s: %s", what, found.reason)  # the error line, once per cause: `carpool.app.not_ready`
 
 
 def release(claim: Claim, deps: Dependencies) -> None:
