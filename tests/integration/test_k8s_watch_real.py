@@ -149,3 +149,20 @@ def test_a_real_catch_up_brings_the_pod_changes_after_the_list(access: ClusterAc
     assert int(caught.resource_version) > int(version)
     assert [c.key for c in adapter.pod_view_changes(caught.resource_version).changes
             if c.key.startswith(f"{ns}/")] == []
+
+
+def test_a_real_label_selected_pod_list_leaves_out_finished_and_other_pods(
+        access: ClusterAccess, namespace: tuple[Client, str]) -> None:
+    """`pods_selected` (the provisioner's count of the pods a spread or affinity selects) asks the real
+    server with a label selector and the unfinished-pods field selector, in one namespace or all."""
+    client, ns = namespace
+    for name, app in (("web-1", "web"), ("web-2", "web"), ("db-1", "db")):
+        spec = PodSpec(containers=[Container(name="c", image="x")], automountServiceAccountToken=False)
+        client.create(Pod(metadata=ObjectMeta(name=name, namespace=ns, labels={"app": app}), spec=spec))
+    client.patch(Pod.Status, "web-2", {"status": {"phase": "Succeeded"}}, namespace=ns, patch_type=PatchType.MERGE)
+    adapter = adapter_for(access)
+
+    assert sorted(p.metadata.name for p in adapter.pods_selected(ns, "app=web")) == ["web-1"]
+    assert sorted(p.metadata.name for p in adapter.pods_selected(ns, "app in (web,db)")) == ["db-1", "web-1"]
+    everywhere = [p for p in adapter.pods_selected(None, "app=db") if p.metadata.namespace == ns]
+    assert [p.metadata.name for p in everywhere] == ["db-1"]
