@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from typing import Any, Final, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 
 from carpool.api import cel_rules
+from carpool.api.errors import structural_type
 
 __all__ = [
     "KARPENTER_VERSION",
@@ -118,20 +119,6 @@ class _Support:
     literals: frozenset[Any] | None = None
 
 
-def _unwrap(tp: Any) -> Any:
-    while True:
-        origin = get_origin(tp)
-        if origin is Annotated:
-            tp = get_args(tp)[0]
-        elif origin is Union or type(tp).__name__ == "UnionType":
-            members = [a for a in get_args(tp) if a is not type(None)]
-            if len(members) != 1:
-                return tp
-            tp = members[0]
-        else:
-            return tp
-
-
 @cache
 def _model_support(model: type[BaseModel]) -> _Support | None:
     """Built once per model (a few hundred microseconds), on the first document of its kind."""
@@ -139,7 +126,7 @@ def _model_support(model: type[BaseModel]) -> _Support | None:
 
 
 def _support(tp: Any) -> _Support | None:
-    tp = _unwrap(tp)
+    tp = structural_type(tp)
     origin = get_origin(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return _Support(fields={info.alias or name: _support(info.annotation) or _Support()

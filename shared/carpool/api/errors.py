@@ -20,7 +20,7 @@ from pydantic_core import ErrorDetails
 __all__ = ["describe", "describe_all", "field_path"]
 
 
-def _unwrap(tp: Any) -> Any:
+def structural_type(tp: Any) -> Any:
     """Strip Annotated[...] and Optional[...] so the structural type is visible."""
     while True:
         origin = get_origin(tp)
@@ -59,7 +59,7 @@ def _walk(model: type[BaseModel] | None, loc: Sequence[str | int]) -> tuple[str,
     node: Any = model
     known: list[str] | None = None
     for item in loc:
-        node = _unwrap(node)
+        node = structural_type(node)
         origin = get_origin(node)
         if item == "[key]":  # pydantic's marker for "the key itself was invalid"
             continue

@@ -29,6 +29,7 @@ from carpool.app.offline_planning import (
     plan,
 )
 from carpool.cli.process_exit import keep_until_exit
+from carpool.cli.status import amount
 from carpool.launch.fleet import MAX_INSTANCE_TYPES
 from carpool.scheduling.result import PlannedClaim, SchedulingResult
 from carpool.scheduling.scheduler import ScheduleOptions
@@ -214,7 +215,7 @@ def _print(result: SchedulingResult, inputs: PlanInputs) -> None:
                           f"{c.price:.4f}", str(c.option_count), _source(inputs, c))
         out.print(table)
     for pool, used in sorted(_limited_usage(result, inputs).items()):
-        shown = ", ".join(f"{r} {_amount(r, u)} / {_amount(r, lim)}" for r, (u, lim) in sorted(used.items()))
+        shown = ", ".join(f"{r} {amount(r, u)} / {amount(r, lim)}" for r, (u, lim) in sorted(used.items()))
         out.print(f"limits ({pool}) once these claims run as their cheapest options: {shown}", markup=False)
     nominated = result.nominations()
     for target, keys in sorted(nominated.items()):
@@ -245,15 +246,6 @@ def _limited_usage(result: SchedulingResult, inputs: PlanInputs) -> dict[str, di
     usage = offline_limits.launched_usage(inputs.pools, result.claims)
     return {p.name: {r: (usage[p.name].get(r, 0), lim) for r, lim in p.limits.items()}
             for p in inputs.pools if p.limits}
-
-
-def _amount(resource: str, value: int) -> str:
-    """As `carpool status` shows it: cpu in cores, memory in Gi, any other resource as counted."""
-    if resource == "cpu":
-        return f"{value / 1000:g}"
-    if resource == "memory":
-        return f"{value / 2**30:.1f}Gi"
-    return str(value)
 
 
 def register(app: typer.Typer) -> None:

@@ -41,7 +41,8 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
     return t
 
 
-def _amount(resource: str, value: int) -> str:
+def amount(resource: str, value: int) -> str:
+    """A resource as `carpool status` shows it: cpu in cores, memory in Gi, any other resource as counted."""
     if resource == "cpu":
         return f"{value / 1000:g}"
     if resource == "memory":
@@ -56,7 +57,7 @@ def render(status: Status) -> Group:
         [[c.name, c.nodepool, c.instance_type or "-", c.zone or "-", c.capacity_type or "-", c.instance_id or "-",
           c.node or "-", _age(c.age_seconds), c.state] for c in status.claims])]
     parts.append(_table("nodepools: usage / limit", ["nodepool", "resource", "usage", "limit"], [
-        [p.name, r, _amount(r, p.usage.get(r, 0)), _amount(r, p.limits[r]) if p.limits and r in p.limits else "-"]
+        [p.name, r, amount(r, p.usage.get(r, 0)), amount(r, p.limits[r]) if p.limits and r in p.limits else "-"]
         for p in status.pools for r in sorted({*p.usage, *(p.limits or {})})]))
     if status.not_ready:
         parts.append(_table("EC2NodeClasses not ready (launches refused)", ["nodeclass", "cause", "nodepools", "since",
