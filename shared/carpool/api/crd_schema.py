@@ -23,7 +23,6 @@ views are built then), each further NodePool 0.25 ms.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,7 +35,7 @@ from typing import Any, Final, Literal, get_args, get_origin
 from pydantic import BaseModel
 
 from carpool.api import cel_rules
-from carpool.api.errors import structural_type
+from carpool.api.errors import did_you_mean, structural_type
 
 __all__ = [
     "KARPENTER_VERSION",
@@ -377,9 +376,8 @@ class _Walk:
         return value
 
     def unknown(self, key: str, properties: Mapping[str, Any]) -> str:
-        message = f"unknown field '{key}' (not a field of Karpenter {KARPENTER_VERSION}'s {self.kind} here)"
-        close = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
-        return message + (f"; did you mean '{close[0]}'?" if close else "")
+        return (f"unknown field '{key}' (not a field of Karpenter {KARPENTER_VERSION}'s {self.kind} here)"
+                + did_you_mean(key, properties))
 
     def rules(self, schema: Mapping[str, Any], value: Any, path: str) -> None:
         for rule in schema.get("x-kubernetes-validations", ()):

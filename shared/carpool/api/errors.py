@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import types
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -96,18 +96,19 @@ def _short(value: Any) -> str | None:
     return None
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """"; did you mean 'x'?" for the closest of `known` to a misspelled field name, or ""."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def describe(model: type[BaseModel] | None, error: ErrorDetails) -> tuple[str, str]:
     """(path, message) for one pydantic error."""
     path, known = _walk(model, error["loc"])
     kind = error["type"]
     if kind == "extra_forbidden":
         name = str(error["loc"][-1]) if error["loc"] else "?"
-        message = f"unknown field {name!r} (extra field not in the schema)"
-        if known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            if close:
-                message += f"; did you mean {close[0]!r}?"
-        return path, message
+        return path, f"unknown field {name!r} (extra field not in the schema)" + did_you_mean(name, known or ())
     if kind == "missing":
         return path, "required field is missing"
     message = error["msg"]

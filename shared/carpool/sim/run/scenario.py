@@ -14,7 +14,6 @@ as the API server, `scenario_manifests`), steps name workloads applied by then, 
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, field
@@ -521,12 +520,12 @@ def _node_group_problems(scenario: Scenario) -> list[str]:
     from carpool.catalog import Catalog, SnapshotNotFound
 
     try:
-        types = Catalog.snapshot(scenario.cluster.region).types
+        catalog = Catalog.snapshot(scenario.cluster.region)
     except SnapshotNotFound:
         return []  # no offline catalog to check against: local EC2 says it
     return [f"nodeGroups[{i}].instanceType: {g.instance_type!r} is not an EC2 instance type"
-            + (f" (did you mean {', '.join(close)}?)" if (close := difflib.get_close_matches(g.instance_type, list(types), 3)) else "")
-            for i, g in enumerate(scenario.node_groups) if g.instance_type not in types]
+            + (f" (did you mean {', '.join(close)}?)" if (close := catalog.suggest(g.instance_type)) else "")
+            for i, g in enumerate(scenario.node_groups) if g.instance_type not in catalog.types]
 
 
 def _applied(applied: set[str], name: str, namespace: str) -> str | None:
