@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One change seen by the watcher: `type` is ADDED, MODIFIED or DELETED; `kind` Pod or Node."""
+    """One change seen by the watcher: `type` is ADDED, MODIFIED or DELETED; `kind` Pod or Node, or one of
+    Karpenter's kinds (`carpool.karpenter_objects`: NodePool, EC2NodeClass, NodeClaim), whose object is
+    its JSON as the API server holds it."""
 
     type: str
     kind: str
-    obj: Pod | Node
+    obj: Pod | Node | dict[str, Any]
     resource_version: str | None = None
 
 
@@ -310,7 +312,9 @@ class Cluster(Protocol):
 
     def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float,
               idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
-        """Changes to pods and nodes since the given resource versions, for about `timeout_seconds`.
+        """Changes to each kind named in `resource_versions` (Pod, Node; NodePool, EC2NodeClass, NodeClaim)
+        since its resource version, for about `timeout_seconds`. A kind named with an empty version starts
+        like a fresh watch (ADDED for every object).
 
         With `idle_seconds`, a None is yielded each time that long passes without a change: a caller that
         gathers changes in micro-batches flushes on it. Without it, no None is ever yielded."""

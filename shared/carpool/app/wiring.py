@@ -26,6 +26,7 @@ from carpool.clocks import utc_now
 
 if TYPE_CHECKING:  # annotations only: sources pulls in the YAML loader and the catalog
     from carpool.app.sources import CatalogSource, ConfigSource
+    from carpool.karpenter_objects import KarpenterObjects
     from carpool.ports import Cluster, Compute, EventPublisher, InstanceProfiles
     from carpool.state.not_ready import NotReadyStore
     from carpool.state.ports import CapacityCache, ClaimLedger, OfferingAvailability
@@ -54,6 +55,9 @@ class Dependencies:
     reasons: PodReasonStore | None = None
     #: which node classes refused a launch and why (None: not kept)
     not_ready: NotReadyStore | None = None
+    #: Karpenter's NodePools, EC2NodeClasses and NodeClaims in the cluster (None: a cluster without them,
+    #: unit tests: no status is written and no NodeClaim kept)
+    karpenter: KarpenterObjects | None = None
 
     def __post_init__(self) -> None:
         """Every part that caches by time keeps it by `clock` (`carpool.clocks.FollowsClock`). Here, not in
