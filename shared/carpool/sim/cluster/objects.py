@@ -94,8 +94,8 @@ def field_errors(problems: list[Problem]) -> list[dict[str, str]]:
 
 def invalid_message(problems: list[Problem]) -> str:
     """What follows `<Kind>.<group> "<name>" is invalid: ` in the API server's message: one error as
-    `path: message`, several in brackets (`ErrorList.ToAggregate`)."""
-    parts = [f"{p.path}: {p.message}" if p.path else p.message for p in problems]
+    `path: message`, several in brackets, each once (`ErrorList.ToAggregate`)."""
+    parts = list(dict.fromkeys(f"{p.path}: {p.message}" if p.path else p.message for p in problems))
     return parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
 
 
@@ -260,8 +260,11 @@ class KarpenterStore:
         if not extra:
             return []
         found = "[]string{" + ", ".join(json.dumps(f) for f in extra) + "}"
-        return [Problem("metadata.finalizers",
-                        f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {found}")]
+        problem = Problem("metadata.finalizers",
+                          f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {found}")
+        # twice, as the API server finds it: `validateCommonFields` and the strategy's `ValidateUpdate` both
+        # validate the metadata (its message says it once: `ToAggregate` drops repeated errors)
+        return [problem, problem]
 
     def patch_status(self, kind: ObjectKind, name: str, status: Mapping[str, Any], *,
                      resource_version: str | None = None) -> dict[str, Any]:

@@ -991,8 +991,11 @@ class SimulatedCluster:
         if problems:
             return api_status(422, f'Node "{name}" is invalid: {invalid_message(problems)}', "Invalid",
                               {"name": name, "kind": "Node", "causes": field_errors(problems)})
-        rec.raw = patched
         self.actions.append((self._elapsed(), "patch-node", name))
+        if _finalized(patched):  # `deleteWithoutFinalizers`: DELETED carries the node as stored, the answer the patched one
+            self._node_gone(name)
+            return ApiAnswer(200, json.loads(json.dumps(patched)))
+        rec.raw = patched
         self.stamps.node_changed(name, rec.raw, self._elapsed())
         self._record_change("MODIFIED", "Node", rec)
         return ApiAnswer(200, json.loads(json.dumps(rec.raw)))

@@ -64,7 +64,7 @@ def test_post_refused_by_the_schema_is_422_with_a_cause_per_field(server):
     details = refused.body["details"]
     assert details["kind"] == "NodePool" and details["group"] == "karpenter.sh" and details["name"] == "default"
     fields = {c["field"]: c["reason"] for c in details["causes"]}
-    assert fields == {"spec.weight": "FieldValueInvalid", "spec.limits[cpu]": "FieldValueInvalid"}
+    assert fields == {"spec.weight": "FieldValueInvalid", "spec.limits.cpu": "FieldValueInvalid"}
     assert call(server, "GET", f"{POOLS}/default").code == 404
 
 

@@ -114,7 +114,7 @@ def test_create_refuses_what_the_schema_refuses_naming_each_field(cluster):
     with pytest.raises(ObjectInvalid) as refused:
         cluster.create_object(NODEPOOL, given)
     message = refused.value.message
-    assert message.startswith("[") and "spec.weight: Invalid value: 1000: should be less than or equal to 100" in message
+    assert message.startswith("[") and "spec.weight: Invalid value: 1000: spec.weight in body should be less than or equal to 100" in message
     assert "spec.template.spec.nodeClassRef: Required value" in message
     assert cluster.get_object(NODEPOOL, "default") is None
 
@@ -122,7 +122,7 @@ def test_create_refuses_what_the_schema_refuses_naming_each_field(cluster):
 def test_create_applies_the_crds_cel_rules(cluster):
     claim = nodeclaim("c1")
     claim["spec"]["requirements"] = [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["x"]}]
-    with pytest.raises(ObjectInvalid, match='spec.requirements\\[0\\].key: Invalid value: "string": label "kubernetes.io/hostname" is restricted'):
+    with pytest.raises(ObjectInvalid, match='spec.requirements.key: Invalid value: "string": label "kubernetes.io/hostname" is restricted'):
         cluster.create_object(NODECLAIM, claim)
 
 
@@ -187,7 +187,7 @@ def test_patch_of_an_object_that_is_gone(cluster):
 
 def test_patch_is_judged_by_the_schema_and_loses_nothing_when_refused(cluster):
     cluster.create_object(NODEPOOL, nodepool())
-    with pytest.raises(ObjectInvalid, match="spec.weight: Invalid value: 0: should be greater than or equal to 1"):
+    with pytest.raises(ObjectInvalid, match="spec.weight: Invalid value: 0: spec.weight in body should be greater than or equal to 1"):
         cluster.patch_object(NODEPOOL, "default", {"spec": {"weight": 0}})
     assert "weight" not in cluster.get_object(NODEPOOL, "default")["spec"]
 
@@ -218,7 +218,7 @@ def test_status_patch_changes_only_status(cluster):
 
 def test_status_patch_is_judged_by_the_status_schema(cluster):
     cluster.create_object(NODEPOOL, nodepool())
-    with pytest.raises(ObjectInvalid, match="status.conditions\\[0\\].status: Unsupported value"):
+    with pytest.raises(ObjectInvalid, match="status.conditions.status: Unsupported value"):
         cluster.patch_status(NODEPOOL, "default", {"conditions": [{
             "type": "Ready", "status": "Maybe", "reason": "R", "message": "",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
