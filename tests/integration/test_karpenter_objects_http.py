@@ -175,6 +175,49 @@ def test_schema_refusals_word_for_word(api: Api, name: str) -> None:
     }
 
 
+def test_metadata_and_kind_refusals(api: Api, name: str) -> None:
+    """Name, labels, finalizers and the body's kind, refused as the server refuses them; a generated name."""
+    given = nodepool(name)
+    given["metadata"].update(labels={"bad key!": "v", "k": "bad value!"}, finalizers=["bad finalizer"])
+    refused = api("POST", POOLS, given)
+    assert refused.status_code == 422
+    words = sorted((c["field"], c["message"]) for c in refused.json()["details"]["causes"])  # Go's map order: any
+    assert words == sorted([
+        ("metadata.labels", 'Invalid value: "bad key!": name part must consist of alphanumeric characters, \'-\', \'_\' '
+         "or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+         "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+        ("metadata.labels", 'Invalid value: "bad value!": a valid label must be an empty string or consist of '
+         "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+         "'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+        ("metadata.finalizers", 'Invalid value: "bad finalizer": name part must consist of alphanumeric characters, '
+         "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+         "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")])
+    upper = api("POST", POOLS, {**nodepool(name), "metadata": {"name": name.upper()}})
+    assert upper.status_code == 422 and upper.json()["details"]["causes"][0]["field"] == "metadata.name"
+    assert upper.json()["message"].startswith(f'NodePool.karpenter.sh "{name.upper()}" is invalid: metadata.name: '
+                                              f'Invalid value: "{name.upper()}": a lowercase RFC 1123 subdomain')
+    nameless = api("POST", POOLS, {**nodepool(name), "metadata": {}})
+    assert nameless.status_code == 422 and nameless.json()["message"] == (
+        'NodePool.karpenter.sh "" is invalid: metadata.name: Required value: name or generateName is required')
+    with_version = api("POST", POOLS, {**nodepool(name), "metadata": {"name": name, "resourceVersion": "5"}})
+    assert (with_version.status_code, with_version.json()["message"]) == (
+        500, "resourceVersion should not be set on objects to be created")
+    claim = api("POST", POOLS, {**nodepool(name), "kind": "NodeClaim"})
+    assert (claim.status_code, claim.json()["message"]) == (
+        422, f'NodeClaim.karpenter.sh "{name}" is invalid: kind: Invalid value: "NodeClaim": must be NodePool')
+    kindless = api("POST", POOLS, {k: v for k, v in nodepool(name).items() if k != "kind"})
+    assert kindless.status_code == 400
+    assert kindless.json()["message"].startswith('NodePool in version "v1" cannot be handled as a NodePool: '
+                                                 "Object 'Kind' is missing in '{")
+    other_version = api("POST", POOLS, {**nodepool(name), "apiVersion": "karpenter.sh/v2"})
+    assert (other_version.status_code, other_version.json()["message"]) == (
+        400, "the API version in the data (karpenter.sh/v2) does not match the expected API version (karpenter.sh/v1)")
+    generated = api("POST", POOLS, {**nodepool(name), "metadata": {"generateName": f"{name}-"}}).json()["metadata"]["name"]
+    api("DELETE", f"{POOLS}/{generated}")
+    assert generated.startswith(f"{name}-") and len(generated) == len(name) + 6
+    assert set(generated[-5:]) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
 def test_generation_moves_with_spec_only_and_a_stale_version_conflicts(api: Api, name: str) -> None:
     read = api("POST", POOLS, nodepool(name)).json()["metadata"]["resourceVersion"]
     labelled = api("PATCH", f"{POOLS}/{name}", {"metadata": {"labels": {"a": "b"}}}, MERGE).json()

@@ -68,9 +68,10 @@ def test_post_refused_by_the_schema_is_422_with_a_cause_per_field(server):
     assert call(server, "GET", f"{POOLS}/default").code == 404
 
 
-def test_post_of_another_kind_is_400(server):
-    wrong = {**nodepool(), "kind": "NodeClaim"}
-    assert call(server, "POST", POOLS, wrong).code == 400
+def test_post_of_another_kind_is_refused(server):
+    wrong = call(server, "POST", POOLS, {**nodepool(), "kind": "NodeClaim"})
+    assert wrong.code == 422 and wrong.body["details"]["causes"][0]["field"] == "kind"
+    assert call(server, "POST", POOLS, {**nodepool(), "apiVersion": "karpenter.sh/v2"}).code == 400
     no_kind = {k: v for k, v in nodepool().items() if k != "kind"}
     answer = call(server, "POST", POOLS, no_kind)
     assert answer.code == 400 and "Object 'Kind' is missing" in answer.body["message"]

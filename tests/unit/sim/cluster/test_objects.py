@@ -19,7 +19,7 @@ from carpool.karpenter_objects import (
     ObjectGone,
     ObjectInvalid,
 )
-from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET
+from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET, ServerError
 
 from ..conftest import make_node, make_pod
 
@@ -114,9 +114,32 @@ def test_create_refuses_what_the_schema_refuses_naming_each_field(cluster):
     with pytest.raises(ObjectInvalid) as refused:
         cluster.create_object(NODEPOOL, given)
     message = refused.value.message
-    assert message.startswith("[") and "spec.weight: Invalid value: 1000: spec.weight in body should be less than or equal to 100" in message
+    assert message.startswith('NodePool.karpenter.sh "default" is invalid: [') and "spec.weight: Invalid value: 1000: spec.weight in body should be less than or equal to 100" in message
     assert "spec.template.spec.nodeClassRef: Required value" in message
     assert cluster.get_object(NODEPOOL, "default") is None
+
+
+def test_create_refuses_bad_label_keys_label_values_and_finalizers(cluster):
+    given = nodepool()
+    given["metadata"].update(labels={"bad key!": "v", "k": "bad value!", "a.io/b/c": "v"}, finalizers=["bad finalizer"])
+    with pytest.raises(ObjectInvalid) as refused:
+        cluster.create_object(NODEPOOL, given)
+    problems = [(p.path, p.message.split(": ", 2)[1]) for p in refused.value.problems]
+    assert problems == [("metadata.labels", '"bad key!"'), ("metadata.labels", '"bad value!"'),
+                        ("metadata.labels", '"a.io/b/c"'), ("metadata.finalizers", '"bad finalizer"')]
+    assert "name part must consist of alphanumeric characters" in refused.value.message
+    assert "a valid label must be an empty string" in refused.value.message
+    assert "with an optional DNS subdomain prefix and '/'" in refused.value.message
+    cluster.create_object(NODEPOOL, nodepool())
+    with pytest.raises(ObjectInvalid, match="metadata.labels"):  # and on update
+        cluster.patch_object(NODEPOOL, "default", {"metadata": {"labels": {"x": "-x"}}})
+
+
+def test_create_with_a_resource_version_is_a_server_error(cluster):
+    given = nodepool()
+    given["metadata"]["resourceVersion"] = "5"
+    with pytest.raises(ServerError, match="resourceVersion should not be set on objects to be created"):
+        cluster.create_object(NODEPOOL, given)
 
 
 def test_create_applies_the_crds_cel_rules(cluster):
