@@ -167,7 +167,8 @@ def test_watch_streams_karpenter_changes_after_a_version(server):
     refused, lines = server.watch(f"{POOLS}?watch=true&resourceVersion={since}&timeoutSeconds=0")
     assert refused is None
     sent = [json.loads(line) for line in lines]
-    assert [(e["type"], e["object"]["kind"], e["object"]["spec"].get("weight")) for e in sent] == [("ADDED", "NodePool", 3)]
+    assert [(e["type"], e["object"]["kind"], e["object"]["spec"].get("weight")) for e in sent] == [
+        ("ADDED", "NodePool", None), ("MODIFIED", "NodePool", 3)]  # each change, as the object was then
 
 
 def test_a_custom_resource_bookmark_carries_its_api_version_and_version_only():
@@ -198,3 +199,16 @@ def test_over_http_with_a_real_client(server):
             urllib.request.urlopen(server.url + f"{POOLS}/nope")
         assert missing.value.code == 404 and json.load(missing.value)["reason"] == "NotFound"
     assert server.cluster.get_object(NODEPOOL, "default") is not None
+
+
+def test_the_http_watch_sends_every_change_even_within_one_poll(server):
+    call(server, "POST", POOLS, nodepool("before"))
+    since = server.cluster.resource_version
+    with server.lock:
+        call(server, "POST", POOLS, nodepool())
+        call(server, "PATCH", f"{POOLS}/default", {"spec": {"weight": 3}}, MERGE)
+        call(server, "DELETE", f"{POOLS}/default")
+    _, lines = server.watch(f"{POOLS}?watch=true&resourceVersion={since}&timeoutSeconds=0")
+    sent = [json.loads(line) for line in lines]
+    assert [(e["type"], e["object"]["metadata"]["generation"], e["object"]["spec"].get("weight")) for e in sent] == [
+        ("ADDED", 1, None), ("MODIFIED", 2, 3), ("DELETED", 2, 3)]

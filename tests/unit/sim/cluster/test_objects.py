@@ -486,3 +486,14 @@ def test_a_merge_patch_cannot_set_or_clear_a_nodes_deletion_timestamp(cluster):
     cluster.delete_node("n1")
     cluster.merge_patch_node("n1", {"metadata": {"deletionTimestamp": None, "labels": {"a": "b"}}})
     assert cluster.node_raw("n1")["metadata"]["deletionTimestamp"]
+
+
+def test_the_watch_sends_every_change_of_a_karpenter_object_as_it_was_then(cluster):
+    since = cluster.resource_version
+    cluster.create_object(NODEPOOL, nodepool())
+    cluster.patch_object(NODEPOOL, "default", {"spec": {"weight": 4}})
+    cluster.delete_object(NODEPOOL, "default")
+    got = [(e.type, e.obj["metadata"]["generation"], e.obj["spec"].get("weight"), e.resource_version)
+           for e in cluster.watch({"NodePool": since}, 0) if e.kind == "NodePool"]
+    assert [g[:3] for g in got] == [("ADDED", 1, None), ("MODIFIED", 2, 4), ("DELETED", 2, 4)]
+    assert [int(g[3]) for g in got] == sorted(int(g[3]) for g in got)
