@@ -34,7 +34,7 @@ from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
 from carpool.k8s_events import KubeEvent
 from carpool.karpenter_lease import Lease
-from carpool.karpenter_objects import KARPENTER_KINDS, KindNotServed, ObjectKind, ObjectList, kind_named
+from carpool.karpenter_objects import KARPENTER_KINDS, ObjectKind, ObjectList, kind_named
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -706,8 +706,9 @@ class SimulatedCluster:
               idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
         """Changes since the given resource versions (keys: `Pod`/`pods`, `Node`/`nodes`, and Karpenter's
         `NodePool`/`nodepools`, `EC2NodeClass`/`ec2nodeclasses`, `NodeClaim`/`nodeclaims`; any case). Pods and
-        nodes are always watched, Karpenter's kinds when named (their objects as JSON copies; a kind whose
-        CRD is not installed is `KindNotServed`, as the API server's 404).
+        nodes are always watched, Karpenter's kinds when named (their objects as JSON copies, every change
+        as it was then); a kind whose CRD is not installed sends nothing, as the adapter ends the watch of a
+        kind the API server answers 404 for and goes on with the others.
 
         A kind without a version starts like a fresh watch: ADDED for every current object. With a
         `waiter` installed (the simulation's loop: `carpool.sim.run.discrete.Processes.wait`), the stream
@@ -715,10 +716,7 @@ class SimulatedCluster:
         happens, None after every `idle_seconds` without one, until `timeout_seconds` have passed.
         Without one (unit tests) it delivers what has happened and ends."""
         named = {_watched_kind(k): v for k, v in resource_versions.items()}
-        karpenter = [k for k in KARPENTER_KINDS if k.kind in named]
-        for served in karpenter:
-            if served not in self.karpenter.installed:
-                raise KindNotServed(served)
+        karpenter = [k for k in KARPENTER_KINDS if k.kind in named and k in self.karpenter.installed]
         since = {k.lower(): int(v) for k, v in named.items() if k and str(v).isdigit()}
         fresh = [("Pod", self.pods), ("Node", self.nodes), *((k.kind, self.karpenter.stores[k.kind]) for k in karpenter)]
         for kind, store in fresh:
