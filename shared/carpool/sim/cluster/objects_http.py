@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, Final
 from carpool.api.crd_schema import Problem
 from carpool.karpenter_objects import KARPENTER_KINDS, ObjectConflict, ObjectGone, ObjectInvalid, ObjectKind
 from carpool.sim.cluster.api_answers import ApiAnswer, api_status
-from carpool.sim.cluster.objects import AlreadyExists, ObjectInvalidProblems, ServerError, field_errors
+from carpool.sim.cluster.objects import (
+    AlreadyExists,
+    ObjectInvalidProblems,
+    ServerError,
+    StrictDecodingError,
+    field_errors,
+)
 
 if TYPE_CHECKING:
     from carpool.sim.cluster.simulated import SimulatedCluster
@@ -48,19 +54,21 @@ def served(cluster: SimulatedCluster, kind: ObjectKind) -> bool:
 
 
 def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name: str | None, status: bool,
-                  content_type: str, body: bytes) -> ApiAnswer:
+                  content_type: str, body: bytes, field_validation: str = "") -> ApiAnswer:
     """One request on a collection (`name` None: POST) or an object (GET, PATCH, DELETE; `status`: its
-    status subresource)."""
+    status subresource). `field_validation` is the request's `fieldValidation` (`Strict`: an unknown
+    field is a 400; else it is pruned)."""
+    strict = field_validation == "Strict"
     if not served(cluster, kind):
         return api_status(404, NOT_SERVED, "NotFound")
     try:
         if name is None:
-            return _create(cluster, kind, method, body)
+            return _create(cluster, kind, method, body, strict)
         if method == "GET":
             found = cluster.get_object(kind, name)
             return ApiAnswer(200, found) if found is not None else _not_found(kind, name)
         if method == "PATCH":
-            return _patch(cluster, kind, name, status, content_type, body)
+            return _patch(cluster, kind, name, status, content_type, body, strict)
         if method == "DELETE" and not status:
             return _delete(cluster, kind, name)
     except ObjectGone:
@@ -72,6 +80,8 @@ def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name
         return api_status(409, (f'Operation cannot be fulfilled on {kind.plural}.{kind.group} "{e.name}": the object '
                                 "has been modified; please apply your changes to the latest version and try again"),
                           "Conflict", _details(kind, e.name))
+    except StrictDecodingError as e:
+        return api_status(400, e.message, "BadRequest")
     except ObjectInvalid as e:
         return _invalid(kind, e)
     except ServerError as e:
@@ -80,7 +90,7 @@ def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name
                       "MethodNotAllowed")
 
 
-def _create(cluster: SimulatedCluster, kind: ObjectKind, method: str, body: bytes) -> ApiAnswer:
+def _create(cluster: SimulatedCluster, kind: ObjectKind, method: str, body: bytes, strict: bool) -> ApiAnswer:
     if method != "POST":
         return api_status(405, f"the server does not allow this method on the requested resource ({method})",
                           "MethodNotAllowed")
@@ -90,11 +100,11 @@ def _create(cluster: SimulatedCluster, kind: ObjectKind, method: str, body: byte
     refused = _not_of_kind(kind, obj)
     if refused is not None:
         return refused
-    return ApiAnswer(201, cluster.create_object(kind, obj))
+    return ApiAnswer(201, cluster.create_object(kind, obj, strict=strict))
 
 
 def _patch(cluster: SimulatedCluster, kind: ObjectKind, name: str, status: bool, content_type: str,
-           body: bytes) -> ApiAnswer:
+           body: bytes, strict: bool) -> ApiAnswer:
     if content_type.split(";")[0].strip() != MERGE_PATCH:
         return api_status(415, f"the body of the request was in an unknown format - {_PATCH_TYPES}",
                           "UnsupportedMediaType")
@@ -108,7 +118,7 @@ def _patch(cluster: SimulatedCluster, kind: ObjectKind, name: str, status: bool,
             return ApiAnswer(200, found) if found is not None else _not_found(kind, name)
         return ApiAnswer(200, cluster.patch_status(kind, name, patch["status"] or {}, resource_version=wanted)
                          if patch["status"] is not None else _cleared_status(cluster, kind, name, wanted))
-    return ApiAnswer(200, cluster.patch_object(kind, name, patch, resource_version=wanted))
+    return ApiAnswer(200, cluster.patch_object(kind, name, patch, resource_version=wanted, strict=strict))
 
 
 def _cleared_status(cluster: SimulatedCluster, kind: ObjectKind, name: str, wanted: str | None) -> dict[str, Any]:

@@ -1033,13 +1033,13 @@ class SimulatedCluster:
     def get_object(self, kind: ObjectKind, name: str) -> dict[str, Any] | None:
         return self.karpenter.get_object(kind, name)
 
-    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any], *, strict: bool = False) -> dict[str, Any]:
         self.actions.append((self._elapsed(), "create-object", f"{kind.kind}/{(obj.get('metadata') or {}).get('name')}"))
-        return self.karpenter.create_object(kind, obj)
+        return self.karpenter.create_object(kind, obj, strict=strict)
 
     def patch_object(self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *,
-                     resource_version: str | None = None) -> dict[str, Any]:
-        return self.karpenter.patch_object(kind, name, patch, resource_version=resource_version)
+                     resource_version: str | None = None, strict: bool = False) -> dict[str, Any]:
+        return self.karpenter.patch_object(kind, name, patch, resource_version=resource_version, strict=strict)
 
     def patch_status(self, kind: ObjectKind, name: str, status: Mapping[str, Any], *,
                      resource_version: str | None = None) -> dict[str, Any]:
@@ -1054,9 +1054,10 @@ class SimulatedCluster:
         self.actions.append((self._elapsed(), "delete-object", f"{kind.kind}/{name}"))
         return self.karpenter.delete(kind, name)
 
-    def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`)."""
-        return self.karpenter.apply_object(raw)
+    def apply_object(self, raw: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+        """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`; an
+        unknown field refused unless `strict` is off, as `kubectl apply --validate=false`)."""
+        return self.karpenter.apply_object(raw, strict=strict)
 
     # -- pods and controllers -----------------------------------------------------------------------
     def _remove_pod(self, key: str, recreate: bool) -> None:

@@ -212,3 +212,16 @@ def test_the_http_watch_sends_every_change_even_within_one_poll(server):
     sent = [json.loads(line) for line in lines]
     assert [(e["type"], e["object"]["metadata"]["generation"], e["object"]["spec"].get("weight")) for e in sent] == [
         ("ADDED", 1, None), ("MODIFIED", 2, 3), ("DELETED", 2, 3)]
+
+
+def test_field_validation_strict_refuses_unknown_fields_with_400(server):
+    given = nodepool()
+    given["spec"]["surprise"] = 1
+    refused = call(server, "POST", f"{POOLS}?fieldValidation=Strict", given)
+    assert refused.code == 400 and refused.body["reason"] == "BadRequest"
+    assert refused.body["message"] == ('NodePool in version "v1" cannot be handled as a NodePool: strict decoding '
+                                       'error: unknown field "spec.surprise"')
+    created = call(server, "POST", POOLS, given)  # no fieldValidation: pruned, as lightkube sends it
+    assert created.code == 201 and "surprise" not in created.body["spec"]
+    patched = call(server, "PATCH", f"{POOLS}/default?fieldValidation=Strict", {"spec": {"surprise": 2}}, MERGE)
+    assert patched.code == 400

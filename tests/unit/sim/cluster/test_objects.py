@@ -19,7 +19,7 @@ from carpool.karpenter_objects import (
     ObjectGone,
     ObjectInvalid,
 )
-from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET, ServerError
+from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET, ServerError, StrictDecodingError
 
 from ..conftest import make_node, make_pod
 
@@ -498,3 +498,18 @@ def test_the_watch_sends_every_change_of_a_karpenter_object_as_it_was_then(clust
            for e in cluster.watch({"NodePool": since}, 0) if e.kind == "NodePool"]
     assert [g[:3] for g in got] == [("ADDED", 1, None), ("MODIFIED", 2, 4), ("DELETED", 2, 4)]
     assert [int(g[3]) for g in got] == sorted(int(g[3]) for g in got)
+
+
+def test_apply_is_strict_about_unknown_fields_as_kubectl_is(cluster):
+    typo = nodepool()
+    typo["spec"]["disruption"] = {"consolidateAfter": "5m", "consolidateAftr": "5m"}
+    with pytest.raises(StrictDecodingError, match='strict decoding error: unknown field "spec.disruption.consolidateAftr"'):
+        cluster.apply_object(typo)
+    assert cluster.get_object(NODEPOOL, "default") is None  # nothing half-applied
+    cluster.apply_object(nodepool())
+    with pytest.raises(StrictDecodingError, match="spec.template.spec.requirements\\[0\\].minValue"):
+        edited = nodepool()
+        edited["spec"]["template"]["spec"]["requirements"][0]["minValue"] = 2
+        cluster.apply_object(edited)
+    lenient = cluster.apply_object(typo, strict=False)  # --validate=false: pruned
+    assert "consolidateAftr" not in lenient["spec"]["disruption"]
