@@ -507,7 +507,8 @@ class SimApiServer:
             items = list(answer.body["items"]) if answer.code == 200 else []
         else:
             answer = object_answer(self.cluster, method, kind, seg[4] if len(seg) > 4 else None, len(seg) == 6,
-                                   content_type, body, query.get("fieldValidation", ""))
+                                   content_type, body, query.get("fieldValidation", ""),
+                                   query.get("propagationPolicy", ""))
             items = [answer.body]
         if not printed or answer.code != 200:
             return answer

@@ -54,10 +54,10 @@ def served(cluster: SimulatedCluster, kind: ObjectKind) -> bool:
 
 
 def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name: str | None, status: bool,
-                  content_type: str, body: bytes, field_validation: str = "") -> ApiAnswer:
+                  content_type: str, body: bytes, field_validation: str = "", propagation: str = "") -> ApiAnswer:
     """One request on a collection (`name` None: POST) or an object (GET, PATCH, DELETE; `status`: its
     status subresource). `field_validation` is the request's `fieldValidation` (`Strict`: an unknown
-    field is a 400; else it is pruned)."""
+    field is a 400; else it is pruned); `propagation` a DELETE's `propagationPolicy`."""
     strict = field_validation == "Strict"
     if not served(cluster, kind):
         return api_status(404, NOT_SERVED, "NotFound")
@@ -70,7 +70,7 @@ def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name
         if method == "PATCH":
             return _patch(cluster, kind, name, status, content_type, body, strict)
         if method == "DELETE" and not status:
-            return _delete(cluster, kind, name)
+            return _delete(cluster, kind, name, propagation)
     except ObjectGone:
         return _not_found(kind, name or "")
     except AlreadyExists as e:
@@ -129,9 +129,9 @@ def _cleared_status(cluster: SimulatedCluster, kind: ObjectKind, name: str, want
     return cluster.patch_status(kind, name, dict.fromkeys(current.get("status") or {}), resource_version=wanted)
 
 
-def _delete(cluster: SimulatedCluster, kind: ObjectKind, name: str) -> ApiAnswer:
+def _delete(cluster: SimulatedCluster, kind: ObjectKind, name: str, propagation: str) -> ApiAnswer:
     """DELETE: the object when finalizers hold it, else a `Status` naming it (`finalizeDelete`)."""
-    result = cluster.object_deletion(kind, name)
+    result = cluster.object_deletion(kind, name, propagation or "Background")
     if result is None:
         return _not_found(kind, name)
     obj, gone = result

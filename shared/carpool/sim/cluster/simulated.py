@@ -350,13 +350,20 @@ class SimulatedCluster:
         """How the garbage collector reaches each kind that has owners here."""
         def karpenter(kind: ObjectKind) -> Owned:
             def set_owners(name: str, refs: list[dict[str, Any]]) -> None:
-                self.karpenter.patch_object(kind, name, {"metadata": {"ownerReferences": refs}})
+                self.karpenter.patch_object(kind, name, {"metadata": {"ownerReferences": refs or None}})
 
             return Owned(lambda: self.karpenter.stores[kind.kind], lambda name: self.karpenter.delete_object(kind, name),
                          set_owners)
 
         def set_node_owners(name: str, refs: list[dict[str, Any]]) -> None:
-            self.update_node(name, lambda raw: raw["metadata"].update(ownerReferences=refs) is None)
+            def change(raw: dict[str, Any]) -> bool:
+                if refs:
+                    raw["metadata"]["ownerReferences"] = refs
+                else:
+                    raw["metadata"].pop("ownerReferences", None)
+                return True
+
+            self.update_node(name, change)
 
         return {**{k.kind: karpenter(k) for k in KARPENTER_KINDS},
                 "Node": Owned(lambda: self.nodes, self._node_deletion, set_node_owners)}
@@ -1048,10 +1055,15 @@ class SimulatedCluster:
     def delete_object(self, kind: ObjectKind, name: str) -> None:
         self.object_deletion(kind, name)
 
-    def object_deletion(self, kind: ObjectKind, name: str) -> tuple[dict[str, Any], bool] | None:
+    def object_deletion(self, kind: ObjectKind, name: str, propagation: str = "Background") -> tuple[dict[str, Any], bool] | None:
         """A client's DELETE of a Karpenter object (`KarpenterStore.delete`: the object after it and whether
-        it is gone; None when there was none), in `actions` as carpool's."""
+        it is gone; None when there was none), in `actions` as carpool's. `propagation="Orphan"`
+        (`kubectl delete --cascade=orphan`): the garbage collector first drops the references to it from
+        its dependents, which stay; any other policy is background here (foreground is not modelled)."""
         self.actions.append((self._elapsed(), "delete-object", f"{kind.kind}/{name}"))
+        found = self.karpenter.stores[kind.kind].get(name) if kind in self.karpenter.installed else None
+        if propagation == "Orphan" and found is not None:
+            self.garbage.orphan(str(found.raw["metadata"].get("uid") or ""))
         return self.karpenter.delete(kind, name)
 
     def apply_object(self, raw: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:

@@ -225,3 +225,22 @@ def test_field_validation_strict_refuses_unknown_fields_with_400(server):
     assert created.code == 201 and "surprise" not in created.body["spec"]
     patched = call(server, "PATCH", f"{POOLS}/default?fieldValidation=Strict", {"spec": {"surprise": 2}}, MERGE)
     assert patched.code == 400
+
+
+def test_delete_with_orphan_propagation_keeps_the_dependents_without_the_owner(server):
+    pool = call(server, "POST", POOLS, nodepool()).body
+    ref = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default", "uid": pool["metadata"]["uid"]}
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c1", "ownerReferences": [ref]},
+             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                      "requirements": []}}
+    for name in ("c1", "c2"):
+        claim["metadata"]["name"] = name
+        assert call(server, "POST", CLAIMS, claim).code == 201
+    assert call(server, "DELETE", f"{POOLS}/default?propagationPolicy=Orphan").code == 200
+    kept = call(server, "GET", f"{CLAIMS}/c1")
+    assert kept.code == 200 and not kept.body["metadata"].get("ownerReferences")
+    pool = call(server, "POST", POOLS, nodepool()).body
+    ref["uid"] = pool["metadata"]["uid"]
+    call(server, "PATCH", f"{CLAIMS}/c2", {"metadata": {"ownerReferences": [ref]}}, MERGE)
+    assert call(server, "DELETE", f"{POOLS}/default?propagationPolicy=Background").code == 200
+    assert call(server, "GET", f"{CLAIMS}/c2").code == 404  # background: the dependent goes
