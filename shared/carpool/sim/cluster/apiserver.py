@@ -177,8 +177,8 @@ def bookmark_object(kind: str, resource_version: str) -> dict[str, Any]:
     sets only its resource version, and the encoder writes every field that has no `omitempty`
     (`metadata.creationTimestamp` as null, a pod's `spec.containers` as null)."""
     custom = next((k for k in KARPENTER_KINDS if k.kind == kind), None)
-    if custom is not None:  # an `unstructured.Unstructured`: only what was set
-        return {"kind": kind, "apiVersion": custom.api_version, "metadata": {"resourceVersion": resource_version}}
+    if custom is not None:  # an `unstructured.Unstructured`: only what was set, its keys in order
+        return {"apiVersion": custom.api_version, "kind": kind, "metadata": {"resourceVersion": resource_version}}
     return {"kind": kind, "apiVersion": "v1",
             "metadata": {"resourceVersion": resource_version, "creationTimestamp": None},
             **json.loads(json.dumps(BOOKMARK_BODIES.get(kind, {})))}
