@@ -146,7 +146,7 @@ class LightkubeKarpenterObjects:
                  status: bool = False) -> bytes:
         """The answer's bytes; `_Refused` carrying the named error for an HTTP error answer."""
         generic = self._client()._client
-        resource = RESOURCES[kind.kind]
+        resource = resource_of(kind)
         request: BasicRequest = generic.prepare_request(
             method, res=resource.Status if status else resource, name=name, obj=body,
             params=dict(params or {}), headers={"Content-Type": MERGE_PATCH} if method == "patch" else None,
@@ -155,6 +155,15 @@ class LightkubeKarpenterObjects:
         if response.is_error:
             raise _Refused(response.status_code, refusal(kind, name or "", response, generic.raise_for_status))
         return bytes(response.content)
+
+
+def resource_of(kind: ObjectKind) -> type[GenericGlobalResource]:
+    """lightkube's generic resource for `kind`: one of `RESOURCES`, or made (and kept by lightkube's
+    registry) for another cluster-scoped kind, such as a kind of a group no CRD serves."""
+    known = RESOURCES.get(kind.kind)
+    if known is not None and known._api_info.plural == kind.plural:
+        return known
+    return create_global_resource(kind.group, kind.version, kind.kind, kind.plural)
 
 
 def with_precondition(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
