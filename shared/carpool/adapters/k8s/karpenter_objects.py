@@ -10,8 +10,8 @@ these objects as dicts and decides on them through its own typed views. What the
 the port's named errors (as controller-runtime's `IsNotFound`/`IsConflict`/`IsInvalid` read a Status):
 - 404 naming the object (`details.name`, `nodepools.karpenter.sh "x" not found`): `ObjectGone` (a get
   answers None, a delete of what is gone is done);
-- 404 without a name (`the server could not find the requested resource`: no CRD serves the path, or a
-  server without the group at all): `KindNotServed`;
+- 404 naming nothing (no CRD serves the path: kube-apiserver v1.24 answers a plain `404 page not found`,
+  later ones a Status "the server could not find the requested resource"): `KindNotServed`;
 - 409 (AlreadyExists on a create; Conflict on a write whose `metadata.resourceVersion` is stale):
   `ObjectConflict`;
 - 422 Invalid (the CRD's OpenAPI schema or CEL rules) and 400 BadRequest (a body the server cannot
