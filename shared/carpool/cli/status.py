@@ -15,7 +15,7 @@ simulation's local AWS before it stops.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -96,7 +96,7 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def pool_limits(nodepools: list[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int] | None], list[str]]:
+def pool_limits(nodepools: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int] | None], list[str]]:
     """Each NodePool's `spec.limits` in the library's units (None: unlimited), and a warning for each pool
     whose limits cannot be read (the functions refuse that pool too)."""
     from carpool import resources

@@ -52,7 +52,8 @@ def not_found(name: str, plural: str = "nodepools", group: str = "karpenter.sh")
                   {"name": name, "group": group, "kind": plural})
 
 
-#: what kube-apiserver answers for a path no CRD serves (its `notfoundhandler`)
+#: what kube-apiserver answers for a path no CRD serves after v1.24 (its `notfoundhandler`); v1.24 answers
+#: a plain-text `404 page not found` (`test_a_plain_text_404_is_kind_not_served_too`)
 NOT_SERVED = ("NotFound", "the server could not find the requested resource")
 
 
