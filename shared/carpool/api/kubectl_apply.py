@@ -35,12 +35,9 @@ def applied_form(config: Mapping[str, Any]) -> dict[str, Any]:
     """`config` as apply sends it: with the annotation recording `config` itself (without the annotation)."""
     obj = copy.deepcopy(dict(config))
     metadata = dict(obj.get("metadata") or {})
+    # kubectl records the annotations it will write without its own, as a map even when empty
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != LAST_APPLIED}
-    if annotations:
-        metadata["annotations"] = annotations
-    else:
-        metadata.pop("annotations", None)
-    obj["metadata"] = metadata
+    obj["metadata"] = {**metadata, "annotations": annotations}
     recorded = go_json(obj)
     obj["metadata"] = {**metadata, "annotations": {**annotations, LAST_APPLIED: recorded}}
     return obj

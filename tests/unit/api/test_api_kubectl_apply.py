@@ -32,6 +32,8 @@ def test_the_annotation_records_the_config_as_go_writes_it() -> None:
     assert recorded.endswith("}\n") and "\\u0026" in recorded and " " not in recorded
     assert json.loads(recorded) == {**pool(limits={"cpu": "64"}), "metadata": {"name": "general",
                                                                              "annotations": {"team": "a&b"}}}
+    bare = json.loads(applied_form(pool())["metadata"]["annotations"][LAST_APPLIED])
+    assert bare["metadata"] == {"annotations": {}, "name": "general"}  # as kubectl records it: an empty map
     assert applied["metadata"]["annotations"]["team"] == "a&b"
     assert last_applied(live_after(applied)) == json.loads(recorded)
     assert go_json({"b": 1, "a": "<>"}) == '{"a":"\\u003c\\u003e","b":1}\n'
