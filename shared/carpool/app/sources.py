@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from carpool import clocks, observability
+from carpool import observability
 from carpool.api.cluster_config import ClusterConfig, ObjectVerdict
 from carpool.api.config import load_config
 from carpool.api.loader import Manifests, NamedText
@@ -106,10 +106,6 @@ class TextConfigSource:
         self._name = name
         self._digest = ""
         self._manifests: Manifests | None = None
-
-    def follow_clock(self, clock: clocks.Clock) -> None:
-        """A reader that caches the text (`SsmConfigText`) expires it by `clock`, the dependencies'."""
-        clocks.follow(self._read, clock)
 
     def load(self) -> Manifests:
         text = self._read()
