@@ -43,7 +43,7 @@ RECHECK_EVERY = timedelta(minutes=10)
 
 class ConfigSource(Protocol):
     """The NodePools and EC2NodeClasses the functions use: the cluster's (`ClusterConfigSource`, deployed
-    and simulated), or a file's (`TextConfigSource`: `carpool plan`, the bench, tests)."""
+    and simulated), or a file's (`TextConfigSource`: the bench, tests)."""
 
     def load(self) -> Manifests:
         """The valid objects only."""
