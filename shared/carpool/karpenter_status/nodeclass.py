@@ -46,6 +46,7 @@ __all__ = [
     "VALIDATION_SUCCEEDED",
     "NodeClassReadings",
     "Problem",
+    "launch_cause",
     "nodeclass_status",
     "not_ready",
 ]
@@ -236,3 +237,25 @@ def not_ready(obj: Mapping[str, Any]) -> tuple[str, Problem] | None:
         return None
     first = next((c for c in failing if c.get("reason") != DEPENDENCIES_NOT_READY), failing[0])
     return str(first.get("type")), Problem(str(first.get("reason") or ""), str(first.get("message") or ""))
+
+
+#: the cause a launch from a class failing a condition would meet (`carpool.launch.failures`)
+_CAUSE_OF: Final = {
+    AMIS_READY: Cause.AMI,
+    SUBNETS_READY: Cause.SUBNET,
+    SECURITY_GROUPS_READY: Cause.SECURITY_GROUP,
+    INSTANCE_PROFILE_READY: Cause.INSTANCE_PROFILE,
+    VALIDATION_SUCCEEDED: Cause.LAUNCH_TEMPLATE,
+    PLACEMENT_GROUP_READY: Cause.LAUNCH_TEMPLATE,
+}
+
+
+def launch_cause(kind: str, problem: Problem) -> tuple[Cause, str]:
+    """A failing condition as the provisioner says a class's refusal: its cause (the reason itself when
+    it is one, `RoleNotFound`), and the message naming the field to fix."""
+    try:
+        cause = Cause(problem.reason)
+    except ValueError:
+        cause = _CAUSE_OF.get(kind, Cause.LAUNCH_TEMPLATE)
+    message = problem.message if problem.message.startswith("spec") else f"{cause.field}: {problem.message}"
+    return cause, message
