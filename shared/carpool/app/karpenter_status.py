@@ -214,7 +214,7 @@ def _log_readiness(kind: ObjectKind, name: str, before: Mapping[str, Any], after
     if now_ is not None:
         level = logging.INFO if now_.get("status") == "True" else logging.WARNING
         log.log(level, "%s %s Ready=%s (%s) %s", kind.kind, name, now_.get("status"), now_.get("reason"),
-                now_.get("message") or "", extra={"kind": kind.kind, "name": name, "ready": now_.get("status")})
+                now_.get("message") or "", extra={"kind": kind.kind, "object": name, "ready": now_.get("status")})
 
 
 def _ready(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
