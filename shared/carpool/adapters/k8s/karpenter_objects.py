@@ -10,8 +10,8 @@ these objects as dicts and decides on them through its own typed views. What the
 the port's named errors (as controller-runtime's `IsNotFound`/`IsConflict`/`IsInvalid` read a Status):
 - 404 naming the object (`details.name`, `nodepools.karpenter.sh "x" not found`): `ObjectGone` (a get
   answers None, a delete of what is gone is done);
-- 404 without a name (`the server could not find the requested resource`: no CRD serves the path, or a
-  server without the group at all): `KindNotServed`;
+- 404 naming nothing (no CRD serves the path: kube-apiserver v1.24 answers a plain `404 page not found`,
+  later ones a Status "the server could not find the requested resource"): `KindNotServed`;
 - 409 (AlreadyExists on a create; Conflict on a write whose `metadata.resourceVersion` is stale):
   `ObjectConflict`;
 - 422 Invalid (the CRD's OpenAPI schema or CEL rules) and 400 BadRequest (a body the server cannot
@@ -146,7 +146,7 @@ class LightkubeKarpenterObjects:
                  status: bool = False) -> bytes:
         """The answer's bytes; `_Refused` carrying the named error for an HTTP error answer."""
         generic = self._client()._client
-        resource = RESOURCES[kind.kind]
+        resource = resource_of(kind)
         request: BasicRequest = generic.prepare_request(
             method, res=resource.Status if status else resource, name=name, obj=body,
             params=dict(params or {}), headers={"Content-Type": MERGE_PATCH} if method == "patch" else None,
@@ -155,6 +155,15 @@ class LightkubeKarpenterObjects:
         if response.is_error:
             raise _Refused(response.status_code, refusal(kind, name or "", response, generic.raise_for_status))
         return bytes(response.content)
+
+
+def resource_of(kind: ObjectKind) -> type[GenericGlobalResource]:
+    """lightkube's generic resource for `kind`: one of `RESOURCES`, or made (and kept by lightkube's
+    registry) for another cluster-scoped kind, such as a kind of a group no CRD serves."""
+    known = RESOURCES.get(kind.kind)
+    if known is not None and known._api_info.plural == kind.plural:
+        return known
+    return create_global_resource(kind.group, kind.version, kind.kind, kind.plural)
 
 
 def with_precondition(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
