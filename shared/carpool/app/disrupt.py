@@ -10,8 +10,8 @@ already repaired or released.
 from __future__ import annotations
 
 from carpool.app import cleanup, config_guard, disruption_executor, karpenter_status, standstill
-from carpool.app.isolation import isolated
 from carpool.app.disruption_summary import DisruptSummary
+from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
 

@@ -28,20 +28,27 @@ from typing import Any, Final, TypeVar
 
 from carpool.amis import AmiSelectionError, ResolvedAmi
 from carpool.api import cluster_config
-from carpool.api.cluster_config import ClusterConfig, ObjectVerdict
+from carpool.api.cluster_config import ObjectVerdict
 from carpool.api.nodeclass import EC2NodeClass
 from carpool.app import discovery, images, profiles
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.disruption.orphans import Decisions
-from carpool.karpenter_objects import EC2NODECLASS, NODEPOOL, KindNotServed, ObjectConflict, ObjectGone, ObjectKind
+from carpool.karpenter_objects import (
+    EC2NODECLASS,
+    NODEPOOL,
+    KindNotServed,
+    ObjectConflict,
+    ObjectGone,
+    ObjectKind,
+)
 from carpool.karpenter_status import nodeclass as nodeclass_status
 from carpool.karpenter_status import nodepool as nodepool_status
 from carpool.karpenter_status.patch import merge_patch
 from carpool.karpenter_status.registration import Outcome
 from carpool.launch.templates import LaunchTemplateError
-from carpool.state.models import ClaimStatus, Claim
+from carpool.state.models import Claim, ClaimStatus
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -60,7 +67,7 @@ def write(deps: Dependencies, now: datetime, summary: DisruptSummary, claims: Se
     """Bring every NodePool's and EC2NodeClass's status up to date (see the module docstring). `claims`
     are the active claims the clean-up read, `decisions` what it decided: their registrations and
     registration failures are the pools' registration health."""
-    if deps.karpenter is None:
+    if getattr(deps, "karpenter", None) is None:  # stand-ins of `Dependencies` in tests may lack the field
         return
     listed = _listed(deps)
     if listed is None:
