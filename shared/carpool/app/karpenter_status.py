@@ -83,6 +83,9 @@ def write(deps: Dependencies, now: datetime, summary: DisruptSummary, claims: Se
                          deps, now, summary, written))
     usage = deps.ledger.usage([_name(p) for p in pools])
     outcomes = _outcomes(claims, decisions, deps, now)
+    rings: dict[str, tuple[bool, ...]] = deps.cache.setdefault(_RINGS_KEY, {})
+    for gone in rings.keys() - {_uid(p) for p in pools}:  # a deleted pool's ring goes with it
+        del rings[gone]
     for obj in pools:
         name = _name(obj)
         verdict = config.verdict(cluster_config.NODEPOOL_KIND, name)
@@ -182,8 +185,7 @@ def _edited_since_written(obj: Mapping[str, Any]) -> bool:
 def _write_pool(obj: dict[str, Any], verdict: ObjectVerdict | None, classes: Mapping[str, dict[str, Any]],
                 usage: Mapping[str, int], outcomes: Sequence[Outcome], deps: Dependencies, now: datetime,
                 summary: DisruptSummary) -> None:
-    meta = obj.get("metadata") or {}
-    uid = str(meta.get("uid") or _name(obj))
+    uid = _uid(obj)
     rings: dict[str, tuple[bool, ...]] = deps.cache.setdefault(_RINGS_KEY, {})
     class_name = verdict.nodeclass if verdict is not None else ""
     facts = nodepool_status.NodePoolFacts(
@@ -248,6 +250,10 @@ def _outcomes(claims: Iterable[Claim], decisions: Decisions | None, deps: Depend
         for release in decisions.releases:
             out.setdefault(release.claim.nodepool, []).append(Outcome(False, "LaunchFailed", release.why))
     return out
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or _name(obj))
 
 
 def _name(obj: Mapping[str, Any]) -> str:
