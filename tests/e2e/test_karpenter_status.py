@@ -95,3 +95,33 @@ def test_the_pools_resources_are_the_sum_of_its_nodes_capacity(run: tuple[SimRun
     assert _conditions(runner, NODEPOOL, "fallback")["NodeRegistrationHealthy"]["status"] == "True"
     broken = runner.cluster.get_object(NODEPOOL, "broken")["status"]
     assert broken["nodes"] == 0 and broken["resources"]["cpu"] == "0"
+
+
+FIXED_AT = 150
+
+
+@pytest.fixture(scope="module")
+def fixed() -> tuple[SimRunner, SimResult]:
+    """The same cluster, the class's role fixed with `kubectl apply` at `FIXED_AT` (generation 2)."""
+    scenario: dict[str, Any] = copy.deepcopy(SCENARIO)
+    scenario["name"] = "karpenter-status-fixed"
+    scenario["duration"] = 360
+    missing = copy.deepcopy(next(m for m in scenario["manifests"] if m["metadata"]["name"] == "missing"))
+    missing["spec"]["role"] = "carpool-node"
+    scenario["workload"].append({"at": FIXED_AT, "apply": missing})
+    runner = SimRunner(parse_scenario(scenario))
+    return runner, runner.run()
+
+
+def test_an_edit_that_fixes_the_class_is_tried_at_once_and_its_status_follows(fixed: tuple[SimRunner, SimResult]) -> None:
+    runner, result = fixed
+    from_broken = [i for i in result.launches if i.node_pool == "broken"]
+    assert from_broken and min(i.launched_at for i in from_broken) >= FIXED_AT
+    # the edit is seen by the watch, not the next minute's resync, nor after the refusal record lapses
+    assert min(i.launched_at for i in from_broken) - FIXED_AT <= 60
+    counts = {name.rsplit("/", 1)[-1]: c for name, c in result.workloads.items()}
+    assert counts["web"].scheduled == 6
+    cond = _conditions(runner, EC2NODECLASS, "missing")
+    assert cond["InstanceProfileReady"]["status"] == cond["Ready"]["status"] == "True"
+    assert cond["Ready"]["observedGeneration"] == 2
+    assert _conditions(runner, NODEPOOL, "broken")["Ready"]["status"] == "True"
