@@ -11,6 +11,7 @@ import pytest
 
 from carpool.adapters.aws import wiring as aws_wiring
 from carpool.app import wiring
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.settings import Settings
 from carpool.sim.localaws import lambda_runtime
 
@@ -96,6 +97,8 @@ def test_the_production_wiring_serves_karpenters_objects_on_the_clusters_client_
     with pytest.raises(_Asked):
         deps.karpenter.list_objects(NODEPOOL)
     assert asked == [deps.cluster], "the objects go through the cluster's client"
+    with pytest.raises(_Asked):
+        deps.config.load()  # the config is listed through the same objects
 
 
 def test_a_caller_with_its_own_cluster_passes_its_karpenter_objects() -> None:
@@ -105,5 +108,9 @@ def test_a_caller_with_its_own_cluster_passes_its_karpenter_objects() -> None:
 
     cluster = SimulatedCluster(lambda: datetime(2026, 5, 1, tzinfo=UTC))
     settings = Settings("demo", table="t", config_parameter="/carpool/demo/config")
-    assert aws_wiring.build(settings, cluster=cluster, karpenter=cluster).karpenter is cluster
-    assert aws_wiring.build(settings, cluster=cluster).karpenter is None
+    deps = aws_wiring.build(settings, cluster=cluster, karpenter=cluster)
+    assert deps.karpenter is cluster
+    # the config is the cluster's NodePools and EC2NodeClasses: none without the objects to list them from
+    assert isinstance(deps.config, ClusterConfigSource)
+    with pytest.raises(aws_wiring.NoClusterConfig):
+        aws_wiring.build(settings, cluster=cluster)
