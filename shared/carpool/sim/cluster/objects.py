@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -49,21 +48,16 @@ from carpool.karpenter_objects import (
     kind_named,
 )
 from carpool.sim.cluster.api_answers import merge_patch
+from carpool.sim.cluster.object_meta import metadata_problems, name_problem
 from carpool.sim.cluster.records import Record
 
-__all__ = ["GENERATE_NAME_ALPHABET", "AlreadyExists", "KarpenterStore", "ObjectInvalidProblems", "field_errors",
-           "invalid_message"]
+__all__ = ["GENERATE_NAME_ALPHABET", "AlreadyExists", "KarpenterStore", "ObjectInvalidProblems", "ServerError",
+           "field_errors", "invalid_message"]
 
 #: `k8s.io/apimachinery/pkg/util/rand.String`'s alphabet (no vowels, no 0, 1, 3: no words, no look-alikes)
 GENERATE_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 #: `generateName` is cut to leave room for the suffix (`names.SimpleNameGenerator`: 63 - 5 characters)
 _MAX_GENERATED_BASE: Final = 58
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-_DNS_SUBDOMAIN_WORDS: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 #: metadata fields a client may write (the rest are the server's: uid, resourceVersion, generation, ...)
 _CLIENT_METADATA: Final = ("name", "generateName", "labels", "annotations", "finalizers", "ownerReferences")
 #: the CRDs' transition rules (`x-kubernetes-validations` with `oldSelf`, which `crd_schema` leaves to the
@@ -94,8 +88,8 @@ def field_errors(problems: list[Problem]) -> list[dict[str, str]]:
 
 def invalid_message(problems: list[Problem]) -> str:
     """What follows `<Kind>.<group> "<name>" is invalid: ` in the API server's message: one error as
-    `path: message`, several in brackets (`ErrorList.ToAggregate`)."""
-    parts = [f"{p.path}: {p.message}" if p.path else p.message for p in problems]
+    `path: message`, several in brackets, each once (`ErrorList.ToAggregate`)."""
+    parts = list(dict.fromkeys(f"{p.path}: {p.message}" if p.path else p.message for p in problems))
     return parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
 
 
@@ -107,11 +101,21 @@ class AlreadyExists(ObjectConflict):
 
 
 class ObjectInvalidProblems(ObjectInvalid):
-    """`ObjectInvalid` with the field errors it was made of (the HTTP API server's `details.causes`)."""
+    """`ObjectInvalid` with the field errors it was made of (the HTTP API server's `details.causes`); its
+    `message` is the server's whole message, as the lightkube adapter reports it."""
 
     def __init__(self, kind: ObjectKind, name: str, problems: list[Problem]) -> None:
-        super().__init__(kind, name, invalid_message(problems))
+        super().__init__(kind, name, f'{kind.kind}.{kind.group} "{name}" is invalid: {invalid_message(problems)}')
         self.problems = problems
+
+
+class ServerError(Exception):
+    """A 500 the API server answers (`resourceVersion should not be set on objects to be created`): no
+    port error names it, as lightkube's `ApiError` carries it from a real server."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def _at(obj: Mapping[str, Any], path: str) -> Any:
@@ -159,9 +163,7 @@ class KarpenterStore:
         meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
         name = self._name_for(kind, meta)
         if meta.get("resourceVersion"):
-            raise ObjectInvalidProblems(kind, name, [Problem("metadata.resourceVersion", (
-                "Invalid value: " + json.dumps(str(meta["resourceVersion"]))
-                + ": must be empty (resourceVersion should not be set on objects to be created)"))])
+            raise ServerError("resourceVersion should not be set on objects to be created")
         if name in store:
             raise AlreadyExists(kind, name)
         raw.pop("status", None)
@@ -180,17 +182,16 @@ class KarpenterStore:
         if not name and base:
             suffix = "".join(self._random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
             name = str(base)[:_MAX_GENERATED_BASE] + suffix
-        if not name:
-            raise ObjectInvalidProblems(kind, "", [Problem("metadata.name", "Required value: name or generateName is required")])
-        if len(str(name)) > 253 or not _DNS_SUBDOMAIN.match(str(name)):
-            raise ObjectInvalidProblems(kind, str(name), [Problem("metadata.name", f"Invalid value: {json.dumps(name)}: {_DNS_SUBDOMAIN_WORDS}")])
+        problem = name_problem(str(name))
+        if problem is not None:
+            raise ObjectInvalidProblems(kind, str(name), [problem])
         return str(name)
 
     def _admitted(self, kind: ObjectKind, raw: dict[str, Any], name: str, *, with_status: bool = False,
                   old: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """`raw` pruned and defaulted by its CRD's schema, or `ObjectInvalid` with every refusal."""
         admitted = crd_schema.admit(kind.api_version, kind.kind, raw, with_status=with_status)
-        problems = list(admitted.problems)
+        problems = metadata_problems(raw.get("metadata") or {}) + admitted.problems
         if old is not None:
             problems += self._transition_problems(kind, old, admitted.obj)
         if problems:
@@ -260,8 +261,11 @@ class KarpenterStore:
         if not extra:
             return []
         found = "[]string{" + ", ".join(json.dumps(f) for f in extra) + "}"
-        return [Problem("metadata.finalizers",
-                        f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {found}")]
+        problem = Problem("metadata.finalizers",
+                          f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {found}")
+        # twice, as the API server finds it: `validateCommonFields` and the strategy's `ValidateUpdate` both
+        # validate the metadata (its message says it once: `ToAggregate` drops repeated errors)
+        return [problem, problem]
 
     def patch_status(self, kind: ObjectKind, name: str, status: Mapping[str, Any], *,
                      resource_version: str | None = None) -> dict[str, Any]:

@@ -19,9 +19,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from carpool.api.crd_schema import Problem
 from carpool.karpenter_objects import KARPENTER_KINDS, ObjectConflict, ObjectGone, ObjectInvalid, ObjectKind
 from carpool.sim.cluster.api_answers import ApiAnswer, api_status
-from carpool.sim.cluster.objects import AlreadyExists, ObjectInvalidProblems, field_errors
+from carpool.sim.cluster.objects import AlreadyExists, ObjectInvalidProblems, ServerError, field_errors
 
 if TYPE_CHECKING:
     from carpool.sim.cluster.simulated import SimulatedCluster
@@ -73,6 +74,8 @@ def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name
                           "Conflict", _details(kind, e.name))
     except ObjectInvalid as e:
         return _invalid(kind, e)
+    except ServerError as e:
+        return api_status(500, e.message)
     return api_status(405, f"the server does not allow this method on the requested resource ({method})",
                       "MethodNotAllowed")
 
@@ -137,14 +140,19 @@ def _decoded(body: bytes) -> dict[str, Any] | None:
 
 
 def _not_of_kind(kind: ObjectKind, obj: Mapping[str, Any]) -> ApiAnswer | None:
-    """400 for a body that is not the URL's kind, as the API server's decoder refuses it."""
+    """A body that is not the URL's kind, as the API server refuses it: 400 from its decoder for a kind
+    missing or another apiVersion, 422 for another kind of the same version."""
     if not obj.get("kind"):
-        return api_status(400, f"Object 'Kind' is missing in '{json.dumps(obj, separators=(',', ':'))}'", "BadRequest")
-    if obj.get("apiVersion") != kind.api_version or obj.get("kind") != kind.kind:
+        return api_status(400, (f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                f"Object 'Kind' is missing in '{json.dumps(obj, separators=(',', ':'))}'"), "BadRequest")
+    if obj.get("apiVersion") != kind.api_version:
         return api_status(400, (f"the API version in the data ({obj.get('apiVersion')}) does not match the expected "
-                                f"API version ({kind.api_version})") if obj.get("apiVersion") != kind.api_version
-                          else f"the kind in the data ({obj.get('kind')}) does not match the expected kind ({kind.kind})",
-                          "BadRequest")
+                                f"API version ({kind.api_version})"), "BadRequest")
+    if obj.get("kind") != kind.kind:  # the message names the kind the body says, the causes the URL's
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        problem = Problem("kind", f"Invalid value: {json.dumps(obj.get('kind'))}: must be {kind.kind}")
+        return api_status(422, f'{obj.get("kind")}.{kind.group} "{name}" is invalid: kind: {problem.message}', "Invalid",
+                          {"name": name, "group": kind.group, "kind": str(obj.get("kind")), "causes": field_errors([problem])})
     return None
 
 
@@ -161,5 +169,5 @@ def _invalid(kind: ObjectKind, e: ObjectInvalid) -> ApiAnswer:
     """422 as `errors.NewInvalid` writes it: the Kind (not the resource) in `details.kind`, one cause per
     field error."""
     causes = field_errors(e.problems) if isinstance(e, ObjectInvalidProblems) else []
-    return api_status(422, f'{kind.kind}.{kind.group} "{e.name}" is invalid: {e.message}', "Invalid",
+    return api_status(422, e.message, "Invalid",
                       {"name": e.name, "group": kind.group, "kind": kind.kind, "causes": causes})

@@ -269,6 +269,8 @@ class SimulatedCluster:
         self._log: list[tuple[str, str, _Record]] = []
         #: the simulated moment (elapsed seconds) of each change of `_log`
         self._log_times: list[float] = []
+        #: the JSON of a Karpenter object as of each of its changes, by resource version (`_event_state`)
+        self._states: dict[int, bytes] = {}
         self._names = itertools.count(1)
         #: how long each bound pod waited (seconds of simulated time), for the result
         self.unbound_seconds: list[float] = []
@@ -316,6 +318,9 @@ class SimulatedCluster:
         self._log_rvs.append(rv)
         self._log.append((etype, kind, rec))
         self._log_times.append(self._elapsed())
+        if kind in self.karpenter.stores:  # the watch cache keeps each state of these: a watch sends every one
+            rec.encoding = (rv, id(rec.raw), json.dumps(rec.raw).encode())
+            self._states[rv] = rec.encoding[2]
         if kind in _GARBAGE_KINDS:
             self._collect_garbage(etype, kind, rec.raw)
 
@@ -735,25 +740,36 @@ class SimulatedCluster:
                 yield None
 
     def _changes_after(self, since: dict[str, int]) -> list[tuple[WatchEvent, _Record]]:
-        """One event per object changed after `since` (its latest state, like an informer catching up),
-        in resource-version order; moves `since` past them."""
+        """The changes after `since` in resource-version order, and moves `since` past them: one event per
+        pod or node (its latest state, like an informer catching up), every change of a Karpenter object
+        (each with the object as it was then, as kube-apiserver's watch cache sends them)."""
         start = min(since.values(), default=self._last_rv)
         i = bisect.bisect_right(self._log_rvs, start)
         latest: dict[tuple[str, int], tuple[int, str, str, _Record]] = {}
         for rv, (etype, kind, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if kind.lower() in since and rv > since[kind.lower()]:
-                latest[(kind, id(rec))] = (rv, etype, kind, rec)
+                latest[(kind, rv if rv in self._states else id(rec))] = (rv, etype, kind, rec)
         for kind in since:
             since[kind] = max(since[kind], self._last_rv)
-        return [(WatchEvent(etype, kind, self._model(kind, rec), str(rv)), rec)
+        return [(WatchEvent(etype, kind, self._event_state(kind, rv, rec), str(rv)), rec)
                 for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0])]
+
+    def _event_state(self, kind: str, rv: int, rec: _Record) -> Any:
+        """What a watch event at `rv` carries: a Karpenter object's JSON as of that change, else the model."""
+        state = self._states.get(rv)
+        return json.loads(state) if state is not None else self._model(kind, rec)
 
     def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any], bool]]:
         """(type, resource version, JSON copy, created) of each `kind` object changed after `since`, once
-        per object in its latest state (what the HTTP watch streams); `created` when the object did not
+        per object in its latest state (what the HTTP watch streams; for Karpenter's kinds every change, as
+        it was then); `created` when the object did not
         exist at `since` (its first change after it is its creation), which a field-selector watch needs
         to tell an object that stopped matching (DELETED) from one that never did (nothing)."""
         i = bisect.bisect_right(self._log_rvs, since)
+        if kind in self.karpenter.stores:  # every change, each with the object as it was then
+            first: dict[int, bool] = {}
+            return [(etype, rv, json.loads(self._states[rv]), first.setdefault(id(rec), etype == "ADDED"))
+                    for rv, (etype, k, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True) if k == kind]
         latest: dict[int, tuple[str, int, _Record, bool]] = {}
         for rv, (etype, k, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if k == kind:
@@ -991,8 +1007,11 @@ class SimulatedCluster:
         if problems:
             return api_status(422, f'Node "{name}" is invalid: {invalid_message(problems)}', "Invalid",
                               {"name": name, "kind": "Node", "causes": field_errors(problems)})
-        rec.raw = patched
         self.actions.append((self._elapsed(), "patch-node", name))
+        if _finalized(patched):  # `deleteWithoutFinalizers`: DELETED carries the node as stored, the answer the patched one
+            self._node_gone(name)
+            return ApiAnswer(200, json.loads(json.dumps(patched)))
+        rec.raw = patched
         self.stamps.node_changed(name, rec.raw, self._elapsed())
         self._record_change("MODIFIED", "Node", rec)
         return ApiAnswer(200, json.loads(json.dumps(rec.raw)))
