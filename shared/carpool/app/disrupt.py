@@ -1,5 +1,6 @@
 """The disruption function's run (scheduled, every minute): first the clean-up that keeps carpool's
-claims, instances and launch templates in step, then voluntary disruption.
+claims, instances and launch templates in step, then the NodePools' and EC2NodeClasses' status, then
+voluntary disruption.
 
 Karpenter splits the same work between its NodeClaim garbage collection and its disruption controller;
 here one scheduled Lambda does both, in this order, so the executor plans on claims the clean-up has
@@ -8,8 +9,9 @@ already repaired or released.
 
 from __future__ import annotations
 
-from carpool.app import cleanup, config_guard, disruption_executor, standstill
+from carpool.app import cleanup, config_guard, disruption_executor, karpenter_status, standstill
 from carpool.app.disruption_summary import DisruptSummary
+from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
 
@@ -30,5 +32,8 @@ def run(deps: Dependencies) -> DisruptSummary:
     unchanged = None if cleanup.changed_claims(decisions) else claims
     cleanup.collect_launch_templates(deps, now, summary, unchanged)
     cleanup.collect_instance_profiles(deps, now, summary)
+    # what the clean-up found is what the objects' status says (each object is its own failure unit inside)
+    isolated(summary, karpenter_status.ACTION, "NodePools and EC2NodeClasses",
+             lambda: karpenter_status.write(deps, now, summary, claims, decisions))
     disruption_executor.run(deps, now, summary)
     return summary
