@@ -8,7 +8,7 @@ already repaired or released.
 
 from __future__ import annotations
 
-from carpool.app import cleanup, disruption_executor, standstill
+from carpool.app import cleanup, config_guard, disruption_executor, standstill
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
@@ -18,6 +18,8 @@ def run(deps: Dependencies) -> DisruptSummary:
     summary = DisruptSummary()
     # while Karpenter's controller runs, its garbage collection and carpool's would fight: nothing is done
     summary.stood_still = standstill.karpenter_active(deps, "disruption")
+    # without the config every node would look drifted or orphaned: nothing is done either
+    summary.stood_still = summary.stood_still or config_guard.unusable_config(deps, "disruption")
     if summary.stood_still:
         return summary
     now = deps.clock()

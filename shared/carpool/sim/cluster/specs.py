@@ -135,14 +135,17 @@ class Scale(YamlModel):
 
 
 class Delete(YamlModel):
-    """Remove a workload (its pods go away) or single pods."""
+    """Remove a workload (its pods go away), single pods, or a NodePool or EC2NodeClass by name
+    (`kubectl delete nodepool <name>`: `{nodepool: <name>}`, `{ec2nodeclass: <name>}`)."""
 
     deployment: str | None = None
     namespace: str = "default"
     pods: list[str] = Field(default_factory=list, description="namespace/name keys")
+    nodepool: str | None = None
+    ec2nodeclass: str | None = Field(default=None, alias="ec2nodeclass")
 
     @model_validator(mode="after")
     def _something(self) -> Delete:
-        if not self.deployment and not self.pods:
-            raise ValueError("delete needs a deployment or pods")
+        if not (self.deployment or self.pods or self.nodepool or self.ec2nodeclass):
+            raise ValueError("delete needs a deployment, pods, a nodepool or an ec2nodeclass")
         return self

@@ -1,9 +1,10 @@
 """Applying a scenario's manifests and workload steps to the simulated cluster.
 
 This plays the Kubernetes controllers the scenario needs: `apply` creates what a manifest describes
-(workloads become their pods, DaemonSets, PDBs and storage objects are stored, NodePools/EC2NodeClasses go to carpool's
-config), `scale` is the Deployment controller adding or removing replicas, `delete` removes a workload's
-pods. carpool never sees these steps; it only sees the pods appear, as in a real cluster.
+(workloads become their pods, DaemonSets, PDBs and storage objects are stored, NodePools/EC2NodeClasses are
+`kubectl apply`d to the cluster's API, where carpool reads its config), `scale` is the Deployment controller
+adding or removing replicas, `delete` removes a workload's pods, or a NodePool or EC2NodeClass. carpool
+never sees these steps; it only sees the objects change, as in a real cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from carpool.karpenter_objects import EC2NODECLASS, NODEPOOL
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.sim.cluster.specs import Delete, Scale
 
@@ -33,13 +35,13 @@ def controller_id(kind: str, namespace: str, name: str) -> str:
 class WorkloadDriver:
     """Turns manifests into cluster objects; keeps each workload's document so it can be scaled later.
 
-    `load` is `carpool.api.loader.load` (texts -> Manifests); `on_config` receives the current
-    NodePool/EC2NodeClass documents whenever they change.
+    `load` is `carpool.api.loader.load` (texts -> Manifests). NodePool/EC2NodeClass documents go to the
+    cluster as `kubectl apply` sends them (`SimulatedCluster.apply_object`: the CRD's schema judges them
+    there, and a refusal is the apply's error); `config_docs` keeps the last applied of each.
     """
 
     cluster: SimulatedCluster
     load: Callable[[list[str]], Any]
-    on_config: Callable[[list[dict[str, Any]]], None] = lambda _docs: None
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     config_docs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
@@ -47,18 +49,18 @@ class WorkloadDriver:
         """Apply YAML texts; returns how many pods were created."""
         texts = list(texts)
         docs = [d for t in texts for d in yaml.safe_load_all(t) if isinstance(d, dict)]
-        config_changed = False
+        config = []
         for doc in docs:
             kind = doc.get("kind", "")
             if kind in CONFIG_KINDS:
                 self.config_docs[(kind, (doc.get("metadata") or {}).get("name", ""))] = doc
-                config_changed = True
+                config.append(doc)
             elif kind in WORKLOAD_KINDS:
                 meta = doc.get("metadata") or {}
                 self.workloads[controller_id(kind, meta.get("namespace") or "default", meta.get("name", ""))] = doc
         manifests = self.load(texts)
-        if config_changed:
-            self.on_config(list(self.config_docs.values()))
+        for doc in config:
+            self.cluster.apply_object(doc)
         created = 0
         for pod in manifests.pods:
             self.cluster.add_pod(pod.to_json_dict(), controller=_owner_id(pod), owned=True)
@@ -100,6 +102,12 @@ class WorkloadDriver:
         return added
 
     def delete(self, step: Delete) -> int:
+        """Carry out a delete step; returns how many pods were removed (a NodePool's nodes go as its
+        NodeClaims are deleted, not here)."""
+        for kind, name in ((NODEPOOL, step.nodepool), (EC2NODECLASS, step.ec2nodeclass)):
+            if name:
+                self.cluster.delete_object(kind, name)
+                self.config_docs.pop((kind.kind, name), None)
         removed = 0
         if step.deployment:
             key = self._find(step.deployment, step.namespace)
