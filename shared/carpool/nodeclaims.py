@@ -75,6 +75,7 @@ __all__ = [
     "changes",
     "condition",
     "creation_body",
+    "drift_reason",
     "is_carpools",
     "template_hash",
 ]
@@ -239,6 +240,27 @@ def _metadata_changes(meta: Mapping[str, Any], desired: Mapping[str, Any]) -> tu
 
 def _missing(have: Mapping[str, str], want: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in want.items() if have.get(k) != v}
+
+
+def drift_reason(current: Mapping[str, Any] | None, claim: Claim, pool: NodePool | None,
+                 spec_hash_now: str | None) -> str | None:
+    """Why the claim's node has drifted, in the words of Karpenter's `Drifted` condition, or None: its
+    NodeClaim's `karpenter.sh/nodepool-hash` (carpool's version) is not the pool's template now
+    (`NodePoolDrifted`, Karpenter's static drift); else the claim's launch-time hash of template and node
+    class (`Claim.spec_hash`) is not `spec_hash_now` (`NodeClassDrift`); else a disruption for drift is in
+    progress (the planner also found requirement or AMI drift: `Drifted`). A pool gone is not drift: its
+    NodeClaims go with it (the owner reference)."""
+    if pool is None:
+        return None
+    annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
+    stored = annotations.get(HASH_ANNOTATION)
+    if annotations.get(HASH_VERSION_ANNOTATION) == HASH_VERSION and stored and stored != template_hash(pool):
+        return "NodePoolDrifted"
+    if claim.spec_hash and spec_hash_now and claim.spec_hash != spec_hash_now:
+        return "NodeClassDrift"
+    if claim.disruption is not None and claim.disruption.reason == DRIFTED:
+        return DRIFTED
+    return None
 
 
 def template_hash(pool: NodePool) -> str:
