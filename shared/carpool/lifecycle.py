@@ -4,8 +4,9 @@ lifecycle controllers define them (pure rules; `carpool.app.register` applies th
 Registration (Karpenter's `registration.go`): as soon as the Node object exists, whatever its readiness,
 the node gets what its claim and NodePool promise: the claim's labels, the NodePool template's labels,
 annotations and taints, its instance type's labels. `karpenter.sh/unregistered:NoExecute` (put there by
-the user data, so nothing runs before this sync) is removed and `karpenter.sh/registered=true` is set,
-in one write. The labels a kubelet may not set on its own Node (`node-restriction.kubernetes.io/`,
+the user data, so nothing runs before this sync) is removed, `karpenter.sh/registered=true` is set and
+the termination finalizer `karpenter.sh/termination` added (`syncNode`: a `kubectl delete node` then waits
+for carpool's drain and the instance's end, `carpool.app.termination`), in one write. The labels a kubelet may not set on its own Node (`node-restriction.kubernetes.io/`,
 `kops.k8s.io/`, other `kubernetes.io`/`k8s.io` keys outside its allowed set: `labels.kubelet_may_set`) are
 kept out of the user data, so this write is where they reach the node, before any pod can run on it.
 Two deliberate differences from Karpenter:
@@ -28,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from carpool import labels
 from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
+from carpool.karpenter_objects import TERMINATION_FINALIZER
 from carpool.ports import NodePatch
 from carpool.state.models import Claim
 from carpool.taints import KNOWN_EPHEMERAL_TAINTS, Taint
@@ -94,6 +96,7 @@ def registration_patch(node: Node, claim: Claim, cluster: str, nodepool: NodePoo
         annotations_if_absent=dict(template.metadata.annotations) if template else {},
         remove_taint_keys=frozenset({labels.UNREGISTERED_TAINT}),
         add_taints=tuple(nodepool.taints()) if nodepool is not None and sync_taints else (),
+        add_finalizers=frozenset({TERMINATION_FINALIZER}),  # a delete of the Node waits for its drain
     )
 
 

@@ -524,7 +524,8 @@ class LightkubeCluster:
         for _ in range(attempts):
             raw = self._read_node(name)
             meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [])
+            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [],
+                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")))
             if not change:
                 return convert.to_model(raw, api.Node)
             body = convert.node_merge_patch(meta.get("resourceVersion"), change)
