@@ -25,6 +25,7 @@ claim was packed with (e.g. `nvidia.com/gpu`) is reported in its allocatable. Th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from carpool import labels
 from carpool.api.k8s import Node
@@ -85,8 +86,10 @@ def claimed_labels(claim: Claim, nodepool: NodePool | None, type_labels: Mapping
 
 
 def registration_patch(node: Node, claim: Claim, cluster: str, nodepool: NodePool | None,
-                       type_labels: Mapping[str, str] | None = None) -> NodePatch:
-    """The one write that registers `node` for `claim` (see the module docstring)."""
+                       type_labels: Mapping[str, str] | None = None,
+                       owner: Mapping[str, Any] | None = None) -> NodePatch:
+    """The one write that registers `node` for `claim` (see the module docstring); `owner`: the
+    ownerReference to the claim's NodeClaim (Karpenter's `syncNode`), when there is one."""
     template = nodepool.spec.template if nodepool is not None else None
     wanted = claimed_labels(claim, nodepool, type_labels)
     sync_taints = node.labels.get(labels.DO_NOT_SYNC_TAINTS) != TRUE
@@ -97,7 +100,18 @@ def registration_patch(node: Node, claim: Claim, cluster: str, nodepool: NodePoo
         remove_taint_keys=frozenset({labels.UNREGISTERED_TAINT}),
         add_taints=tuple(nodepool.taints()) if nodepool is not None and sync_taints else (),
         add_finalizers=frozenset({TERMINATION_FINALIZER}),  # a delete of the Node waits for its drain
+        add_owner_references=(owner,) if owner else (),
     )
+
+
+def owned_by(node: Node, owner: Mapping[str, Any]) -> bool:
+    """Whether the node already names `owner` (an ownerReference, matched by uid) among its owners."""
+    return any(ref.uid == owner.get("uid") for ref in node.metadata.owner_references)
+
+
+def ownership_patch(owner: Mapping[str, Any]) -> NodePatch:
+    """The ownerReference to its NodeClaim, for a node registered before it had one."""
+    return NodePatch(add_owner_references=(owner,))
 
 
 def initialization_blocker(node: Node, claim: Claim, startup_taints: Iterable[Taint]) -> str | None:

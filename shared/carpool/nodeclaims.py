@@ -76,6 +76,7 @@ __all__ = [
     "condition",
     "creation_body",
     "drift_reason",
+    "instance_of",
     "is_carpools",
     "template_hash",
 ]
@@ -163,6 +164,13 @@ def creation_body(obj: Mapping[str, Any]) -> dict[str, Any]:
 def is_carpools(obj: Mapping[str, Any], cluster: str) -> bool:
     """Whether carpool (for this cluster) created the NodeClaim: Karpenter's are never carpool's to delete."""
     return ((obj.get("metadata") or {}).get("labels") or {}).get(wk.OWNED_BY) == cluster
+
+
+def instance_of(obj: Mapping[str, Any]) -> str | None:
+    """The EC2 instance a NodeClaim's `status.providerID` names (`aws:///us-east-1a/i-0abc`), None if none."""
+    provider_id = str((obj.get("status") or {}).get("providerID") or "")
+    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    return last if provider_id.startswith("aws://") and last.startswith("i-") else None
 
 
 def changes(current: Mapping[str, Any], facts: ClaimFacts) -> Changes:

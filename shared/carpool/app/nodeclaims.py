@@ -90,7 +90,7 @@ def launched(deps: Dependencies, claims: Sequence[Launched], now: datetime) -> l
     return [f.claim.name for f, ok in zip(facts, written, strict=True) if not ok]
 
 
-def _create(karpenter: KarpenterObjects, facts: ClaimFacts) -> str:
+def _create(karpenter: KarpenterObjects, facts: ClaimFacts) -> dict[str, Any] | None:
     """POST the NodeClaim (a 409 is a retry's: the stored one is brought in step instead), then its status."""
     body = nodeclaims.creation_body(nodeclaims.build(facts))
     try:
@@ -126,41 +126,51 @@ def owner_reference(nodeclaim: Mapping[str, Any] | None) -> dict[str, Any] | Non
 
 
 def node_changed(deps: Dependencies, claim: Claim, pool: NodePool | None, node: Node,
-                 current: Mapping[str, Any] | None) -> None:
+                 current: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The claim's NodeClaim after the registrar moved its node on (registered, initialized): created if it
-    is missing, its status made to say what the node says. Never raises."""
+    is missing (`current` None), its status made to say what the node says. Returns the NodeClaim as
+    stored (None: not written; logged and counted, never raised)."""
     karpenter = deps.karpenter
     if karpenter is None:
-        return
+        return None
     now = deps.clock()
     facts = ClaimFacts(claim=claim, cluster=deps.settings.cluster_name, pool=pool, now=now, node=node,
                        type_labels=_type_labels(deps, claim, now), capacity=_capacity(deps, claim, now))
+    stored: list[dict[str, Any] | None] = [None]
 
-    def write() -> str:
+    def write() -> None:
         uid = _pool_uids_of(karpenter, {claim.nodepool}).get(claim.nodepool)
         with_uid = replace(facts, pool_uid=uid)
-        if current is None:
-            return _create(karpenter, with_uid)
-        return _bring_in_step(karpenter, current, with_uid)
+        stored[0] = _create(karpenter, with_uid) if current is None else _bring_in_step(karpenter, current, with_uid)
 
     _guarded("registration", claim.name, write)
+    return stored[0]
 
 
 # -- every disruption run ------------------------------------------------------------------------------
 def reconcile(deps: Dependencies, now: datetime, claims: Sequence[Claim], nodes: Iterable[Node],
-              gone: frozenset[str], summary: DisruptSummary) -> ReconcileSummary | None:
+              running: set[str], gone: frozenset[str], summary: DisruptSummary) -> ReconcileSummary | None:
     """Bring every NodeClaim in step with the claims read this run (`claims`, less the ones this run
-    released: `gone`). One list of NodeClaims and one of NodePools; then a write only where one differs."""
-    karpenter = deps.karpenter
-    if karpenter is None:
+    released: `gone`), with the nodes and the ids of carpool's running instances read with them. One list
+    of NodeClaims and one of NodePools; then a write only where one differs. Never raises: a failure is
+    the run's `nodeclaims` action failure (`carpool.app.isolation`) and the next run tries again."""
+    if deps.karpenter is None:
         return None
+    done = ReconcileSummary()
+    isolated(summary, "nodeclaims", "NodeClaims",
+             partial(_reconcile_all, deps, deps.karpenter, now, claims, nodes, running, gone, summary, done))
+    return done
+
+
+def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetime, claims: Sequence[Claim],
+                   nodes: Iterable[Node], running: set[str], gone: frozenset[str], summary: DisruptSummary,
+                   done: ReconcileSummary) -> None:
     try:
         listed = karpenter.list_objects(NODECLAIM).items
         uids = _uids(karpenter.list_objects(NODEPOOL).items)
     except KindNotServed as exc:
         log.warning("NodeClaims not kept: %s", exc)
-        return None
-    done = ReconcileSummary()
+        return
     current = {o["metadata"]["name"]: o for o in listed}
     manifests = deps.config.load()
     pools = {p.name: p for p in manifests.nodepools}
@@ -175,23 +185,20 @@ def reconcile(deps: Dependencies, now: datetime, claims: Sequence[Claim], nodes:
         existing = current.pop(claim.name, None)
         if claim.instance_id is None or claim.status not in ACTIVE_STATUSES:
             continue  # reserved: its NodeClaim is created once it launches
-        pool = pools.get(claim.nodepool)
-        nodeclass = classes.get(claim.nodeclass)
-        node = by_node.get(claim.node_name or "") or by_instance.get(claim.instance_id)
+        pool, nodeclass = pools.get(claim.nodepool), classes.get(claim.nodeclass)
         it = catalog.get(claim.instance_type or "")
         facts = ClaimFacts(
             claim=claim, cluster=deps.settings.cluster_name, pool=pool, now=now, pool_uid=uids.get(claim.nodepool),
             type_labels=dict(it.labels) if it is not None else {}, capacity=sizes.get(claim.instance_type or "", {}),
-            node=node,
+            node=by_node.get(claim.node_name or "") or by_instance.get(claim.instance_id),
             drift=nodeclaims.drift_reason(existing, claim, pool,
                                           drift.spec_hash(pool, nodeclass) if pool and nodeclass else None))
         isolated(summary, "nodeclaim", f"NodeClaim {claim.name}",
                  partial(_reconcile_one, karpenter, existing, facts, done))
     for name, obj in sorted(current.items()):
-        if nodeclaims.is_carpools(obj, deps.settings.cluster_name) and not _claim_lives(deps, name):
+        if _releasable(obj, deps, running):
             isolated(summary, "release-nodeclaim", f"NodeClaim {name}",
-                     partial(_release_one, karpenter, name, done))
-    return done
+                     partial(_release_one, deps, name, done))
 
 
 def _reconcile_one(karpenter: KarpenterObjects, existing: Mapping[str, Any] | None, facts: ClaimFacts,
@@ -204,26 +211,39 @@ def _reconcile_one(karpenter: KarpenterObjects, existing: Mapping[str, Any] | No
         return
     if (existing.get("metadata") or {}).get("deletionTimestamp"):
         return  # being deleted: the termination flow owns it now
-    if _bring_in_step(karpenter, existing, facts) != "unchanged":
+    if nodeclaims.changes(existing, facts):
+        _bring_in_step(karpenter, existing, facts)
         done.patched.append(name)
 
 
-def _claim_lives(deps: Dependencies, name: str) -> bool:
-    """Read again before a release: a claim launched since this run read the ledger has a NodeClaim too."""
+def _releasable(obj: Mapping[str, Any], deps: Dependencies, running: set[str]) -> bool:
+    """A NodeClaim with no claim in this run's read goes when carpool created it, its claim is still gone
+    on a second read (a claim launched since the first has its NodeClaim already), and its instance is not
+    running: an instance that runs is being ended by the clean-up or the termination flow (the NodeClaim
+    stays until EC2 says it is gone, as Karpenter's does), or was adopted under another claim (whose node
+    this NodeClaim may still own: deleting it would have the garbage collector delete the Node)."""
+    if not nodeclaims.is_carpools(obj, deps.settings.cluster_name):
+        return False  # Karpenter's: the migration adopts it
+    name = obj["metadata"]["name"]
     claim = deps.ledger.get(name)
-    return claim is not None and claim.status in ACTIVE_STATUSES
+    if claim is not None and claim.status in ACTIVE_STATUSES:
+        return False
+    return nodeclaims.instance_of(obj) not in running
 
 
-def _release_one(karpenter: KarpenterObjects, name: str, done: ReconcileSummary) -> None:
-    if release_nodeclaim(karpenter, name):
+def _release_one(deps: Dependencies, name: str, done: ReconcileSummary) -> None:
+    if release_nodeclaim(deps, name):
         done.released.append(name)
-        log.info("NodeClaim %s released: its claim is gone", name)
+        log.info("NodeClaim %s released: its claim and instance are gone", name)
 
 
-def release_nodeclaim(karpenter: KarpenterObjects, name: str) -> bool:
+def release_nodeclaim(deps: Dependencies, name: str) -> bool:
     """Let the NodeClaim go: carpool's finalizer removed (under the resourceVersion read, as the list is
     replaced whole), then the object deleted. The one place carpool removes its NodeClaim finalizer: call
     it once the claim's instance is gone (or never existed). True when the object existed."""
+    karpenter = deps.karpenter
+    if karpenter is None:
+        return False
     for _ in range(_ATTEMPTS):
         current = karpenter.get_object(NODECLAIM, name)
         if current is None:
@@ -246,30 +266,31 @@ def release_nodeclaim(karpenter: KarpenterObjects, name: str) -> bool:
 
 
 # -- shared steps --------------------------------------------------------------------------------------
-def _bring_in_step(karpenter: KarpenterObjects, current: Mapping[str, Any], facts: ClaimFacts) -> str:
+def _bring_in_step(karpenter: KarpenterObjects, current: Mapping[str, Any], facts: ClaimFacts) -> dict[str, Any] | None:
     """Patch what `current` lacks (`nodeclaims.changes`); on a stale resourceVersion read it again and
-    compute anew. Returns "unchanged", "patched" or "gone"."""
+    compute anew. Returns the NodeClaim as stored now (None: it is gone)."""
     name = facts.claim.name
+    stored = dict(current)
     for _ in range(_ATTEMPTS):
-        change = nodeclaims.changes(current, facts)
+        change = nodeclaims.changes(stored, facts)
         if not change:
-            return "unchanged"
-        version = (current.get("metadata") or {}).get("resourceVersion")
+            return stored
+        version = (stored.get("metadata") or {}).get("resourceVersion")
         try:
             if change.metadata is not None:
-                current = karpenter.patch_object(NODECLAIM, name, {"metadata": change.metadata},
-                                                 resource_version=version if change.locked else None)
-                version = (current.get("metadata") or {}).get("resourceVersion")
+                stored = karpenter.patch_object(NODECLAIM, name, {"metadata": change.metadata},
+                                                resource_version=version if change.locked else None)
+                version = (stored.get("metadata") or {}).get("resourceVersion")
             if change.status is not None:
-                karpenter.patch_status(NODECLAIM, name, change.status, resource_version=version)
-            return "patched"
+                stored = karpenter.patch_status(NODECLAIM, name, change.status, resource_version=version)
+            return stored
         except ObjectGone:
-            return "gone"
+            return None
         except ObjectConflict:
             found = karpenter.get_object(NODECLAIM, name)
             if found is None:
-                return "gone"
-            current = found
+                return None
+            stored = found
     raise ObjectConflict(NODECLAIM, name, f"changed on each of {_ATTEMPTS} attempts to bring it in step")
 
 
