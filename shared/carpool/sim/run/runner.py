@@ -191,12 +191,13 @@ class SimRunner:
             events.register("before-call.eventbridge.PutEvents", self._charge_put_events,
                             unique_id=f"carpool-sim-put-events-{id(self)}")
         deps = build_from_env(settings, cluster=self.cluster)
-        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
+        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock, karpenter=self.cluster)
         wiring.use(deps)
         self.deps = deps
         # Each function is its own Lambda process with its own caches.
         self.requests.isolate(lambda: dataclasses.replace(
-            build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock))
+            build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock,
+            karpenter=self.cluster))
         self.faults = CapacityFaults(sc.capacity, lambda: self.clock.elapsed, self._zone_of_subnet)
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambda_runtime.load_handler(name) for name in lambda_runtime.HANDLERS}
