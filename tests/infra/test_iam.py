@@ -292,6 +292,27 @@ def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
                           "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}
 
 
+def test_the_rbac_file_grants_exactly_what_carpool_does_to_karpenters_objects() -> None:
+    """Karpenter's kinds (`carpool.karpenter_objects`): the user's NodePools and EC2NodeClasses read and
+    watched, their status written; carpool's NodeClaims created, patched, deleted, their status written.
+    Nothing more: no write of a NodePool's or EC2NodeClass's spec, no delete of either, no wildcard."""
+    import yaml
+
+    role = yaml.safe_load((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
+    karpenter_groups = {"karpenter.sh", "karpenter.k8s.aws"}
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] if g in karpenter_groups
+               for r in rule["resources"] for v in rule["verbs"]}
+    wanted = {("karpenter.sh", "nodepools", v) for v in ("get", "list", "watch")}
+    wanted |= {("karpenter.k8s.aws", "ec2nodeclasses", v) for v in ("get", "list", "watch")}
+    wanted |= {("karpenter.sh", "nodepools/status", v) for v in ("get", "patch", "update")}
+    wanted |= {("karpenter.k8s.aws", "ec2nodeclasses/status", v) for v in ("get", "patch", "update")}
+    wanted |= {("karpenter.sh", "nodeclaims", v)
+               for v in ("get", "list", "watch", "create", "patch", "update", "delete")}
+    wanted |= {("karpenter.sh", "nodeclaims/status", v) for v in ("patch", "update")}
+    assert granted == wanted, (sorted(granted - wanted), sorted(wanted - granted))
+    assert not any("resourceNames" in rule for rule in role["rules"] if set(rule["apiGroups"]) & karpenter_groups)
+
+
 def test_access_entries_with_managed_access_policies_when_asked(full: Synth) -> None:
     entries = access_entries(full)
     functions = {e["PrincipalArn"]: e for e in entries if e["Type"] == "STANDARD"}

@@ -23,11 +23,12 @@ from functools import partial
 
 from carpool import labels, observability
 from carpool.api.k8s import Node
-from carpool.app import drain, pod_snapshot, profiles, termination
+from carpool.app import drain, pod_snapshot, profiles
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.instances import capacities
 from carpool.app.isolation import isolated
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
+from carpool.app.termination import let_go
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import templates
@@ -186,7 +187,7 @@ def _terminate(t: orphans.Termination, deps: Dependencies, summary: DisruptSumma
     deps.compute.terminate_instances([t.instance_id])
     if t.node is not None:
         deps.cluster.delete_node(t.node)
-        termination.let_go(deps, t.node, t.instance_id, t.claim.name if t.claim is not None else None)
+        let_go(deps, t.node, t.instance_id, t.claim.name if t.claim is not None else None)
     if t.claim is not None:
         deps.ledger.release(t.claim)  # its pods may be provisioned again right away
     (summary.timed_out if t.claim is not None else summary.orphans).append(

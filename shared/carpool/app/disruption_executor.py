@@ -65,7 +65,7 @@ from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, planner
-from carpool.disruption import deadline as termination
+from carpool.disruption import deadline as drain_deadline
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
@@ -299,7 +299,7 @@ def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> da
     if stamped is not None:
         return stamped
     pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
-    deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
+    deadline = drain_deadline.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
         saving.amend(deps.ledger, claim, partial(_stamp_deadline, deadline))
         return _stamped_deadline(claim) or deadline
@@ -391,7 +391,7 @@ def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: Disrup
     deps.ledger.release(claim)
     if node is not None:
         deps.cluster.delete_node(node.name)
-        termination.let_go(deps, node.name, instance, claim.name)
+        termination.let_go(deps, node, instance, claim.name)
     _note(summary, f"{why}: instance {instance or '?'} terminated, claim {claim.name} released")
 
 

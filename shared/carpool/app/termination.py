@@ -26,6 +26,7 @@ flow that takes minutes (see docs/design.md section 3.13).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from datetime import datetime
@@ -40,7 +41,13 @@ from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.disruption import deletion
 from carpool.disruption.decision import Kind, Reason
-from carpool.karpenter_objects import NODECLAIM, TERMINATION_FINALIZER, KindNotServed, ObjectConflict, ObjectGone
+from carpool.karpenter_objects import (
+    NODECLAIM,
+    TERMINATION_FINALIZER,
+    KindNotServed,
+    ObjectConflict,
+    ObjectGone,
+)
 from carpool.ports import NodeGone, NodePatch
 from carpool.state import saving
 from carpool.state.models import Claim, DisruptionProgress
@@ -135,10 +142,8 @@ def _stamp_nodeclaim(name: str | None, deadline: datetime, deps: Dependencies) -
     if name is None or deps.karpenter is None:
         return
     value = deadline.isoformat().replace("+00:00", "Z")
-    try:
+    with contextlib.suppress(ObjectGone):
         deps.karpenter.patch_object(NODECLAIM, name, {"metadata": {"annotations": {TERMINATION_TIMESTAMP: value}}})
-    except ObjectGone:
-        pass
 
 
 def _dead(node: Node, deps: Dependencies) -> bool:
@@ -155,7 +160,7 @@ def _end_undrained(t: deletion.Termination, node: Node | None, deps: Dependencie
     deps.ledger.release(t.claim)
     if node is not None:
         deps.cluster.delete_node(node.name)
-        let_go(deps, node.name, instance, t.nodeclaim)
+        let_go(deps, node, instance, t.nodeclaim)
     elif t.nodeclaim is not None and (not instance or instance_gone(instance, deps)):
         release_nodeclaim(deps, t.nodeclaim)
     _note(summary, f"{t.why}: nothing to drain ({'node ' + node.name + ' is not Ready' if node else 'no node joined'}):"
@@ -163,18 +168,19 @@ def _end_undrained(t: deletion.Termination, node: Node | None, deps: Dependencie
 
 
 # -- objects left behind ----------------------------------------------------------------------------------
-def let_go(deps: Dependencies, node_name: str, instance_id: str | None, nodeclaim: str | None = None) -> bool:
+def let_go(deps: Dependencies, node: Node | str, instance_id: str | None, nodeclaim: str | None = None) -> bool:
     """Once EC2 says `instance_id` is gone: the Node's termination finalizer removed (the API server then
     deletes a Node being deleted) and the NodeClaim `nodeclaim` released. False (nothing done) while the
     instance still exists: a later disruption run lets them go (`LetGo`). Every path that ends a node
-    calls this after deleting the Node."""
-    if instance_id and not instance_gone(instance_id, deps):
-        log.info("node %s stays until instance %s is terminated", node_name, instance_id)
+    calls this after deleting the Node (`node` as read, or its name: then it is read)."""
+    found = deps.cluster.get_node(node) if isinstance(node, str) else node
+    holds = found is not None and TERMINATION_FINALIZER in found.metadata.finalizers
+    if (holds or nodeclaim is not None) and instance_id and not instance_gone(instance_id, deps):
+        log.info("node %s stays until instance %s is terminated", found.name if found else node, instance_id)
         return False
-    try:
-        deps.cluster.patch_node(node_name, _RELEASE)
-    except NodeGone:
-        pass
+    if found is not None and holds:
+        with contextlib.suppress(NodeGone):
+            deps.cluster.patch_node(found.name, _RELEASE)
     if nodeclaim is not None:
         release_nodeclaim(deps, nodeclaim)
     return True
@@ -228,10 +234,8 @@ def release_nodeclaim(deps: Dependencies, name: str) -> None:
 def _finalize(name: str, deps: Dependencies) -> None:
     """The termination finalizer on a registered carpool Node that lacks it (registered before carpool
     added it), so a delete of it waits for the drain."""
-    try:
+    with contextlib.suppress(NodeGone):
         deps.cluster.patch_node(name, NodePatch(add_finalizers=frozenset({TERMINATION_FINALIZER})))
-    except NodeGone:
-        pass
 
 
 def instance_gone(instance_id: str | None, deps: Dependencies) -> bool:

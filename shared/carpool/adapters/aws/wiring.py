@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carpool.amis import CachedAmiSource
 from carpool.app.settings import Settings
@@ -27,12 +27,16 @@ from carpool.catalog import Catalog
 from carpool.launch.profiles import ExistingProfile, ProfileRequest
 from carpool.ports import Cluster, EventPublisher, InstanceProfiles
 
+if TYPE_CHECKING:
+    from carpool.karpenter_objects import KarpenterObjects
+
 AMI_TTL_SECONDS = 300
 
 
-def build_from_env(settings: Settings | None = None, cluster: Cluster | None = None) -> Dependencies:
+def build_from_env(settings: Settings | None = None, cluster: Cluster | None = None,
+                   karpenter: KarpenterObjects | None = None) -> Dependencies:
     """The production dependencies from the environment (`carpool.app.wiring.provide` takes this)."""
-    return build(settings or Settings.from_env(), cluster=cluster)
+    return build(settings or Settings.from_env(), cluster=cluster, karpenter=karpenter)
 
 
 def build(
@@ -40,7 +44,11 @@ def build(
     cluster: Cluster | None = None,
     clock: Callable[[], datetime] = utc_now,
     config_text: Callable[[], str] | None = None,
+    karpenter: KarpenterObjects | None = None,
 ) -> Dependencies:
+    """The production set. Without `cluster`, the lightkube cluster and Karpenter's objects on its client
+    (the same endpoint, CA and EKS token; nothing is requested until first used); a caller that passes its
+    own cluster (the simulation) passes its `karpenter` too, or has none."""
     from carpool.adapters.aws.catalog_store import DynamoCatalogStore
     from carpool.adapters.aws.config import SsmConfigText
     from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
@@ -55,9 +63,11 @@ def build(
     if cluster is None:
         from carpool.adapters.aws.eks import complete
         from carpool.adapters.k8s.cluster import LightkubeCluster
+        from carpool.adapters.k8s.karpenter_objects import LightkubeKarpenterObjects
 
         settings = complete(settings)
-        cluster = LightkubeCluster.from_settings(settings)
+        lightkube = LightkubeCluster.from_settings(settings)
+        cluster, karpenter = lightkube, karpenter or LightkubeKarpenterObjects(lightkube.client)
     read: Any = config_text or SsmConfigText(settings.config_parameter or None)
     region = settings.region
     return Dependencies(
@@ -75,6 +85,7 @@ def build(
         instance_profiles=_OnFirstUseProfiles(),
         reasons=DynamoPodReasons(settings.table),
         not_ready=DynamoNotReady(settings.table),
+        karpenter=karpenter,
     )
 
 

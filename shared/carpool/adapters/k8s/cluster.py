@@ -12,8 +12,9 @@ which lightkube's typed decode rejects. A list that cannot be converted fails lo
 partial view of the cluster could, say, consolidate a node whose pods were not seen); a watch event that
 cannot be converted is logged and skipped (events are hints; the next list is the truth).
 
-Two kinds of watch: `watch` follows pods and nodes for a while (the watcher Lambda), on the async client
-in a helper thread; `pod_view_changes` is one short synchronous watch that catches a kept pod snapshot
+Two kinds of watch: `watch` follows pods and nodes, and Karpenter's kinds it is asked for (NodePool,
+EC2NodeClass, NodeClaim, delivered as dicts: `karpenter_objects.py`), for a while (the watcher Lambda), on
+the async client in a helper thread; `pod_view_changes` is one short synchronous watch that catches a kept pod snapshot
 up (the disruption Lambda, once a minute) and ends as soon as the server has sent what it holds.
 """
 
@@ -49,7 +50,7 @@ from lightkube.resources.storage_v1 import StorageClass as StorageClassResource
 from lightkube.types import PatchType
 
 from carpool import environment, k8s_events
-from carpool.adapters.k8s import convert, leases, reads
+from carpool.adapters.k8s import convert, karpenter_objects, leases, reads
 from carpool.adapters.k8s.token import EksTokenProvider
 from carpool.api import k8s as api
 from carpool.api import storage
@@ -57,6 +58,7 @@ from carpool.disruption import podview
 from carpool.disruption.podview import PodView
 from carpool.k8s_events import KubeEvent
 from carpool.karpenter_lease import Lease
+from carpool.karpenter_objects import KindNotServed, kind_named
 from carpool.ports import (
     EvictionBlocked,
     NodeConflict,
@@ -80,6 +82,7 @@ CNI_NAMESPACE, CNI_DAEMONSET, CNI_CONTAINER = "kube-system", "aws-node", "aws-no
 LIST_CHUNK = 500
 #: how many times a paginated list starts again after its continue token expired (410) before giving up
 LIST_RESTARTS = 3
+#: what every `watch` follows; Karpenter's kinds are followed too when `resource_versions` names them
 WATCH_KINDS = ("Pod", "Node")
 _CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 ERROR = "ERROR"
@@ -242,6 +245,11 @@ class LightkubeCluster:
 
     def _config(self) -> KubeConfig:
         return kube_config(self.access, self._tokens.token())
+
+    def client(self) -> Client:
+        """The lightkube client as it is now (rebuilt when the token is due): what the adapters of other
+        kinds built on the same access use (`karpenter_objects.LightkubeKarpenterObjects`)."""
+        return self._client()
 
     def _client(self) -> Client:
         """The lightkube client, rebuilt whenever the token is due for refresh."""
@@ -604,12 +612,16 @@ class LightkubeCluster:
     # -- watch ----------------------------------------------------------------------------------------------
     def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float,
               idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
-        """Pod and node changes for `timeout_seconds`, streamed as they arrive; with `idle_seconds`, a None
-        each time that long passes without one (a micro-batching caller flushes what it gathered).
+        """Pod and node changes, and those of each Karpenter kind `resource_versions` names (NodePool,
+        EC2NodeClass, NodeClaim: their objects as dicts), for `timeout_seconds`, streamed as they arrive;
+        with `idle_seconds`, a None each time that long passes without one (a micro-batching caller flushes
+        what it gathered). A kind named without a version is watched from now on the real server's terms
+        (ADDED for every object first).
 
         Each kind is watched on its own (`_follow`): a dropped stream, an error or an undecodable event of
-        one never ends the other's. A 410 relists that kind and hands the list on as ADDED events. The
-        iterator ends at the deadline, not before.
+        one never ends the other's. A 410 relists that kind and hands the list on as ADDED events; a
+        Karpenter kind the server does not serve (404: no CRD) is logged and left. The iterator ends at the
+        deadline, not before.
 
         lightkube's sync watch reconnects forever and cannot be interrupted while it waits for a quiet
         server, so both watches run on lightkube's AsyncClient in a helper thread, under one
@@ -630,14 +642,15 @@ class LightkubeCluster:
             pump.join(timeout=5)
 
     async def _watch_all(self, versions: dict[str, str], timeout: float, stream: _EventStream) -> None:
-        """Both kinds side by side until the deadline. Not a TaskGroup: one kind's failure must not cancel
-        the other (each `_follow` handles its own failures and returns only when its kind is lost)."""
+        """Every kind side by side until the deadline. Not a TaskGroup: one kind's failure must not cancel
+        the others (each `_follow` handles its own failures and returns only when its kind is lost)."""
         client = self._async_factory(self._config())
         deadline = asyncio.get_running_loop().time() + timeout
+        kinds = [*WATCH_KINDS, *karpenter_objects.watched_kinds(versions)]
         try:
             async with asyncio.timeout_at(deadline):
-                await asyncio.gather(*(self._follow(client, _KindWatch(kind, versions.get(kind)), deadline, stream)
-                                       for kind in WATCH_KINDS))
+                await asyncio.gather(*(self._follow(client, _KindWatch(kind, versions.get(kind) or None), deadline,
+                                                    stream) for kind in kinds))
         except TimeoutError:
             pass
         finally:
@@ -656,6 +669,9 @@ class LightkubeCluster:
                 log.warning("%s; listing %ss again", e, watch.kind)
                 if not await self._relisted(client, watch, stream):
                     return
+            except KindNotServed as e:
+                log.error("%s watch ends: %s", watch.kind, e)
+                return
             except Exception as e:  # noqa: BLE001 - transport, HTTP or server errors alike: events are hints, retry
                 pause = watch.failed()
                 log.warning("%s watch failed (%s: %s); resuming from version %s in %.1f s",
@@ -665,8 +681,8 @@ class LightkubeCluster:
     async def _stream(self, client: AsyncClient, watch: _KindWatch, deadline: float, stream: _EventStream) -> None:
         """One watch request from the kind's version (with bookmarks; pods follow the `pending_pods`
         selection), each line handled as it arrives, until the server ends the stream. Raises
-        `WatchExpired` on 410 (an HTTP answer or an ERROR event), `WatchBroken` for a stream closed before
-        it sent anything, or what the transport raised."""
+        `WatchExpired` on 410 (an HTTP answer or an ERROR event), `KindNotServed` on a 404 of a Karpenter
+        kind, `WatchBroken` for a stream closed before it sent anything, or what the transport raised."""
         generic, watched = client._client, _WATCHED[watch.kind]
         remaining = deadline - asyncio.get_running_loop().time()
         request = generic.prepare_request(
@@ -681,6 +697,8 @@ class LightkubeCluster:
                 await response.aread()
                 if response.status_code == 410:
                     raise WatchExpired(watch.kind)
+                if response.status_code == 404 and watch.kind in karpenter_objects.RESOURCES:
+                    raise KindNotServed(kind_named(watch.kind))
                 generic.raise_for_status(response)
             lines = 0
             async for line in response.aiter_lines():
@@ -706,7 +724,7 @@ class LightkubeCluster:
         if version:
             watch.version = self.resource_versions[watch.kind] = version
         if event.type in _CHANGE_TYPES:
-            stream.put(_event(event.type, watch.kind, event.object, _WATCHED[watch.kind].model, version))
+            stream.put(_event(event.type, watch.kind, event.object, _WATCHED[watch.kind], version))
 
     async def _relisted(self, client: AsyncClient, watch: _KindWatch, stream: _EventStream) -> bool:
         """After a 410: list the kind as the watcher's resync does, hand each object on as ADDED (an
@@ -718,14 +736,15 @@ class LightkubeCluster:
             log.error("%s watch ends: listing after 410 failed (%s: %s)", watch.kind, type(e).__name__, e)
             return False
         for item in items:
-            stream.put(WatchEvent(type="ADDED", kind=watch.kind, obj=item, resource_version=item.metadata.resource_version))
+            stream.put(WatchEvent(type="ADDED", kind=watch.kind, obj=item,
+                                  resource_version=_WATCHED[watch.kind].version_of(item)))
         watch.version = self.resource_versions[watch.kind] = version
         log.info("%s watch: relisted %d at version %s, watching from there", watch.kind, len(items), version)
         return True
 
     async def _list_watched(self, client: AsyncClient, kind: str) -> tuple[list[Any], str]:
         """`_read_pages` on the async client: what the kind's watch follows (pods: `reads.PENDING_UNBOUND`,
-        as `pending_pods`; nodes: all), page by page, and the list's resource version."""
+        as `pending_pods`; nodes and Karpenter's kinds: all), page by page, and the list's resource version."""
         generic, watched = client._client, _WATCHED[kind]
         request = generic.prepare_request("list", res=watched.resource, namespace=watched.namespace,
                                           params={"limit": LIST_CHUNK, "fieldSelector": watched.fields})
@@ -734,11 +753,11 @@ class LightkubeCluster:
             response = await generic.send(generic.build_adapter_request(request))
             generic.raise_for_status(response)
             self.read_stats.add(len(response.content))
-            page = reads.parse_page(response.content, watched.model)
-            items.extend(reads.without_managed_fields(page.items or ()))
-            if not page.metadata.continue_token:
-                return items, page.metadata.resource_version
-            request.params["continue"] = page.metadata.continue_token
+            page, version, token = watched.page(response.content)
+            items.extend(page)
+            if not token:
+                return items, version
+            request.params["continue"] = token
 
 
 def _decoded(kind: str, line: str) -> tuple[Any, str | None] | None:
@@ -844,17 +863,37 @@ def _pod_view_change(change: str, raw: msgspec.Raw, shapes: podview.Shapes) -> P
 
 @dataclass(frozen=True)
 class _Watched:
-    """What one kind's watch follows, and the list that replaces it after a 410."""
+    """What one kind's watch follows, the list that replaces it after a 410, and what its objects are
+    delivered as: pods and nodes as carpool's models, Karpenter's kinds as dicts."""
 
     resource: Any
-    model: type[api.Pod] | type[api.Node]
     fields: str | None
     namespace: str | None
+    #: one object's JSON as the event carries it (raises ValueError when it does not convert)
+    decode: Callable[[bytes], Any]
+    #: a list page's bytes: its items (as `decode` gives them), the list's resource version, continue token
+    page: Callable[[bytes], tuple[list[Any], str, str | None]]
+    version_of: Callable[[Any], str | None]
+
+
+def _typed(resource: Any, model: type[api.Pod] | type[api.Node], fields: str | None,
+           namespace: str | None) -> _Watched:
+    """A watch whose objects are validated into `model`."""
+    def page(content: bytes) -> tuple[list[Any], str, str | None]:
+        parsed = reads.parse_page(content, model)
+        return (list(reads.without_managed_fields(parsed.items or ())), parsed.metadata.resource_version,
+                parsed.metadata.continue_token)
+
+    return _Watched(resource, fields, namespace, model.model_validate_json, page,
+                    lambda item: item.metadata.resource_version)
 
 
 _WATCHED = {
-    "Pod": _Watched(PodResource, api.Pod, reads.PENDING_UNBOUND, ALL_NS),
-    "Node": _Watched(NodeResource, api.Node, None, None),
+    "Pod": _typed(PodResource, api.Pod, reads.PENDING_UNBOUND, ALL_NS),
+    "Node": _typed(NodeResource, api.Node, None, None),
+    **{kind: _Watched(resource, None, None, karpenter_objects.decode_object, karpenter_objects.decode_page,
+                      karpenter_objects.object_version)
+       for kind, resource in karpenter_objects.RESOURCES.items()},
 }
 
 
@@ -875,11 +914,11 @@ class _KindWatch:
         self.failures = 0
 
 
-def _event(change: str, kind: str, raw: bytes | msgspec.Raw, model: type[api.Pod] | type[api.Node],
+def _event(change: str, kind: str, raw: bytes | msgspec.Raw, watched: _Watched,
            version: str | None) -> WatchEvent | None:
     try:
-        converted = model.model_validate_json(bytes(raw))
-    except ValueError as e:  # pydantic.ValidationError is a ValueError
+        converted = watched.decode(bytes(raw))
+    except ValueError as e:  # pydantic.ValidationError and msgspec.DecodeError are ValueErrors
         log.warning("skipping %s %s event that does not convert: %s", kind, change, e)
         return None
     return WatchEvent(type=change, kind=kind, obj=converted, resource_version=version)
