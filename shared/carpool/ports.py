@@ -125,15 +125,17 @@ class NodeConflict(Exception):
 @dataclass(frozen=True, slots=True)
 class NodeChange:
     """What a `NodePatch` changes on one node as read: only the keys whose value changes, and the whole
-    new taint and finalizer lists (None when they stay as they are)."""
+    new taint, finalizer and ownerReference lists (None when they stay as they are)."""
 
     labels: dict[str, str]
     annotations: dict[str, str]
     taints: list[dict[str, str]] | None
     finalizers: list[str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.labels or self.annotations or self.taints is not None or self.finalizers is not None)
+        return bool(self.labels or self.annotations or self.taints is not None or self.finalizers is not None
+                    or self.owner_references is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +162,13 @@ class NodePatch:
     add_finalizers: frozenset[str] = frozenset()
     #: `metadata.finalizers` removed (the last one gone from a node being deleted lets the node go)
     remove_finalizers: frozenset[str] = frozenset()
+    #: `metadata.ownerReferences` added unless one with the same uid is there (the node's NodeClaim, as
+    #: Karpenter's `UpdateNodeOwnerReferences`); a list without a merge key, written whole like the others
+    add_owner_references: tuple[Mapping[str, Any], ...] = ()
 
     def change(
         self, labels: Mapping[str, str], annotations: Mapping[str, str], taints: Sequence[Mapping[str, Any]],
-        finalizers: Sequence[str] = (), *, deleting: bool = False,
+        finalizers: Sequence[str] = (), *, deleting: bool = False, owner_references: Sequence[Mapping[str, Any]] = (),
     ) -> NodeChange:
         """The change this patch makes to a node with these labels, annotations, taints (Kubernetes JSON
         taints: key, effect, optional value and timeAdded) and finalizers; `deleting`: the node has a
@@ -177,7 +182,13 @@ class NodePatch:
             if not any(t.get("key") == taint.key and t.get("effect") == taint.effect for t in kept):
                 kept.append({"key": taint.key, "effect": taint.effect, **({"value": taint.value} if taint.value else {})})
         return NodeChange(new_labels, new_annotations, kept if kept != [dict(t) for t in taints] else None,
-                          self._finalizers(list(finalizers), deleting))
+                          self._finalizers(list(finalizers), deleting), self._owners(owner_references))
+
+    def _owners(self, present: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """The node's new ownerReference list, None when it stays as it is."""
+        uids = {o.get("uid") for o in present}
+        added = [dict(o) for o in self.add_owner_references if o.get("uid") not in uids]
+        return [*(dict(o) for o in present), *added] if added else None
 
     def _finalizers(self, present: list[str], deleting: bool) -> list[str] | None:
         """The node's new finalizer list, None when it stays as it is."""

@@ -550,7 +550,8 @@ class LightkubeCluster:
             raw = self._read_node(name)
             meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
             change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [],
-                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")))
+                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")),
+                                  owner_references=meta.get("ownerReferences") or [])
             if not change:
                 return convert.to_model(raw, api.Node)
             body = convert.node_merge_patch(meta.get("resourceVersion"), change)

@@ -97,6 +97,8 @@ def node_merge_patch(resource_version: str | None, change: NodeChange) -> dict[s
         metadata["annotations"] = dict(change.annotations)
     if change.finalizers is not None:
         metadata["finalizers"] = list(change.finalizers)
+    if change.owner_references is not None:
+        metadata["ownerReferences"] = [dict(o) for o in change.owner_references]
     body: dict[str, Any] = {"metadata": metadata}
     if change.taints is not None:
         body["spec"] = {"taints": change.taints}

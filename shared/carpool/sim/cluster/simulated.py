@@ -603,7 +603,8 @@ class SimulatedCluster:
             read_rv = rec.rv
             meta, spec = rec.raw.setdefault("metadata", {}), rec.raw.setdefault("spec", {})
             change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [],
-                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")))
+                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")),
+                                  owner_references=meta.get("ownerReferences") or [])
             if not change:
                 return self._model("Node", rec)
             self._competing_write(name)
@@ -628,6 +629,8 @@ class SimulatedCluster:
             spec["taints"] = [dict(t) for t in change.taints]
         if change.finalizers is not None:
             meta["finalizers"] = list(change.finalizers)
+        if change.owner_references is not None:
+            meta["ownerReferences"] = [dict(o) for o in change.owner_references]
         self._record_change("MODIFIED", "Node", rec)
 
     def compete_for(self, name: str, writes: int = 1) -> None:
