@@ -195,6 +195,10 @@ def test_a_deleted_nodepools_nodeclaims_and_nodes_go_and_its_pods_move_to_anothe
     assert {o["metadata"]["labels"][labels.NODEPOOL] for o in run.nodeclaims().values()} == {"fallback"}
     running = [i for i in run.result.instances if i.running]
     assert len(running) == 2 and {i.node_pool for i in running} == {"fallback"}
+    # terminated as deleted, not replaced as drifted (its NodePool gone): the fallback nodes came for the pods
+    drained = [d.message for d in run.result.decisions if " drained (" in d.message]
+    assert len(drained) == 2 and all("drained (Deleted)" in m for m in drained)
+    assert not [d for d in run.result.decisions if "replacement claims" in d.message]
     nothing_held(run)
     no_errors(run)
 
