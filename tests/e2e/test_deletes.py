@@ -28,11 +28,11 @@ CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata
 
 
 def pool(name: str, *, weight: int = 0, grace: str | None = None, consolidate: str = "WhenEmpty",
-         after: str = "30m") -> dict[str, Any]:
+         after: str = "30m", capacity: str = "on-demand") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
         "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
-                         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}
+                         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]}]}
     if grace:
         spec["terminationGracePeriod"] = grace
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": {
@@ -218,5 +218,21 @@ def test_a_consolidation_leaves_no_node_held_by_the_finalizer(consolidated: Run)
     assert not {i.node_name for i in removed} & set(names)
     assert [n.metadata.finalizers for n in names.values()] == [[TERMINATION_FINALIZER]], \
         "the node left carries the finalizer its registration added"
+    nothing_held(run)
+    no_errors(run)
+
+
+@pytest.fixture(scope="module")
+def reclaimed() -> Run:
+    """A spot instance EC2 reclaims: its Node, deleted by the cloud node lifecycle controller, is let go."""
+    return Run(scenario("reclaimed", [pool("default", capacity="spot")], [
+        deployment("web", 2), {"at": DELETE_AT, "spotInterruption": {"nodePool": "default"}}], duration=900))
+
+
+def test_an_instance_ended_outside_carpool_leaves_no_node_held_by_the_finalizer(reclaimed: Run) -> None:
+    run = reclaimed
+    (gone,) = [i for i in run.result.launches if i.terminated_at is not None]
+    assert gone.node_name not in {n.name for n in run.runner.cluster.list_nodes()}
+    assert len([i for i in run.result.instances if i.running]) == 2
     nothing_held(run)
     no_errors(run)

@@ -38,16 +38,11 @@ from carpool.api.k8s import Node
 from carpool.app import drain, instances, recorder
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
+from carpool.app.nodeclaims import release_nodeclaim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import deletion
 from carpool.disruption.decision import Kind, Reason
-from carpool.karpenter_objects import (
-    NODECLAIM,
-    TERMINATION_FINALIZER,
-    KindNotServed,
-    ObjectConflict,
-    ObjectGone,
-)
+from carpool.karpenter_objects import NODECLAIM, TERMINATION_FINALIZER, KindNotServed, ObjectGone
 from carpool.ports import NodeGone, NodePatch
 from carpool.state import saving
 from carpool.state.models import Claim, DisruptionProgress
@@ -203,32 +198,6 @@ def _let_go_nodeclaim(gone: deletion.NodeClaimGone, deps: Dependencies, summary:
         return
     release_nodeclaim(deps, gone.name)
     _note(summary, f"NodeClaim {gone.name} let go: its node and instance are gone")
-
-
-def release_nodeclaim(deps: Dependencies, name: str) -> None:
-    """The NodeClaim's termination finalizer removed (under the resourceVersion read: a merge patch
-    replaces the whole list) and the NodeClaim deleted: it goes. Gone already: nothing to do."""
-    if deps.karpenter is None:
-        return
-    for _attempt in range(3):
-        obj = deps.karpenter.get_object(NODECLAIM, name)
-        if obj is None:
-            return
-        meta = obj.get("metadata") or {}
-        present = list(meta.get("finalizers") or [])
-        if TERMINATION_FINALIZER in present:
-            try:
-                deps.karpenter.patch_object(NODECLAIM, name,
-                                            {"metadata": {"finalizers": [f for f in present if f != TERMINATION_FINALIZER]}},
-                                            resource_version=meta.get("resourceVersion"))
-            except ObjectConflict:
-                continue
-            except ObjectGone:
-                return
-        if not meta.get("deletionTimestamp"):
-            deps.karpenter.delete_object(NODECLAIM, name)
-        return
-    raise ObjectConflict(NODECLAIM, name, "still changing after 3 attempts to remove its finalizer")
 
 
 def _finalize(name: str, deps: Dependencies) -> None:
