@@ -96,8 +96,9 @@ def _start(t: deletion.Termination, nodes: Mapping[str, Node], deps: Dependencie
         _end_undrained(t, node, deps, summary)
         released.add(t.claim.name)
         return
-    deadline = _deadline(t, deps) if t.takes_over else None
-    if t.takes_over and saving.amend(deps.ledger, t.claim, partial(_record, deadline, now)) is None:
+    takes_over = t.takes_over  # read before the claim says `Deleted`
+    deadline = _deadline(t, deps) if takes_over else None
+    if takes_over and saving.amend(deps.ledger, t.claim, partial(_record, deadline, now)) is None:
         return  # released meanwhile: its node is the other paths' (the finalizer goes with its instance)
     if t.delete_nodeclaim is not None and deps.karpenter is not None:
         deps.karpenter.delete_object(NODECLAIM, t.delete_nodeclaim)
@@ -105,7 +106,7 @@ def _start(t: deletion.Termination, nodes: Mapping[str, Node], deps: Dependencie
         deps.cluster.delete_node(node.name)
     drain.cordon(deps.cluster, node.name)
     stamped = t.claim.disruption.termination_deadline if t.claim.disruption is not None else None
-    if stamped is not None and t.takes_over:
+    if stamped is not None and takes_over:
         _stamp_nodeclaim(t.nodeclaim, stamped, deps)
         recorder.record([k8s_events.termination_grace_period_expiring(node.name, stamped)], deps)
     _note(summary, f"{t.why}: node {node.name} is cordoned and drained, then its instance terminated "
