@@ -9,7 +9,7 @@ why, loudly: an error log line with the fix (the exception's text names the char
 is the reason the caller puts on what it did not do (SQS records are retried, a scheduled run returns).
 
 One bad NodePool or EC2NodeClass is not this: it is kept out on its own (`carpool.api.cluster_config`) and
-the others are served. A config read from a file (`TextConfigSource`: `carpool plan`, the bench) is judged
+the others are served. A config read from a file (`TextConfigSource`: the bench, tests) is judged
 whole, and a bad one stops the function here as well.
 """
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from carpool import clocks, observability
+from carpool import observability
 from carpool.api.cluster_config import ClusterConfig, ObjectVerdict
 from carpool.api.config import load_config
 from carpool.api.loader import Manifests, NamedText
@@ -43,7 +43,7 @@ RECHECK_EVERY = timedelta(minutes=10)
 
 class ConfigSource(Protocol):
     """The NodePools and EC2NodeClasses the functions use: the cluster's (`ClusterConfigSource`, deployed
-    and simulated), or a file's (`TextConfigSource`: `carpool plan`, the bench, tests)."""
+    and simulated), or a file's (`TextConfigSource`: the bench, tests)."""
 
     def load(self) -> Manifests:
         """The valid objects only."""
@@ -106,10 +106,6 @@ class TextConfigSource:
         self._name = name
         self._digest = ""
         self._manifests: Manifests | None = None
-
-    def follow_clock(self, clock: clocks.Clock) -> None:
-        """A reader that caches the text (`SsmConfigText`) expires it by `clock`, the dependencies'."""
-        clocks.follow(self._read, clock)
 
     def load(self) -> Manifests:
         text = self._read()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # typer ships its own click; the `click` package is not neede
 #: Command name -> the module that registers it, in the order `--help` lists them.
 COMMANDS: dict[str, str] = {
     "validate": "carpool.cli.validate",
+    "apply": "carpool.cli.apply",
     "plan": "carpool.cli.plan",
     "max-pods": "carpool.cli.max_pods",
     "amis": "carpool.cli.amis",

@@ -11,10 +11,10 @@ from typing import Any
 
 from carpool.api import events as ev
 from carpool.app import interrupt
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.settings import Settings
 from carpool.disruption.decision import Reason
 from carpool.sim.clock import SimClock
-from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus, DisruptionProgress

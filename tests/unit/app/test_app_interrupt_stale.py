@@ -13,8 +13,8 @@ import pytest
 from carpool import observability
 from carpool.api import events as ev
 from carpool.app import interrupt
-from carpool.app.settings import Settings
 from carpool.app.cluster_config_source import ClusterConfigSource
+from carpool.app.settings import Settings
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryLedger
 from carpool.state.models import Claim, ClaimStatus

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from carpool.amis import CachedAmiSource
-from carpool.app.settings import Settings
 from carpool.app.cluster_config_source import ClusterConfigSource
+from carpool.app.settings import Settings
 from carpool.app.sources import StoredCatalogSource
 from carpool.app.wiring import Dependencies, utc_now
 from carpool.catalog import Catalog

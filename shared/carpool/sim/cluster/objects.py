@@ -51,7 +51,8 @@ from carpool.karpenter_objects import (
 from carpool.sim.cluster.api_answers import merge_patch
 from carpool.sim.cluster.records import Record
 
-__all__ = ["GENERATE_NAME_ALPHABET", "KarpenterStore", "field_errors", "invalid_message"]
+__all__ = ["GENERATE_NAME_ALPHABET", "AlreadyExists", "KarpenterStore", "ObjectInvalidProblems", "field_errors",
+           "invalid_message"]
 
 #: `k8s.io/apimachinery/pkg/util/rand.String`'s alphabet (no vowels, no 0, 1, 3: no words, no look-alikes)
 GENERATE_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
@@ -96,6 +97,13 @@ def invalid_message(problems: list[Problem]) -> str:
     `path: message`, several in brackets (`ErrorList.ToAggregate`)."""
     parts = [f"{p.path}: {p.message}" if p.path else p.message for p in problems]
     return parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+
+
+class AlreadyExists(ObjectConflict):
+    """The 409 of a create whose name is taken (reason AlreadyExists, not Conflict)."""
+
+    def __init__(self, kind: ObjectKind, name: str) -> None:
+        super().__init__(kind, name, f'{kind.plural}.{kind.group} "{name}" already exists')
 
 
 class ObjectInvalidProblems(ObjectInvalid):
@@ -155,7 +163,7 @@ class KarpenterStore:
                 "Invalid value: " + json.dumps(str(meta["resourceVersion"]))
                 + ": must be empty (resourceVersion should not be set on objects to be created)"))])
         if name in store:
-            raise ObjectConflict(kind, name, f'{kind.plural}.{kind.group} "{name}" already exists')
+            raise AlreadyExists(kind, name)
         raw.pop("status", None)
         raw["apiVersion"], raw["kind"] = kind.api_version, kind.kind
         raw["metadata"] = {k: meta[k] for k in _CLIENT_METADATA if meta.get(k) is not None} | {

@@ -1037,8 +1037,13 @@ class SimulatedCluster:
         return self.karpenter.patch_status(kind, name, status, resource_version=resource_version)
 
     def delete_object(self, kind: ObjectKind, name: str) -> None:
+        self.object_deletion(kind, name)
+
+    def object_deletion(self, kind: ObjectKind, name: str) -> tuple[dict[str, Any], bool] | None:
+        """A client's DELETE of a Karpenter object (`KarpenterStore.delete`: the object after it and whether
+        it is gone; None when there was none), in `actions` as carpool's."""
         self.actions.append((self._elapsed(), "delete-object", f"{kind.kind}/{name}"))
-        self.karpenter.delete_object(kind, name)
+        return self.karpenter.delete(kind, name)
 
     def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`)."""

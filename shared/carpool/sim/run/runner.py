@@ -41,7 +41,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from carpool import delivery, environment
 from carpool import labels as L
 from carpool.adapters.aws import events as events_adapter
