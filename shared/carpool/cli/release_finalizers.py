@@ -3,8 +3,9 @@ Nodes and NodeClaims it launched for a cluster, so that nothing is left stuck Te
 stack is gone (docs/uninstall.md; `carpool.app.uninstall` decides and writes).
 
 Run it after the stack's schedules and queues stopped (no disruption run may add the finalizer back) and
-before `cdk destroy`. The cluster is reached as kubectl reaches it: `--kubeconfig` (else `$KUBECONFIG`'s
-first file, else `~/.kube/config`) and `--context` (else its current one). `--dry-run` lists what it would
+before `cdk destroy`. The cluster is reached as kubectl reaches it, as `carpool apply` does
+(`carpool.adapters.k8s.kubeconfig`): `--kubeconfig` (else `$KUBECONFIG`'s first file, else
+`~/.kube/config`) and `--context` (else its current one). `--dry-run` lists what it would
 change and writes nothing. Prints one line per object, as kubectl does (`node/<name>: ...`).
 """
 
@@ -56,9 +57,9 @@ def _connect(cluster: str, kubeconfig: Path | None, context: str | None) -> tupl
 
     from carpool.adapters.k8s.cluster import FIELD_MANAGER, LightkubeCluster
     from carpool.adapters.k8s.karpenter_objects import LightkubeKarpenterObjects
+    from carpool.adapters.k8s.kubeconfig import default_kubeconfig
 
-    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    path = kubeconfig or (Path(listed[0]).expanduser() if listed else Path("~/.kube/config").expanduser())
+    path = kubeconfig or default_kubeconfig()
     if not path.is_file():
         raise _fail(f"kubeconfig {path}: no such file; pass --kubeconfig or set KUBECONFIG")
     try:
