@@ -1,7 +1,8 @@
 """Karpenter's termination finalizer on Nodes against the real kube-apiserver (skipped without
-`KUBE_ENDPOINT`), as carpool relies on it: a deleted Node that holds it stays, with `deletionTimestamp`,
-until the finalizer is removed; no finalizer can be added to it then; and `carpool release-finalizers`
-takes carpool's finalizer off its Nodes and NodeClaims (docs/uninstall.md), leaving other objects alone.
+`KUBE_ENDPOINT`), as carpool relies on it, and the simulated API server beside it (the fidelity check of
+what the simulation models): a deleted Node that holds it stays, with `deletionTimestamp`, until the
+finalizer is removed; no finalizer can be added to it then; and `carpool release-finalizers` takes
+carpool's finalizer off its Nodes and NodeClaims (docs/uninstall.md), leaving other objects alone.
 
 Every object is named with this part's prefix and a random suffix, and removed afterwards: the server is
 shared."""
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
 from real_api import RealApi, ensure_karpenter_crds, real_api, unique
@@ -22,6 +25,8 @@ from carpool import labels as L
 from carpool.cli import app
 from carpool.karpenter_objects import NODECLAIM, TERMINATION_FINALIZER
 from carpool.ports import NodePatch
+from carpool.sim.cluster.apiserver import SimApiServer
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 PREFIX = "deletes"
 NODES = "/api/v1/nodes"
@@ -32,6 +37,13 @@ CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "defa
 def api() -> Iterator[RealApi]:
     with real_api() as real:
         yield real
+
+
+@pytest.fixture
+def simulated() -> Iterator[tuple[RealApi, SimulatedCluster]]:
+    cluster = SimulatedCluster(lambda: datetime(2026, 6, 1, tzinfo=UTC))
+    with SimApiServer(cluster) as server, httpx2.Client() as http:
+        yield RealApi(server.url, "", "k8s-aws-v1.test", http), cluster
 
 
 @pytest.fixture
@@ -55,9 +67,17 @@ def _node(api: RealApi, made: list[str], owner: str, finalizers: list[str]) -> s
     return name
 
 
-def test_a_deleted_node_stays_until_its_finalizer_goes_and_takes_no_new_one(api: RealApi, made: list[str]) -> None:
+@pytest.mark.parametrize("server", ["real", "simulated"])
+def test_a_deleted_node_stays_until_its_finalizer_goes_and_takes_no_new_one(server: str,
+                                                                           request: pytest.FixtureRequest) -> None:
+    if server == "real":
+        api: RealApi = request.getfixturevalue("api")
+        name = _node(api, request.getfixturevalue("made"), unique(PREFIX), [])
+    else:
+        api, sim = request.getfixturevalue("simulated")
+        name = sim.add_node({"metadata": {"name": unique(f"{PREFIX}-node"), "labels": {L.REGISTERED: "true"}},
+                             "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0"}})
     cluster = api.cluster()
-    name = _node(api, made, unique(PREFIX), [])
     cluster.patch_node(name, NodePatch(add_finalizers=frozenset({TERMINATION_FINALIZER})))
     assert cluster.get_node(name).metadata.finalizers == [TERMINATION_FINALIZER]  # type: ignore[union-attr]
     cluster.delete_node(name)
