@@ -183,11 +183,14 @@ def let_go(deps: Dependencies, node: Node | str, instance_id: str | None, nodecl
 
 
 def _let_go_node(g: deletion.LetGo, deps: Dependencies, summary: DisruptSummary) -> None:
-    if g.instance_id and not instance_gone(g.instance_id, deps):
-        state = _state(g.instance_id, deps)
+    """A deleted Node no claim holds: its instance ended first when carpool launched it (Karpenter's
+    `awaitInstanceTermination`; one that is not carpool's is waited for), then the Node let go."""
+    iid = g.instance_id
+    state = _state(iid, deps) if iid else None
+    if iid and state in _RUNNING_STATES:
         if g.ours and state != "shutting-down":
-            deps.compute.terminate_instances([g.instance_id])
-            _note(summary, f"node {g.node} is being deleted with no claim: instance {g.instance_id} terminated")
+            deps.compute.terminate_instances([iid])
+            _note(summary, f"node {g.node} is being deleted with no claim: instance {iid} terminated")
         return
     let_go(deps, g.node, None)
     _note(summary, f"node {g.node} let go: instance {g.instance_id or '?'} is gone")
