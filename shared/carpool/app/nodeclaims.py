@@ -50,8 +50,6 @@ from carpool.state.models import ACTIVE_STATUSES, Claim
 
 log = logging.getLogger(__name__)
 
-#: the metric a failed NodeClaim write counts in (`step`: create, registration, reconcile, release)
-FAILURES = "NodeClaimSyncFailures"
 #: how many times a write under a stale resourceVersion is read and made again
 _ATTEMPTS = 3
 
@@ -307,7 +305,7 @@ def _guarded(step: str, name: str, write: Callable[[], object]) -> bool:
 def _failed(step: str, name: str, exc: Exception) -> None:
     log.warning("NodeClaim %s not written (%s): %s: %s; the next disruption run repairs it", name, step,
                 type(exc).__name__, exc)
-    observability.emit(FAILURES, step=step)
+    observability.emit("NodeClaimSyncFailures", step=step)
 
 
 def _pool_uids_of(karpenter: KarpenterObjects, names: Iterable[str]) -> dict[str, str]:
