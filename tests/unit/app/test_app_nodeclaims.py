@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from tests.unit.app.test_app_register import CLUSTER, CONFIG, NOW, become_ready, deps_for, join, node, reserve
+
 from carpool import labels, nodeclaims
 from carpool.api.loader import load
 from carpool.app import nodeclaims as sync
@@ -18,8 +20,6 @@ from carpool.karpenter_objects import NODECLAIM, NODEPOOL
 from carpool.nodeclaims import ClaimFacts
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.models import Claim, ClaimStatus, DisruptionProgress
-
-from tests.unit.app.test_app_register import CLUSTER, CONFIG, NOW, become_ready, deps_for, join, node, reserve
 
 
 def with_karpenter() -> tuple[Dependencies, SimulatedCluster]:
