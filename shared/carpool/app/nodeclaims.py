@@ -46,6 +46,7 @@ from carpool.karpenter_objects import (
 )
 from carpool.nodeclaims import ClaimFacts
 from carpool.requirements import Requirements
+from carpool.state import charges
 from carpool.state.models import ACTIVE_STATUSES, Claim
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,6 @@ def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetim
     by_node = {n.name: n for n in nodes}
     by_instance = {n.instance_id(): n for n in by_node.values() if n.instance_id()}
     catalog = deps.catalog.get(now).types
-    sizes = instances.capacities((c.instance_type or "" for c in claims), deps, now)
     for claim in claims:
         if claim.name in gone:
             continue
@@ -187,7 +187,7 @@ def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetim
         it = catalog.get(claim.instance_type or "")
         facts = ClaimFacts(
             claim=claim, cluster=deps.settings.cluster_name, pool=pool, now=now, pool_uid=uids.get(claim.nodepool),
-            type_labels=dict(it.labels) if it is not None else {}, capacity=sizes.get(claim.instance_type or "", {}),
+            type_labels=dict(it.labels) if it is not None else {}, capacity=_capacity(deps, claim, now),
             node=by_node.get(claim.node_name or "") or by_instance.get(claim.instance_id),
             drift=nodeclaims.drift_reason(existing, claim, pool,
                                           drift.spec_hash(pool, nodeclass) if pool and nodeclass else None))
@@ -332,4 +332,10 @@ def _type_labels(deps: Dependencies, claim: Claim, now: datetime) -> dict[str, s
 
 
 def _capacity(deps: Dependencies, claim: Claim, now: datetime) -> dict[str, int]:
+    """The claim's capacity as its pool's usage holds it (what the launch charged, then the node's own:
+    `carpool.state.charges`), so the NodeClaim and the pool's usage agree; the type's size when it holds
+    nothing yet."""
+    held = {k: v for k, v in claim.reserved.items() if k != charges.NODES and v}
+    if held:
+        return held
     return instances.capacities([claim.instance_type or ""], deps, now).get(claim.instance_type or "", {})
