@@ -109,6 +109,8 @@ def read(deps: Dependencies, name: str) -> dict[str, Any] | None:
         return None
     try:
         return deps.karpenter.get_object(NODECLAIM, name)
+    except KindNotServed:
+        return None  # no CRDs: nothing to keep (the config guard says so once per invocation)
     except Exception as exc:  # noqa: BLE001 - the NodeClaim is the claim's face; the registration goes on
         _failed("registration", name, exc)
         return None
@@ -296,6 +298,9 @@ def _guarded(step: str, name: str, write: Callable[[], object]) -> bool:
     """Run one NodeClaim write; a failure is logged and counted, never raised."""
     try:
         write()
+    except KindNotServed as exc:  # no CRDs: not a failure of this write (the config guard says it once)
+        log.info("NodeClaim %s not written: %s", name, exc)
+        return False
     except Exception as exc:  # noqa: BLE001 - the NodeClaim follows the claim; the claim's path goes on
         _failed(step, name, exc)
         return False
