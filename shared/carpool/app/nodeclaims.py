@@ -81,7 +81,11 @@ def launched(deps: Dependencies, claims: Sequence[Launched], now: datetime) -> l
     karpenter = deps.karpenter
     if karpenter is None or not claims:
         return []
-    uids = _pool_uids_of(karpenter, {c.claim.nodepool for c in claims})
+    try:
+        uids = _pool_uids_of(karpenter, {c.claim.nodepool for c in claims})
+    except Exception as exc:  # noqa: BLE001 - never fails the launch: the NodeClaims go without their owner
+        log.warning("NodePools not read for their NodeClaims' owner: %s: %s", type(exc).__name__, exc)
+        uids = {}
     facts = [ClaimFacts(claim=c.claim, cluster=deps.settings.cluster_name, pool=c.pool, now=now,
                         pool_uid=uids.get(c.claim.nodepool), type_labels=c.type_labels, capacity=c.capacity,
                         requirements=c.requirements) for c in claims]

@@ -189,6 +189,11 @@ def test_karpenters_nodeclaims_are_left_alone() -> None:
 
 # -- launch and release --------------------------------------------------------------------------------
 class Refusing(SimulatedCluster):
+    """An API server that answers nothing carpool asks of Karpenter's objects."""
+
+    def get_object(self, kind: Any, name: str) -> dict[str, Any] | None:
+        raise RuntimeError("apiserver unavailable")
+
     def create_object(self, kind: Any, obj: Any) -> dict[str, Any]:
         raise RuntimeError("apiserver unavailable")
 
