@@ -1,6 +1,7 @@
 """Lambda init + first invocation of the provisioner, as a cold start pays them.
 
-The parent starts local AWS (moto) with the state, network, AMI and config a deployment has, and runs
+The parent starts local AWS (moto) with the state, network and AMI a deployment has (the config is the
+simulated cluster's NodePool and EC2NodeClass), and runs
 `python -m bench.first_invocation` in a fresh interpreter pointed at it with the deployed environment
 (`lambda_package.lambda_environment`: tracing on). The child times the handler's import (Lambda init),
 then its first invocation: one SQS batch of 10 pending pods, with the production wiring built on first
@@ -140,10 +141,10 @@ def _prepare(world: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     event, and how to build the production dependencies around that cluster."""
     from datetime import UTC, datetime
 
-    from bench.provisioner_stages import deployed_settings
+    from bench.provisioner_stages import apply_config, deployed_settings
     from carpool.sim.cluster.simulated import SimulatedCluster
 
-    cluster = SimulatedCluster(lambda: datetime.now(UTC))
+    cluster = apply_config(SimulatedCluster(lambda: datetime.now(UTC)))
     for node in world["nodes"]:
         cluster.add_node(node)
     for pod in world["pods"]:
@@ -154,7 +155,7 @@ def _prepare(world: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     def build() -> Any:
         from carpool.adapters.aws.wiring import build_from_env
 
-        return build_from_env(settings, cluster=cluster)
+        return build_from_env(settings, cluster=cluster, karpenter=cluster)
 
     return world["event"], build
 
@@ -195,7 +196,7 @@ def measure(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> dict[str,
     import tempfile
 
     from bench.lambda_package import compile_shipped_code
-    from bench.provisioner_stages import AL2023_X86, CLUSTER, CONFIG, DEPLOYED_ENV
+    from bench.provisioner_stages import AL2023_X86, CLUSTER, DEPLOYED_ENV
     from carpool.sim.localaws import motofast
     from carpool.sim.localaws.server import LocalAws
 
@@ -206,7 +207,6 @@ def measure(samples: int = 3, functions: Sequence[str] = FUNCTIONS) -> dict[str,
         path = aws.create_event_path()
         aws.seed_network(zones=["us-east-1a", "us-east-1b", "us-east-1c"])
         aws.seed_amis([AL2023_X86])
-        aws.put_config(CONFIG)
         local = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "CARPOOL_"))}
         compile_shipped_code()
         world_file = Path(folder) / "world.json"
@@ -237,10 +237,11 @@ class _Worlds:
     def __init__(self, path: Any) -> None:
         from datetime import UTC, datetime
 
+        from bench.provisioner_stages import apply_config
         from carpool.sim.cluster.simulated import SimulatedCluster
 
         self.path = path
-        self.cluster = SimulatedCluster(lambda: datetime.now(UTC))
+        self.cluster = apply_config(SimulatedCluster(lambda: datetime.now(UTC)))
         for i in range(PODS):
             self.cluster.add_pod({"metadata": {"name": f"p{i}", "namespace": "default", "uid": f"p{i}"},
                                   "spec": {"containers": [{"name": "c", "image": "x",
@@ -302,7 +303,7 @@ class _Worlds:
 
         handler = load_handler(function, ROOT / "functions")
         found = wiring.installed()
-        wiring.use(build_from_env(self._settings(), cluster=self.cluster))
+        wiring.use(build_from_env(self._settings(), cluster=self.cluster, karpenter=self.cluster))
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # its log lines
                 answer = handler(event, LambdaContext.deployed(function))
@@ -391,7 +392,8 @@ def refresh_catalog() -> None:
     from carpool.app import catalog_refresh
     from carpool.sim.cluster.simulated import SimulatedCluster
 
-    deps = build_from_env(deployed_settings(), cluster=SimulatedCluster(_utc_now))
+    cluster = SimulatedCluster(_utc_now)
+    deps = build_from_env(deployed_settings(), cluster=cluster, karpenter=cluster)
     if not catalog_refresh.run(deps):
         raise RuntimeError("the catalog refresh stored nothing (see the log)")
 

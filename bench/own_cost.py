@@ -66,8 +66,6 @@ TARGET_USD = 20.0
 NODES = 1000
 PODS_PER_NODE = 30
 NODEPOOLS = 3
-#: resources each pool limits (the default config limits cpu and memory)
-LIMITED_RESOURCES = ("cpu", "memory")
 CHURN_PER_DAY = 0.05
 SPOT_SHARE = 0.5
 SPOT_INTERRUPTED_PER_MONTH = 0.10
@@ -212,11 +210,10 @@ def month_usage(sim: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
 
 def alarm_metrics() -> int:
     """Metrics the stack's alarms read (what CloudWatch bills them by), counted on `infra.monitoring`'s
-    construct for the month's pools, with the stack's queues and functions."""
+    construct, with the stack's queues and functions (one pool-limit alarm whatever the pools)."""
     from aws_cdk import App, Stack
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_logs as logs
-    from infra.config import PoolLimit
     from infra.events import EventRouting
     from infra.functions import QUEUE_CONSUMERS, SPECS
     from infra.monitoring import Monitoring
@@ -231,7 +228,6 @@ def alarm_metrics() -> int:
         functions={name: lambda_.Function.from_function_name(stack, name, name) for name in SPECS},
         work_queues={name: work.queue for name, work in routing.work_queues.items()},
         dead_letter_queues=routing.dead_letter_queues,
-        pool_limits=[PoolLimit(f"pool-{p}", r, 1000.0) for p in range(NODEPOOLS) for r in LIMITED_RESOURCES],
         log_groups={name: logs.LogGroup.from_log_group_name(stack, f"{name}-logs", name) for name in SPECS},
     )
     return sum(monitoring.alarm_metrics.values())

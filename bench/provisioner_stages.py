@@ -37,6 +37,17 @@ DEPLOYED_ENV: dict[str, str] = {
 }
 
 
+def apply_config(cluster: Any, text: str | None = None) -> Any:
+    """`kubectl apply` of the bench's NodePool and EC2NodeClass (`CONFIG`) to a simulated cluster, where the
+    functions list their config as in a deployment; answers the cluster."""
+    import yaml
+
+    for doc in yaml.safe_load_all(text or CONFIG):
+        if isinstance(doc, dict):
+            cluster.apply_object(doc)
+    return cluster
+
+
 def deployed_settings() -> Any:
     """The functions' settings in the bench's local AWS: its environment as the stack sets it."""
     from carpool import environment
@@ -147,9 +158,8 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
         aws.create_event_path()
         aws.seed_network(zones=["us-east-1a", "us-east-1b", "us-east-1c"])
         aws.seed_amis([AL2023_X86])
-        aws.put_config(CONFIG)
         now = datetime.now(UTC)
-        cluster = SimulatedCluster(lambda: datetime.now(UTC))
+        cluster = apply_config(SimulatedCluster(lambda: datetime.now(UTC)))
         for spec in workloads.diverse_pods(count):
             cluster.add_pod(pod_manifest(spec))
         cluster.bind()
@@ -157,7 +167,7 @@ def measure(count: int = 1000, snapshot_catalog: bool = False) -> dict[str, Any]
         settings = deployed_settings()
         from carpool.adapters.aws.wiring import build_from_env
 
-        deps = build_from_env(settings, cluster=cluster)
+        deps = build_from_env(settings, cluster=cluster, karpenter=cluster)
         if snapshot_catalog:
             from carpool.app.sources import StaticCatalogSource
 

@@ -31,7 +31,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import Annotations, App, CfnRule, CfnRuleAssertion, Environment, Fn  # noqa: E402
 
-from infra.config import ConfigError  # noqa: E402
+from infra.config_file import ConfigError  # noqa: E402
 from infra.functions import VpcLookupError  # noqa: E402
 from infra.layer import LayerError  # noqa: E402
 from infra.nag import apply_nag  # noqa: E402

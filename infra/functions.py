@@ -1,9 +1,9 @@
 """The five Lambda functions, their layer, roles, log groups and triggers.
 
 Each function has its own role so that a bug (or a compromise) in the watcher cannot launch instances and
-the registrar cannot terminate them. Every role may read the config parameter and describe the cluster
-(``eks:DescribeCluster``, on a cold start without ``-c clusterEndpoint``); beyond that (the capabilities
-of each ``FunctionSpec``):
+the registrar cannot terminate them. Every role may describe the cluster (``eks:DescribeCluster``, on a
+cold start without ``-c clusterEndpoint``); the NodePools and EC2NodeClasses are read from the cluster's
+API (``infra/rbac.yaml``), not from AWS. Beyond that (the capabilities of each ``FunctionSpec``):
 
 ============  ==============================================================================
 watcher       read the state table; put events on the carpool bus
@@ -21,11 +21,11 @@ disruption    write the state table; launch replacements (consolidation, drift);
               state table)
 ============  ==============================================================================
 
-What a launch may pass and use follows the config read at synth (``infra/nodeclasses.py``):
-``iam:PassRole`` only on the stack's node role, the roles the EC2NodeClasses name in ``spec.role`` and
-those named with ``-c instanceProfileRoleArns``; the instance-profile actions (get, create and tag with
-carpool's tags, add/remove a role, and for the disruption function list and delete) only when a node
-class names a role other than the stack's, only under carpool's path ``/carpool/<region>/<cluster>/``
+What a launch may pass and use follows the deployment's context keys, as Karpenter's controller policy
+does (``infra/nodeclasses.py``): ``iam:PassRole`` only on the stack's node role, the roles of
+``-c nodeClassRoles`` (names or patterns) and those of ``-c instanceProfileRoleArns``; the instance-profile
+actions (get, create and tag with carpool's tags, add/remove a role, and for the disruption function list
+and delete) only when ``nodeClassRoles`` names roles, only under carpool's path ``/carpool/<region>/<cluster>/``
 and, for changes, only on profiles tagged as carpool's (Karpenter's controller policy, scoped the same
 way); and KMS only on the keys named with ``-c ebsKmsKeyArns``: ``kms:CreateGrant`` only for grants EC2
 makes for the launch (``kms:GrantIsForAWSResource``), the data-key actions only through EC2
@@ -50,7 +50,6 @@ that may write only to it; the AWSLambdaBasicExecutionRole managed policy would 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
 from pathlib import Path
@@ -62,7 +61,6 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from carpool import amifamily, delivery, labels
@@ -71,7 +69,7 @@ from infra.cluster import ClusterAccess
 from infra.events import EventRouting
 from infra.layer import LAYER_DIR, REPO_ROOT
 from infra.layer_asset import layer_code
-from infra.nodeclasses import NodeClassNeeds
+from infra.nodeclasses import role_arn_patterns
 from infra.settings import Settings
 from infra.state import STATUS_INDEX, StateTables
 
@@ -131,7 +129,7 @@ class Capability(Enum):
     TAG_INSTANCES = auto()
     PUT_EVENTS = auto()
     #: list and delete the instance profiles carpool made (garbage collection, ``carpool.app.profiles``);
-    #: granted only when the config names a role needing one
+    #: granted only when ``-c nodeClassRoles`` names roles needing one
     DELETE_INSTANCE_PROFILES = auto()
 
 
@@ -270,26 +268,19 @@ class Functions(Construct):
         tables: StateTables,
         routing: EventRouting,
         cluster: ClusterAccess,
-        config_parameter: ssm.IStringParameter,
-        config_parameter_arns: Sequence[str] = (),
         layer_dir: Path = LAYER_DIR,
         functions_dir: Path = FUNCTIONS_DIR,
-        needs: NodeClassNeeds | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._settings = settings
-        needs = needs or NodeClassNeeds({}, {}, {})
-        #: roles of ``spec.role`` carpool makes instance profiles for (not the stack's node role)
-        self.profile_roles = needs.roles_needing_profiles(cluster.node_role.role_name)
+        #: carpool makes instance profiles only for roles other than the stack's (``-c nodeClassRoles``)
+        self.makes_profiles = bool(settings.node_class_roles)
         self._cluster = cluster
         self._routing = routing
         self._tables = tables
-        self._config_parameter = config_parameter
-        #: the index and every part of the config (``infra.config.store_config``)
-        self._config_arns = list(config_parameter_arns) or [config_parameter.parameter_arn]
         self.layer = carpool_layer(self, "Layer", layer_dir)
         self.vpc, self.security_group = self._network(settings)
-        self.environment = self._environment(settings, tables, routing, cluster, config_parameter)
+        self.environment = self._environment(settings, tables, routing, cluster)
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
@@ -401,15 +392,13 @@ class Functions(Construct):
         tables: StateTables,
         routing: EventRouting,
         cluster: ClusterAccess,
-        config_parameter: ssm.IStringParameter,
     ) -> dict[str, str]:
-        """The variables ``carpool.app.config`` reads; identical for every function on purpose."""
+        """The variables ``carpool.app.settings`` reads; identical for every function on purpose."""
         environment = {
             "CARPOOL_CLUSTER_NAME": settings.cluster_name,
             "CARPOOL_TABLE": tables.state.table_name,
             "CARPOOL_IDEMPOTENCY_TABLE": tables.idempotency.table_name,
             "CARPOOL_EVENT_BUS": routing.bus.event_bus_name,
-            "CARPOOL_CONFIG_PARAMETER": config_parameter.parameter_name,
             "CARPOOL_NODE_ROLE_ARN": cluster.node_role.role_arn,
             "CARPOOL_INSTANCE_PROFILE": cluster.instance_profile.instance_profile_name,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
@@ -459,11 +448,6 @@ class Functions(Construct):
                 sid="DescribeCluster",
                 actions=["eks:DescribeCluster"],
                 resources=[self._cluster.cluster_arn],
-            ),
-            iam.PolicyStatement(
-                sid="ReadConfig",
-                actions=["ssm:GetParameter", "ssm:GetParameters"] if len(self._config_arns) > 1 else ["ssm:GetParameter"],
-                resources=self._config_arns,
             ),
             iam.PolicyStatement(
                 sid="QueryClaimsByStatus", actions=["dynamodb:Query"], resources=[f"{table}/index/{STATUS_INDEX}"]
@@ -568,7 +552,7 @@ class Functions(Construct):
                 )
             ]
         if capability is Capability.DELETE_INSTANCE_PROFILES:
-            if not self.profile_roles:
+            if not self.makes_profiles:
                 return []
             return [
                 iam.PolicyStatement(
@@ -614,13 +598,14 @@ class Functions(Construct):
             ]
         return []  # PUT_EVENTS is granted with the bus's own grant method
 
-    # --- what the node classes of the config need (infra/nodeclasses.py) -----------------------------
+    # --- what the cluster's node classes may ask for (infra/nodeclasses.py) ----------------------------
 
     def _passed_roles(self) -> list[str]:
-        """The stack's node role, the roles of ``spec.role`` and those of ``-c instanceProfileRoleArns``."""
+        """The stack's node role, the roles of ``-c nodeClassRoles`` and those of ``-c instanceProfileRoleArns``."""
         stack = Stack.of(self)
-        named = [f"arn:{stack.partition}:iam::{stack.account}:role/{role}" for role in self.profile_roles]
-        return [self._cluster.node_role.role_arn, *named, *self._settings.instance_profile_role_arns]
+        named = role_arn_patterns(self._settings, stack.partition, stack.account)
+        return list(dict.fromkeys([self._cluster.node_role.role_arn, *named,
+                                   *self._settings.instance_profile_role_arns]))
 
     def _profile_arns(self) -> str:
         """Every instance profile under carpool's path for this cluster (``carpool.launch.profiles``)."""
@@ -647,8 +632,8 @@ class Functions(Construct):
 
     def _instance_profile_statements(self) -> list[iam.PolicyStatement]:
         """Get, create and tag (with carpool's tags), and set the role of carpool's own profiles; nothing
-        when the config names no role other than the stack's (the stack made that one's profile)."""
-        if not self.profile_roles:
+        when the deployment names no role other than the stack's (the stack made that one's profile)."""
+        if not self.makes_profiles:
             return []
         created = self._profile_conditions("aws:RequestTag")
         created["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"] = self._settings.cluster_name

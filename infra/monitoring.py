@@ -54,10 +54,11 @@ with the exact dimension schema and ``cluster="<name>"``, so every nodepool/reas
 only this cluster's, and the totals are not counted twice.
 
 A NodePool's usage of each limited resource is a log line (``observability.LOG_ONLY``), not a series:
-the watcher compares it with the limit of the config it reads each minute and publishes one series for
-the cluster, ``NodePoolLimitUsed``, the highest share of a limit any pool uses (percent, with that pool
-and resource as properties). One alarm reads it (``PoolNearLimit``, above 75 %) whatever the number of
-pools and limits, and it follows a limit changed by ``carpool apply`` without a deploy; the dashboard's
+the watcher compares it with the limit of the cluster's NodePools and publishes one series for the
+cluster, ``NodePoolLimitUsed``, the highest share of a limit any pool uses (percent, with that pool and
+resource as properties). One alarm reads it (``PoolNearLimit``, above 75 %) whatever the number of pools
+and limits, made whether or not a pool has limits today (the pools change without a deploy; with no
+limit the series has no data and the alarm stays OK), and it follows a ``kubectl apply``; the dashboard's
 table names the pool and resource. One series and one alarm metric in place of one of each per limit
 and pool, every hour of the month.
 
@@ -92,7 +93,6 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from carpool.observability import REGISTRATION_TIMEOUT
-from infra.config import PoolLimit
 from infra.settings import Settings
 
 NAMESPACE = "Carpool"
@@ -234,7 +234,6 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         work_queues: Mapping[str, sqs.IQueue],
         dead_letter_queues: Mapping[str, sqs.IQueue],
-        pool_limits: Sequence[PoolLimit],
         log_groups: Mapping[str, logs.ILogGroup],
     ) -> None:
         super().__init__(scope, construct_id)
@@ -246,7 +245,7 @@ class Monitoring(Construct):
         self._carpool_alarms()
         self._dead_letter_alarms(dead_letter_queues)
         self._function_alarms(functions)
-        self._pool_alarms(pool_limits)
+        self._pool_alarm()
 
         self.dashboard = cloudwatch.Dashboard(
             self,
@@ -340,8 +339,9 @@ class Monitoring(Construct):
             "ConfigInvalid",
             m.series("ConfigInvalid", "Sum", period=five).with_(label="invalid config loads"),
             description=(
-                "The deployed NodePool/EC2NodeClass config does not validate: nothing is launched until it is "
-                "fixed. The provisioner's error log names the field; fix the manifests (`carpool validate`) and deploy them again (`cdk deploy -c configFile=...`)."
+                "A NodePool or EC2NodeClass in the cluster does not validate: nothing is launched from it until "
+                "it is fixed. The provisioner's error log and the object's ValidationSucceeded condition "
+                "(`kubectl describe nodepool`) name the field; fix it (`carpool validate`) and `kubectl apply` it."
             ),
         )
         self._alarm(
@@ -448,13 +448,8 @@ class Monitoring(Construct):
                 datapoints=FUNCTION_DATAPOINTS,
             )
 
-    def _pool_alarms(self, pool_limits: Sequence[PoolLimit]) -> None:
+    def _pool_alarm(self) -> None:
         """One alarm for every limit of every pool: the highest share of a limit any pool uses."""
-        if not pool_limits:
-            return
-        for limit in pool_limits:
-            if limit.value is None:
-                raise ValueError(f"NodePool {limit.nodepool}: limit on {limit.resource} without a value")
         self._alarm(
             "PoolNearLimit",
             self.metrics.series("NodePoolLimitUsed", "Maximum", period=Duration.minutes(5)).with_(

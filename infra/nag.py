@@ -134,6 +134,28 @@ def _instance_profiles(cluster: str) -> list[str | RegexAppliesTo]:
     ]
 
 
+_ROLE_PATTERNS_REASON = (
+    "iam:PassRole (to EC2 only, iam:PassedToService) on the node roles the deployment names by pattern in "
+    "-c nodeClassRoles, for the cluster's EC2NodeClasses' spec.role: the stack cannot read the node classes, "
+    "which change without a deploy; Karpenter's controller policy is widened the same way."
+)
+
+
+def _role_patterns(settings: Settings) -> list[str | RegexAppliesTo]:
+    """The finding ids of the ``-c nodeClassRoles`` entries holding a wildcard (``infra/nodeclasses.py``)."""
+    partition, account = r"(<AWS::Partition>|aws[a-z-]*)", r"(<AWS::AccountId>|\d{12})"
+    found: list[str | RegexAppliesTo] = []
+    for role in settings.node_class_roles:
+        if "*" not in role:
+            continue
+        if role.startswith("arn:"):
+            found.append(f"Resource::{role}")
+        else:
+            name = re.escape(role).replace("/", "\\/")
+            found.append(RegexAppliesTo(regex=f"/^Resource::arn:{partition}:iam::{account}:role\\/{name}$/"))
+    return found
+
+
 def add_suppressions(stack: NaggedStack) -> None:
     """Attach every justified suppression to the construct it concerns."""
     _node_role(stack)
@@ -237,8 +259,11 @@ def _role(stack: NaggedStack, name: str) -> None:
             applies_to, reason = _WILDCARDS[capability]
             suppressions.append(_s("AwsSolutions-IAM5", reason, list(applies_to)))
     profiles = {Capability.LAUNCH, Capability.DELETE_INSTANCE_PROFILES} & SPECS[name].capabilities
-    if stack.functions.profile_roles and profiles:
+    if stack.functions.makes_profiles and profiles:
         suppressions.append(_s("AwsSolutions-IAM5", _PROFILES_REASON, _instance_profiles(stack.settings.cluster_name)))
+    patterns = _role_patterns(stack.settings)
+    if patterns and Capability.LAUNCH in SPECS[name].capabilities:
+        suppressions.append(_s("AwsSolutions-IAM5", _ROLE_PATTERNS_REASON, patterns))
     if stack.settings.vpc_id:
         suppressions.append(
             _s(

@@ -19,9 +19,10 @@ from typing import Any
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9A-Za-z-]+$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+#: a role of ``-c nodeClassRoles``: its ARN or its name (a path may precede it), ``*`` matching any characters
+_NODE_CLASS_ROLE = re.compile(r"^(arn:aws[a-z-]*:iam::\d{12}:role/)?[\w+=,.@/*-]+$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SG_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
-_TAG = re.compile(r"^([^=]+)=(.*)$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _OUR_KEY = re.compile(r"^[a-z][A-Za-z0-9]*$")
 #: the group the functions' roles are mapped to by default; `infra/rbac.yaml` is bound to it
@@ -39,13 +40,21 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 #: Every context key the app reads; an unknown ``-c`` key is almost always a typo worth stopping for.
 KNOWN_KEYS = frozenset(
     {
-        "clusterName", "configFile", "nodeRoleArn", "subnetTag", "securityGroupTag", "vpcId",
+        "clusterName", "configFile", "nodeRoleArn", "vpcId",
         "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
         "kubernetesAccess",
         "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
         "retainState", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily",
     }
-) | frozenset({"ebsKmsKeyArns", "instanceProfileRoleArns"})  # fmt: skip
+) | frozenset({"ebsKmsKeyArns", "instanceProfileRoleArns", "nodeClassRoles"})  # fmt: skip
+
+#: Keys an older release read, with what to do instead: refused by name rather than as unknown typos.
+RETIRED_KEYS = {
+    "subnetTag": "the stack deploys no default EC2NodeClass any more (the config lives in the cluster): write "
+                 "subnetSelectorTerms in your EC2NodeClass and kubectl apply it",
+    "securityGroupTag": "the stack deploys no default EC2NodeClass any more (the config lives in the cluster): "
+                        "write securityGroupSelectorTerms in your EC2NodeClass and kubectl apply it",
+}
 
 
 class SettingsError(ValueError):
@@ -53,22 +62,14 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class Tag:
-    """A ``key=value`` discovery tag (subnets and security groups of the default EC2NodeClass)."""
-
-    key: str
-    value: str
-
-
-@dataclass(frozen=True)
 class Settings:
     """Everything the stack is parameterised by. Only ``cluster_name`` is required."""
 
     cluster_name: str
+    #: ``-c configFile``: NodePool/EC2NodeClass YAML checked at synth, once, and never stored: the config
+    #: lives in the cluster (``infra/config_file.py``)
     config_file: Path | None = None
     node_role_arn: str | None = None
-    subnet_tag: Tag | None = None
-    security_group_tag: Tag | None = None
     vpc_id: str | None = None
     cluster_security_group_id: str | None = None
     cluster_endpoint: str | None = None
@@ -88,20 +89,15 @@ class Settings:
     #: ``-c instanceProfileRoleArns=arn1,arn2``: the roles held by the instance profiles node classes name
     #: in ``spec.instanceProfile`` (carpool passes only roles the deployment names)
     instance_profile_role_arns: tuple[str, ...] = ()
+    #: ``-c nodeClassRoles=name,prefix-*,arn``: the roles the cluster's EC2NodeClasses may name in
+    #: ``spec.role`` besides the stack's node role (Karpenter's controller policy passes one node role;
+    #: ``infra/nodeclasses.py``); names resolve in the stack's account, ``*`` matches any characters
+    node_class_roles: tuple[str, ...] = ()
     #: cluster facts the functions otherwise read from DescribeCluster (``carpool.adapters.aws.eks``)
     cluster_version: str | None = None
     service_cidr: str | None = None
     cluster_dns: str | None = None
     ip_family: str | None = None
-
-    @property
-    def discovery_subnet_tag(self) -> Tag:
-        """Subnet selector of the default EC2NodeClass; Karpenter's convention unless overridden."""
-        return self.subnet_tag or Tag("karpenter.sh/discovery", self.cluster_name)
-
-    @property
-    def discovery_security_group_tag(self) -> Tag:
-        return self.security_group_tag or Tag("karpenter.sh/discovery", self.cluster_name)
 
     @property
     def stack_name(self) -> str:
@@ -112,15 +108,14 @@ class Settings:
     def bus_name(self) -> str:
         return f"carpool-{self.cluster_name}"
 
-    @property
-    def config_parameter_name(self) -> str:
-        return f"/carpool/{self.cluster_name}/config"
-
     @classmethod
     def from_context(cls, context: Mapping[str, Any], *, base_dir: Path | None = None) -> Settings:
         """Parse and validate; ``base_dir`` resolves a relative ``configFile`` (the directory of cdk.json)."""
         # CDK itself stores keys such as "@aws-cdk/...", "aws:cdk:...", "vpc-provider:account=..." and
         # "acknowledged-issue-numbers"; only bare camelCase keys can be ours.
+        retired = sorted(k for k in context if k in RETIRED_KEYS)
+        if retired:
+            raise SettingsError(f"context {retired[0]} is no longer read: {RETIRED_KEYS[retired[0]]}")
         unknown = sorted(k for k in context if _OUR_KEY.match(k) and k not in KNOWN_KEYS)
         if unknown:
             raise SettingsError(f"unknown context key(s) {unknown}; known keys: {sorted(KNOWN_KEYS)}")
@@ -138,8 +133,6 @@ class Settings:
             cluster_name=cluster,
             config_file=_config_file(context, base_dir),
             node_role_arn=_matching(context, "nodeRoleArn", _ROLE_ARN, "arn:aws:iam::123456789012:role/NAME"),
-            subnet_tag=_tag(context, "subnetTag"),
-            security_group_tag=_tag(context, "securityGroupTag"),
             vpc_id=_matching(context, "vpcId", _VPC_ID, "vpc-0123456789abcdef0"),
             cluster_security_group_id=_matching(
                 context, "clusterSecurityGroupId", _SG_ID, "sg-0123456789abcdef0"
@@ -157,6 +150,8 @@ class Settings:
                                    "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
             instance_profile_role_arns=_arns(context, "instanceProfileRoleArns", _ROLE_ARN,
                                              "arn:aws:iam::123456789012:role/NAME"),
+            node_class_roles=_arns(context, "nodeClassRoles", _NODE_CLASS_ROLE,
+                                   "team-a-nodes, KarpenterNodeRole-*, or arn:aws:iam::123456789012:role/NAME"),
             cluster_version=_matching(context, "clusterVersion", _K8S_VERSION, "1.32"),
             service_cidr=_network(context, "serviceCidr"),
             cluster_dns=_address(context, "clusterDns"),
@@ -260,16 +255,6 @@ def _flag(context: Mapping[str, Any], key: str, *, default: bool) -> bool:
     raise SettingsError(f"context {key}={value!r} must be true or false")
 
 
-def _tag(context: Mapping[str, Any], key: str) -> Tag | None:
-    value = _text(context, key)
-    if value is None:
-        return None
-    match = _TAG.match(value)
-    if not match or not match.group(1).strip():
-        raise SettingsError(f"context {key}={value!r} must be key=value, e.g. karpenter.sh/discovery=my-cluster")
-    return Tag(match.group(1).strip(), match.group(2).strip())
-
-
 def _endpoint(context: Mapping[str, Any]) -> str | None:
     value = _text(context, "clusterEndpoint")
     if value is not None and not value.startswith("https://"):
@@ -296,7 +281,7 @@ def _choice(context: Mapping[str, Any], key: str, choices: tuple[str, ...], *, d
 
 
 def _arns(context: Mapping[str, Any], key: str, pattern: re.Pattern[str], example: str) -> tuple[str, ...]:
-    """A comma-separated list (or a JSON list from cdk.json) of ARNs, each checked."""
+    """A comma-separated list (or a JSON list from cdk.json) of ARNs (or role names), each checked."""
     value = context.get(key)
     if value is None:
         return ()

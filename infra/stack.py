@@ -2,12 +2,14 @@
 
 Everything a cluster needs lives in one stack named ``carpool-<cluster>`` so that ``cdk deploy`` and
 ``cdk destroy`` are the whole lifecycle, and two clusters in one account never share a bus, a table or a
-role. The constructs are wired here and nowhere else: state, cluster access, config, events, functions,
-monitoring, then the cdk-nag suppressions (which need to see all of them).
+role. The constructs are wired here and nowhere else: state, cluster access, events, functions, monitoring,
+then the cdk-nag suppressions (which need to see all of them). The NodePools and EC2NodeClasses are not in
+the stack: they live in the cluster (``-c configFile`` is only checked, ``infra/config_file.py``).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from aws_cdk import Annotations, CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.cluster import ClusterAccess
-from infra.config import load_config, store_config
+from infra.config_file import CheckedConfig, check_config_file
 from infra.events import EventRouting
 from infra.functions import FUNCTIONS_DIR, QUEUE_CONSUMERS, SPECS, Functions
 from infra.layer import LAYER_DIR
@@ -57,12 +59,8 @@ class CarpoolStack(Stack):
 
         self.tables = StateTables(self, "State", retain_state=settings.retain_state)
         self.cluster = ClusterAccess(self, "Cluster", settings=settings)
-        self.cluster_config = load_config(settings, self.cluster.node_role.role_name)
-        # what the node classes ask of IAM; what the deployment does not grant is refused here, by field
-        self.nodeclass_needs = needs_of(self.cluster_config.text)
-        check(self.nodeclass_needs, settings, self.cluster_config.source)
-        self.config_parameters = store_config(self, settings, self.cluster_config)
-        self.config_parameter = self.config_parameters.index
+        #: ``-c configFile``, judged and checked against this deployment's grants; never stored
+        self.checked_config: CheckedConfig | None = self._check_config_file()
         self.routing = EventRouting(
             self, "Events", settings=settings, timeouts={name: SPECS[name].timeout for name in QUEUE_CONSUMERS}
         )
@@ -73,11 +71,8 @@ class CarpoolStack(Stack):
             tables=self.tables,
             routing=self.routing,
             cluster=self.cluster,
-            config_parameter=self.config_parameter,
-            config_parameter_arns=self.config_parameters.parameter_arns,
             layer_dir=layer_dir,
             functions_dir=functions_dir,
-            needs=self.nodeclass_needs,
         )
         self.monitoring = Monitoring(
             self,
@@ -86,12 +81,24 @@ class CarpoolStack(Stack):
             functions=self.functions.functions,
             work_queues={name: work.queue for name, work in self.routing.work_queues.items()},
             dead_letter_queues=self.routing.dead_letter_queues,
-            pool_limits=self.cluster_config.pool_limits,
             log_groups=self.functions.log_groups,
         )
         self._outputs()
         self._warn_unheard_alarms()
         add_suppressions(self)
+
+    def _check_config_file(self) -> CheckedConfig | None:
+        """F of ``-c configFile``: refused by field when invalid or asking for what this deployment does not
+        grant; else one line, on stderr and as a synth annotation, saying it is not stored and how to apply it."""
+        if self.settings.config_file is None:
+            return None
+        checked = check_config_file(self.settings.config_file)
+        known_role = self.settings.node_role_arn.rsplit("/", 1)[-1] if self.settings.node_role_arn else None
+        check(needs_of(checked.manifests), self.settings, checked.source, known_role)
+        for line in (*checked.warnings, checked.how_to_apply()):
+            print(f"carpool: {line}", file=sys.stderr)
+        Annotations.of(self).add_info(checked.how_to_apply())
+        return checked
 
     def _warn_unheard_alarms(self) -> None:
         """Alarms notify the topic; without ``-c alarmEmail`` nobody is subscribed unless the operator adds a
@@ -109,8 +116,8 @@ class CarpoolStack(Stack):
         outputs: dict[str, tuple[str, str]] = {
             "EventBusName": (self.routing.bus.event_bus_name, "carpool bus; the watcher puts events here"),
             "StateTableName": (self.tables.state.table_name, "claims, pool usage, unavailable offerings"),
-            "ConfigParameterName": (self.config_parameter.parameter_name, "NodePools/EC2NodeClasses YAML"),
             "NodeRoleArn": (self.cluster.node_role.role_arn, "role carpool nodes run as"),
+            "NodeRoleName": (self.cluster.node_role.role_name, "spec.role of your EC2NodeClasses"),
             "InstanceProfileName": (self.cluster.instance_profile.instance_profile_name, "its instance profile"),
             "DashboardName": (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
         }

@@ -190,7 +190,8 @@ def test_a_layer_that_cannot_be_built_ends_with_one_line(
 
 def test_outputs_name_what_operators_look_for(default: Synth) -> None:
     outputs = default.template.to_json()["Outputs"]
-    for name in ("EventBusName", "StateTableName", "ConfigParameterName", "NodeRoleArn", "InstanceProfileName",
+    assert "ConfigParameterName" not in outputs  # the config lives in the cluster
+    for name in ("EventBusName", "StateTableName", "NodeRoleArn", "NodeRoleName", "InstanceProfileName",
                  "DashboardName", "WatcherFunctionName", "ProvisionerRoleArn", "AlarmTopicArn"):  # fmt: skip
         assert name in outputs, name
 

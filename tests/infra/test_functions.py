@@ -44,7 +44,6 @@ def test_function_environment(default: Synth, name: str) -> None:
         "CARPOOL_TABLE": "${" + default.logical_id(stack.tables.state) + "}",
         "CARPOOL_IDEMPOTENCY_TABLE": "${" + default.logical_id(stack.tables.idempotency) + "}",
         "CARPOOL_EVENT_BUS": "${" + default.logical_id(stack.routing.bus) + "}",
-        "CARPOOL_CONFIG_PARAMETER": "${" + default.logical_id(stack.config_parameter) + "}",
         "CARPOOL_NODE_ROLE_ARN": "${" + default.logical_id(stack.cluster.node_role) + ".Arn}",
         "CARPOOL_INSTANCE_PROFILE": "${" + default.logical_id(stack.cluster.instance_profile) + "}",
         "POWERTOOLS_SERVICE_NAME": "carpool",
@@ -53,9 +52,8 @@ def test_function_environment(default: Synth, name: str) -> None:
     }
 
 
-def test_bus_and_parameter_names_resolve_to_what_the_contract_says(default: Synth) -> None:
+def test_bus_name_resolves_to_what_the_contract_says(default: Synth) -> None:
     default.template.has_resource_properties("AWS::Events::EventBus", {"Name": "carpool-demo"})
-    default.template.has_resource_properties("AWS::SSM::Parameter", {"Name": "/carpool/demo/config"})
 
 
 def test_optional_endpoint_and_ca_reach_the_environment_only_when_given(full: Synth, default: Synth) -> None:

@@ -1,6 +1,8 @@
-"""IAM that follows the EC2NodeClasses of the config (``infra/nodeclasses.py``): PassRole on exactly the
-roles named, instance-profile actions only on carpool's own profiles, KMS only for EBS through EC2 on the
-keys named; and synth refusing, by field, what the deployment was not granted."""
+"""IAM for what the cluster's EC2NodeClasses may name (``infra/nodeclasses.py``), decided by context keys
+as Karpenter's controller policy decides it: PassRole on exactly the stack's node role and the roles of
+``-c nodeClassRoles`` (names or patterns) and ``-c instanceProfileRoleArns``, instance-profile actions only
+on carpool's own profiles and only when other roles are named, KMS only for EBS through EC2 on the keys
+named; and a one-shot ``-c configFile`` refused at synth, by field, when it asks for what is not granted."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import Any
 
 import pytest
 from aws_cdk import Environment
-from cdk_support import ACCOUNT, NODE_ROLE_ARN, REGION, Synth, actions_of, statements
+from cdk_support import ACCOUNT, NODE_ROLE_ARN, REGION, Synth, actions_of, as_list, flatten, statements
 from iam_eval import evaluate
-from infra.config import ConfigError
+from infra.config_file import ConfigError
 
 KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 OTHER_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/ffffffff-12ab-34cd-56ef-1234567890ab"
@@ -61,16 +63,24 @@ TEAMS = config(
 )
 
 
+#: the roles the teams' node classes name besides the stack's: team-a's by its path, anything of team-c's
+NODE_CLASS_ROLES = "teams/team-a-nodes,team-c-*"
+GRANTS = {"nodeClassRoles": NODE_CLASS_ROLES, "ebsKmsKeyArns": KEY, "instanceProfileRoleArns": PROFILE_ROLE}
+
+
 def _context(tmp: Path, text: str, **extra: str) -> dict[str, str]:
+    """A deployment with a one-shot ``configFile`` (checked, not stored)."""
     path = tmp / "nodepools.yaml"
     path.write_text(text)
-    return {"clusterName": CLUSTER, "configFile": str(path), "nodeRoleArn": NODE_ROLE_ARN, **extra}
+    return {"clusterName": CLUSTER, "configFile": str(path), "nodeRoleArn": NODE_ROLE_ARN,
+            "nodeClassRoles": "team-a-nodes,teams/*", **extra}
 
 
 @pytest.fixture(scope="module")
-def teams(synth: Callable[..., Synth], tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    context = _context(tmp_path_factory.mktemp("teams"), TEAMS, ebsKmsKeyArns=KEY, instanceProfileRoleArns=PROFILE_ROLE)
-    return synth(context, env=Environment(account=ACCOUNT, region=REGION))
+def teams(synth: Callable[..., Synth]) -> Synth:
+    """No file at all: what the cluster's node classes may name is the deployment's to say."""
+    return synth({"clusterName": CLUSTER, "nodeRoleArn": NODE_ROLE_ARN, **GRANTS},
+                 env=Environment(account=ACCOUNT, region=REGION))
 
 
 def _bind(value: Any) -> Any:
@@ -109,11 +119,21 @@ TO_EC2 = {"iam:PassedToService": "ec2.amazonaws.com"}
 @pytest.mark.parametrize("function", ["provisioner", "interruption", "disruption"])
 def test_pass_role_covers_exactly_the_roles_the_deployment_names(teams: Synth, function: str) -> None:
     found = policy(teams, function)
-    for role in (NODE_ROLE_ARN, f"arn:aws:iam::{ACCOUNT}:role/teams/team-a-nodes", PROFILE_ROLE):
+    for role in (NODE_ROLE_ARN, f"arn:aws:iam::{ACCOUNT}:role/teams/team-a-nodes", PROFILE_ROLE,
+                 f"arn:aws:iam::{ACCOUNT}:role/team-c-gpu", f"arn:aws:iam::{ACCOUNT}:role/team-c-"):
         assert allowed(found, "iam:PassRole", role, **TO_EC2), role
         assert not allowed(found, "iam:PassRole", role, **{"iam:PassedToService": "lambda.amazonaws.com"})
     for role in ("admin", "team-a-nodes", "teams/team-c-nodes"):  # team-a's path is part of its ARN
         assert not allowed(found, "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/{role}", **TO_EC2), role
+    assert not allowed(found, "iam:PassRole", "arn:aws:iam::999999999999:role/team-c-gpu", **TO_EC2)
+
+
+def test_without_other_roles_only_the_stack_node_role_is_passed(default: Synth, full: Synth) -> None:
+    """Karpenter's `AllowPassingInstanceRole`: the one node role, whatever the cluster's node classes say."""
+    for synth in (default, full):
+        (statement,) = [s for s in policy(synth, "provisioner") if s.get("Sid") == "PassNodeRoles"]
+        role = synth.stack.cluster.node_role
+        assert as_list(statement["Resource"]) == [flatten(synth.stack.resolve(role.role_arn))]
 
 
 def test_functions_that_launch_nothing_pass_no_role(teams: Synth) -> None:
@@ -172,7 +192,7 @@ def test_iam_actions_granted_are_exactly_what_profiles_need(teams: Synth) -> Non
         assert got == expected, function
 
 
-def test_a_config_with_only_the_stack_role_grants_no_profile_action(full: Synth, default: Synth) -> None:
+def test_a_deployment_naming_no_other_role_grants_no_profile_action(full: Synth, default: Synth) -> None:
     for synth in (full, default):
         for function in ("provisioner", "disruption"):
             got = {a for s in policy(synth, function) for a in actions_of(s) if a.startswith(("iam:", "kms:"))}
@@ -196,7 +216,32 @@ def test_ec2_may_use_the_granted_key_for_the_launch_and_nothing_else(teams: Synt
     assert not allowed(found, "kms:Encrypt", KEY, **via_ec2)
 
 
-# -- refused at synth, by field ---------------------------------------------------------------------------------
+# -- a one-shot configFile refused at synth, by field --------------------------------------------------------
+def test_a_role_the_deployment_may_not_pass_is_refused_naming_the_field(
+    synth: Callable[..., Synth], tmp_path: Path
+) -> None:
+    text = config(nodeclass("team", "role: team-b-nodes"))
+    with pytest.raises(ConfigError, match=r"EC2NodeClass team: spec\.role 'team-b-nodes'") as info:
+        synth(_context(tmp_path, text), nag=False)
+    assert "-c nodeClassRoles=team-b-nodes" in str(info.value) and "\n" not in str(info.value)
+    synth(_context(tmp_path, text, nodeClassRoles="team-*"), nag=False)  # a pattern covers it
+
+
+def test_a_file_within_the_grants_passes_the_check_and_changes_no_policy(
+    synth: Callable[..., Synth], teams: Synth, tmp_path: Path
+) -> None:
+    checked = synth({**_context(tmp_path, TEAMS), **GRANTS}, env=Environment(account=ACCOUNT, region=REGION), nag=False)
+    for function in ("provisioner", "disruption"):
+        assert policy(checked, function) == policy(teams, function)
+
+
+def test_the_stack_node_role_is_passable_whether_named_or_created(synth: Callable[..., Synth], tmp_path: Path) -> None:
+    """`-c nodeRoleArn` names it; a role the stack creates is named after the stack (`<stack>-...`)."""
+    synth(_context(tmp_path, config(nodeclass("team", "role: KarpenterNodeRole-prod"))), nag=False)
+    created = config(nodeclass("team", f"role: carpool-{CLUSTER}-ClusterNodeRole1A2B3C-XYZ"))
+    context = {k: v for k, v in _context(tmp_path, created).items() if k != "nodeRoleArn"}
+    synth(context, nag=False)
+
 def test_a_key_the_deployment_was_not_granted_is_refused_naming_the_field(
     synth: Callable[..., Synth], tmp_path: Path
 ) -> None:
@@ -223,7 +268,7 @@ def test_the_instance_profile_wildcard_is_reviewed_and_nothing_else_is_reported(
 ) -> None:
     from test_nag import findings
 
-    agnostic = synth(_context(tmp_path, TEAMS, ebsKmsKeyArns=KEY, instanceProfileRoleArns=PROFILE_ROLE))
+    agnostic = synth({"clusterName": CLUSTER, "nodeRoleArn": NODE_ROLE_ARN, **GRANTS})
     for variant in (teams, agnostic):  # literal and token region/account
         assert findings(variant) == []
 

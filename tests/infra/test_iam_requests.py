@@ -134,7 +134,6 @@ def _bindings(synth: Synth, rec: Recording) -> dict[str, str]:
         "${" + synth.logical_id(stack.tables.state) + "}": table,
         "${" + synth.logical_id(stack.tables.idempotency) + ".Arn}": arn.format("dynamodb", f"table/{idempotency}"),
         "${" + synth.logical_id(stack.routing.bus) + ".Arn}": arn.format("events", f"event-bus/{env['CARPOOL_EVENT_BUS']}"),
-        "${" + synth.logical_id(stack.config_parameter) + "}": env["CARPOOL_CONFIG_PARAMETER"],
         "${" + synth.logical_id(stack.routing.work_queues["interruption"].queue) + ".Arn}":
             arn.format("sqs", queue_name(rec.cluster, "interruption")),
     }  # fmt: skip

@@ -90,3 +90,16 @@ def test_the_first_deploy_binds_the_rbac_the_default_access_entries_need() -> No
     steps = [line.strip() for line in section(README.read_text(), "### From zero to a working autoscaler").splitlines()]
     for command in kubernetes_access_setup(DEFAULT_KUBERNETES_GROUP).split(" && "):
         assert command in steps, f"README's first deploy lacks `{command}`"
+
+
+def test_the_first_deploy_installs_karpenters_crds_and_applies_the_nodepools() -> None:
+    """The config lives in the cluster: the first deploy installs Karpenter's CRDs, at the version carpool
+    follows (the chart, or the same files as shipped here), and applies the user's NodePools with kubectl."""
+    steps = [line.strip() for line in section(README.read_text(), "### From zero to a working autoscaler").splitlines()]
+    helm = [s for s in steps if s.startswith("helm ") and "oci://public.ecr.aws/karpenter/karpenter-crd" in s]
+    assert helm and "--version 1.14.1" in helm[0], steps
+    crds = REPO / "tests/data/karpenter-crds-v1.14.1"
+    assert any("kubectl apply -f tests/data/karpenter-crds-v1.14.1/" in s for s in steps) and crds.is_dir()
+    applied = [s for s in steps if s.startswith("kubectl apply -f") and "nodepool" in s]
+    assert applied, steps
+    assert not [s for s in steps if s.startswith("npx ") and "configFile" in s], "a deploy needs no config file"

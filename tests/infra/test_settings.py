@@ -5,17 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from infra.settings import Settings, SettingsError, Tag
+from infra.settings import Settings, SettingsError
 
 
 def test_only_cluster_name_is_required() -> None:
     settings = Settings.from_context({"clusterName": "demo"})
     assert settings.cluster_name == "demo"
     assert settings.bus_name == "carpool-demo"
-    assert settings.config_parameter_name == "/carpool/demo/config"
     assert settings.stack_name == "carpool-demo"
-    assert settings.discovery_subnet_tag == Tag("karpenter.sh/discovery", "demo")
-    assert settings.discovery_security_group_tag == Tag("karpenter.sh/discovery", "demo")
+    assert settings.node_class_roles == () and settings.instance_profile_role_arns == ()
     assert settings.node_role_arn is None and settings.vpc_id is None and settings.config_file is None
     assert settings.access_entries and settings.reserved_concurrency and settings.retain_state
     assert settings.log_retention_days == 30 and settings.log_level == "INFO"
@@ -63,7 +61,8 @@ def test_cdk_own_context_keys_are_ignored() -> None:
         ("nodeRoleArn", "arn:aws:iam::123:role/x"),
         ("vpcId", "subnet-0123456789abcdef0"),
         ("clusterEndpoint", "http://insecure"),
-        ("subnetTag", "no-equals-sign"),
+        ("nodeClassRoles", "team a"),
+        ("nodeClassRoles", "arn:aws:iam::123:role/x"),
         ("logRetentionDays", "31"),
         ("logLevel", "chatty"),
         ("reservedConcurrency", "maybe"),
@@ -85,15 +84,24 @@ def test_values_from_the_command_line_are_strings() -> None:
             "retainState": False,
             "logRetentionDays": "7",
             "logLevel": "debug",
-            "subnetTag": "team=platform",
-            "securityGroupTag": "kubernetes.io/cluster/demo=owned",
+            "nodeClassRoles": "team-a-nodes, KarpenterNodeRole-*,arn:aws:iam::123456789012:role/teams/b",
             "nodeRoleArn": "arn:aws:iam::123456789012:role/path/NodeRole",
         }
     )
     assert not settings.access_entries and not settings.reserved_concurrency and not settings.retain_state
     assert settings.log_retention_days == 7 and settings.log_level == "DEBUG"
-    assert settings.discovery_subnet_tag == Tag("team", "platform")
-    assert settings.discovery_security_group_tag == Tag("kubernetes.io/cluster/demo", "owned")
+    assert settings.node_class_roles == ("team-a-nodes", "KarpenterNodeRole-*",
+                                         "arn:aws:iam::123456789012:role/teams/b")
+
+
+@pytest.mark.parametrize("key", ["subnetTag", "securityGroupTag"])
+def test_the_default_nodeclass_keys_are_refused_saying_where_the_selectors_go(key: str) -> None:
+    """They shaped the default EC2NodeClass the stack stored; the config now lives in the cluster."""
+    with pytest.raises(SettingsError) as info:
+        Settings.from_context({"clusterName": "demo", key: "team=platform"})
+    message = str(info.value)
+    assert message.startswith(f"context {key} is no longer read") and "kubectl apply" in message
+    assert ("subnetSelectorTerms" if key == "subnetTag" else "securityGroupSelectorTerms") in message
 
 
 def test_config_file_is_resolved_against_the_project(tmp_path: Path) -> None:

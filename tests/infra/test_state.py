@@ -1,9 +1,8 @@
-"""DynamoDB tables and the config parameter."""
+"""DynamoDB tables, and no config stored beside them."""
 
 from __future__ import annotations
 
-import yaml
-from cdk_support import POOLS_YAML, Synth, flatten
+from cdk_support import Synth
 
 
 def table(synth: Synth, construct: object) -> dict:
@@ -49,29 +48,8 @@ def test_idempotency_table_uses_powertools_defaults(default: Synth) -> None:
     assert resource["DeletionPolicy"] == "Delete"
 
 
-def parameter(synth: Synth) -> dict:
-    return flatten(synth.resources("AWS::SSM::Parameter")[synth.logical_id(synth.stack.config_parameter)]["Properties"])
-
-
-def test_config_parameter_from_file_is_stored_verbatim(full: Synth) -> None:
-    props = parameter(full)
-    assert props["Name"] == "/carpool/prod/config"
-    assert props["Tier"] == "Advanced"
-    assert props["Type"] == "String"
-    assert props["Value"] == POOLS_YAML
-
-
-def test_default_config_is_a_usable_nodepool_and_nodeclass(default: Synth) -> None:
-    props = parameter(default)
-    assert props["Name"] == "/carpool/demo/config"
-    assert props["Tier"] == "Advanced"
-    documents = list(yaml.safe_load_all(props["Value"]))
-    assert [d["kind"] for d in documents] == ["NodePool", "EC2NodeClass"]
-    pool, node_class = documents
-    assert pool["spec"]["limits"] == {"cpu": "100", "memory": "400Gi"}
-    assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == node_class["metadata"]["name"]
-    # The node role the stack created, by name (Karpenter v1 EC2NodeClass.spec.role).
-    assert node_class["spec"]["role"] == "${" + default.logical_id(default.stack.cluster.node_role) + "}"
-    discovery = {"tags": {"karpenter.sh/discovery": "demo"}}
-    assert node_class["spec"]["subnetSelectorTerms"] == [discovery]
-    assert node_class["spec"]["securityGroupSelectorTerms"] == [discovery]
+def test_the_stack_stores_no_config(full: Synth, default: Synth) -> None:
+    """The NodePools and EC2NodeClasses live in the cluster: no SSM parameter holds them, with or without
+    ``-c configFile`` (``full`` passes one)."""
+    for synth in (full, default):
+        assert synth.resources("AWS::SSM::Parameter") == {}

@@ -76,8 +76,15 @@ def nodeclass(
 
 
 def manifests(*docs: Mapping[str, Any]) -> str:
-    """The documents as one multi-document YAML text (what `LocalAws.put_config` stores)."""
+    """The documents as one multi-document YAML text (what `kubectl apply -f` would be given)."""
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def apply_config(cluster: SimulatedCluster, config: str) -> None:
+    """`kubectl apply` of each NodePool/EC2NodeClass document of `config` to `cluster`."""
+    for doc in yaml.safe_load_all(config):
+        if isinstance(doc, dict):
+            cluster.apply_object(doc)
 
 
 # -- clock and dependencies ------------------------------------------------------------------------------
@@ -92,11 +99,12 @@ class Clock:
 def build_deps(aws: LocalAws, clock: Clock, config: str) -> wiring.Dependencies:
     """Production wiring on local AWS; the shipped catalog keeps tests fast (the EC2-built catalog is
     exercised by the simulation)."""
-    aws.put_config(config)
+    cluster = SimulatedCluster(clock)
+    apply_config(cluster, config)
     # the stack's node role and its profile, as the stack's environment names them
     settings = dataclasses.replace(Settings.from_env(), cluster_name=CLUSTER, instance_profile="node-profile",
                                    node_role="arn:aws:iam::123456789012:role/node-role", **CLUSTER_FACTS)
-    deps = aws_wiring.build_from_env(settings, cluster=SimulatedCluster(clock))
+    deps = aws_wiring.build_from_env(settings, cluster=cluster, karpenter=cluster)
     return dataclasses.replace(deps, clock=clock, catalog=StaticCatalogSource("us-east-1"))
 
 

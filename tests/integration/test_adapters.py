@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from carpool import labels
 from carpool.adapters.aws.catalog import Ec2Catalog, fetch_catalog_inputs, latest_spot_prices
-from carpool.adapters.aws.config import SsmConfigText
 from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
 from carpool.adapters.aws.ec2 import Ec2Compute
 from carpool.adapters.aws.events import EventBridgePublisher
@@ -444,18 +443,7 @@ def test_publisher_retries_failed_entries_once() -> None:
     assert client.sent == [["a", "b", "c"], ["b", "c"]]
 
 
-# -- config, catalog, pricing ------------------------------------------------------------------------------
-def test_config_text_comes_from_the_parameter_and_is_cached(local_aws: LocalAws) -> None:
-    name = local_aws.put_config("apiVersion: karpenter.sh/v1\nkind: NodePool\n")
-    reader = SsmConfigText()
-    assert reader.parameter_name == name == f"/carpool/{CLUSTER}/config"
-    assert reader.read().startswith("apiVersion: karpenter.sh/v1")
-
-    local_aws.put_config("changed: true\n")
-    assert reader().startswith("apiVersion")  # cached for max_age
-    assert SsmConfigText(name, max_age=0).read() == "changed: true\n"
-
-
+# -- catalog, pricing ------------------------------------------------------------------------------
 def test_pricing_falls_back_to_the_static_table(local_aws: LocalAws) -> None:
     prices = OnDemandPrices(region="us-east-1")  # moto has no Pricing API
     table = prices.prices()

@@ -1,15 +1,16 @@
 """The production wiring on local AWS, its clock swapped as the simulation swaps it: a NodePool edited in
-SSM is read 60 s of that clock later, and a new AMI release 300 s later (the config and AMI caches keep
-time by `deps.clock`, not by the wall clock)."""
+the cluster (`kubectl apply`) is read `CONFIG_RECHECK_SECONDS` of that clock later, and a new AMI release
+300 s later (the config and AMI caches keep time by `deps.clock`, not by the wall clock)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from carpool_env import AL2023_X86, MakeDeps, manifests, nodeclass, nodepool
+from carpool_env import AL2023_X86, MakeDeps, apply_config, manifests, nodeclass, nodepool
 
 from carpool.app import images
+from carpool.app.cluster_config_source import CONFIG_RECHECK_SECONDS
 from carpool.sim.localaws.server import LocalAws
 
 REQUIREMENTS = {"node.kubernetes.io/instance-type": ["m5.large"], "karpenter.sh/capacity-type": ["on-demand"]}
@@ -32,11 +33,11 @@ def _image(deps: Any) -> str:
     return ami.id
 
 
-def test_an_edited_nodepool_is_read_a_minute_of_the_clock_later(make_deps: MakeDeps, aws: LocalAws) -> None:
+def test_an_edited_nodepool_is_read_seconds_of_the_clock_later(make_deps: MakeDeps) -> None:
     deps = make_deps(CONFIG)
     assert _types(deps) == ["m5.large"]
-    aws.put_config(EDITED)
-    _advance(deps, 59)
+    apply_config(deps.cluster, EDITED)
+    _advance(deps, CONFIG_RECHECK_SECONDS - 1)
     assert _types(deps) == ["m5.large"]
     _advance(deps, 1)
     assert _types(deps) == ["c5.large"]

@@ -49,9 +49,9 @@ def requests() -> Iterator[Counter[str]]:
 
 def cold_start(local_aws: LocalAws, clock: datetime = NOW) -> Dependencies:
     """A function's production dependencies as its cold start builds them (new process: new caches)."""
-    local_aws.put_config("# not read here; the wiring needs the parameter to exist")
     settings = dataclasses.replace(Settings.from_env(), cluster_name=local_aws.cluster, region=local_aws.region)
-    deps = aws_wiring.build_from_env(settings, cluster=SimulatedCluster(lambda: clock))
+    cluster = SimulatedCluster(lambda: clock)
+    deps = aws_wiring.build_from_env(settings, cluster=cluster, karpenter=cluster)
     return dataclasses.replace(deps, clock=lambda: clock)
 
 

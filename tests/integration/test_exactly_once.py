@@ -459,8 +459,9 @@ def test_a_gpu_limit_of_one_launches_one_gpu(make_deps: MakeDeps, aws: LocalAws)
     assert instance["InstanceType"] == claim.instance_type and claim.instance_type.startswith("g4dn.")
 
 
-def test_an_invalid_deployed_config_is_loud_and_retried(make_deps: MakeDeps, aws: LocalAws) -> None:
-    deps = make_deps(config(limits={"cpu": "-4"}))
+def test_a_cluster_without_karpenters_crds_is_loud_and_retried(make_deps: MakeDeps, aws: LocalAws) -> None:
+    deps = make_deps(config())
+    deps.cluster.karpenter.installed.clear()  # type: ignore[attr-defined]  # the CRDs were never installed
     wiring.use(deps)
     handler = load_handler("provisioner", ROOT / "functions")
     pods = unschedulable(2, deps)

@@ -25,6 +25,7 @@ import pytest
 from carpool_env import (
     CLUSTER,
     MakeDeps,
+    apply_config,
     helper_client,
     manifests,
     nodeclass,
@@ -159,7 +160,7 @@ def test_a_gpu_limit_added_while_gpu_nodes_run_counts_them(make_deps: MakeDeps, 
     assert gpus_running(aws) == 2
 
     # the operator caps the pool at the 2 GPUs it runs; one more GPU pod turns pending
-    aws.put_config(config(ONE_GPU, {"cpu": "1000", GPU: "2"}))
+    apply_config(deps.cluster, config(ONE_GPU, {"cpu": "1000", GPU: "2"}))  # type: ignore[arg-type]
     deps.clock.now += timedelta(minutes=10)  # type: ignore[attr-defined]  # past the config cache
     provision(deps, unschedulable(deps, 1, "late", **{GPU: "1"}))
     assert gpus_running(aws) == 2, "a GPU was launched past the pool's nvidia.com/gpu limit of 2"
@@ -189,7 +190,7 @@ def test_a_gpu_limit_added_later_counts_gpu_nodes_reserved_before_every_resource
     as_the_previous_release_stored_them(deps, aws, GPU)
     assert GPU not in deps.ledger.usage()["default"]
 
-    aws.put_config(config(ONE_GPU, {"cpu": "1000", GPU: "2"}))
+    apply_config(deps.cluster, config(ONE_GPU, {"cpu": "1000", GPU: "2"}))  # type: ignore[arg-type]
     deps.clock.now += timedelta(minutes=10)  # type: ignore[attr-defined]
     disruption_run(deps)  # every run charges the claims what their nodes have and they never held
     provision(deps, unschedulable(deps, 1, "late", **{GPU: "1"}))

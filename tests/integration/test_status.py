@@ -19,6 +19,7 @@ from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
 from carpool.cli import app
+from carpool.sim.cluster.apiserver import SimApiServer
 from carpool.sim.localaws.lambda_runtime import load_handler
 from carpool.sim.localaws.server import LocalAws
 
@@ -37,12 +38,25 @@ def _provision(pods: list[Pod]) -> dict[str, Any]:
     return handler(sqs_batch(entries), LambdaContext())  # type: ignore[no-any-return]
 
 
+def kubeconfig_for(server: SimApiServer, path: Path) -> Path:
+    """A kubeconfig for the simulated API server, as `aws eks update-kubeconfig` writes one for a cluster."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sim",
+        "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
+        "users": [{"name": "me", "user": {"token": "t"}}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "me"}}]}))
+    return path
+
+
 def _reason_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "carpool.app.reasons" and "is not launched for" in r.getMessage()]
 
 
 def test_a_pods_reasons_are_logged_once_and_status_lists_them_with_the_claims(
-        make_deps: MakeDeps, aws: LocalAws, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_deps: MakeDeps, aws: LocalAws, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     deps = make_deps(CONFIG, start=datetime.now(UTC))  # `carpool status` reads at the wall clock's now
     wiring.use(deps)
     served = pending_pods(2, cpu="1", prefix="web", deps=deps)
@@ -68,8 +82,9 @@ def test_a_pods_reasons_are_logged_once_and_status_lists_them_with_the_claims(
     assert line.pod == "default/huge0" and line.reasons  # type: ignore[attr-defined]  # structured fields
 
     monkeypatch.setenv("CARPOOL_TABLE", deps.settings.table)
-    monkeypatch.setenv("CARPOOL_CONFIG_PARAMETER", deps.settings.config_parameter)
-    answer = CliRunner().invoke(app, ["status", "--json"])
+    with SimApiServer(sim) as server:  # the pools' limits are the cluster's NodePools'
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(server, tmp_path / "kubeconfig")))
+        answer = CliRunner().invoke(app, ["status", "--json"])
     assert answer.exit_code == 0, answer.output
     status = json.loads(answer.stdout)
     (claim,) = status["claims"]
@@ -94,7 +109,8 @@ def test_status_without_a_table_is_one_line_and_exit_2(monkeypatch: pytest.Monke
 
 
 def test_a_node_class_that_refuses_launches_is_in_status_once_until_a_launch_from_it_succeeds(
-        make_deps: MakeDeps, aws: LocalAws, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_deps: MakeDeps, aws: LocalAws, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     """`spec.role` names no IAM role: the real handler, twice (the watcher's next period), logs the cause
     once; `carpool status` (the deployed state table) names the node class, its cause and pool; once the
     role is fixed and a launch succeeds, the entry is gone."""
@@ -111,8 +127,10 @@ def test_a_node_class_that_refuses_launches_is_in_status_once_until_a_launch_fro
     assert len(logged) == 1 and logged[0].cause == "RoleNotFound"  # type: ignore[attr-defined]
 
     monkeypatch.setenv("CARPOOL_TABLE", deps.settings.table)
-    monkeypatch.setenv("CARPOOL_CONFIG_PARAMETER", deps.settings.config_parameter)
-    status = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))  # usage without limits, said on stderr
+    answer = CliRunner().invoke(app, ["status", "--json"])
+    assert answer.stderr.startswith("warning: limits not shown: kubeconfig ") and answer.exit_code == 0
+    status = json.loads(answer.stdout)
     (entry,) = status["notReady"]
     assert (entry["nodeclass"], entry["cause"], entry["nodepools"]) == ("default", "RoleNotFound", ["default"])
     assert entry["message"] == "spec.role: IAM role 'no-such-role' does not exist"

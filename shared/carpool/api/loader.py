@@ -34,7 +34,8 @@ from carpool.api.nodepool import NodePool
 from carpool.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from carpool.api.workloads import WORKLOAD_KINDS, as_pending
 
-__all__ = ["ManifestError", "ManifestErrors", "Manifests", "NamedText", "Source", "load", "strict_yaml_documents"]
+__all__ = ["ManifestError", "ManifestErrors", "Manifests", "NamedText", "Source", "load", "load_object",
+           "strict_yaml_documents"]
 
 
 
@@ -174,6 +175,17 @@ def load(sources: Source | Iterable[Source], *, expand: bool = True) -> Manifest
     items = [sources] if isinstance(sources, str | Path | Mapping | NamedText) else list(sources)
     for index, source in enumerate(items, 1):
         loader.source(source, index)
+    loader.flush()
+    if loader.errors:
+        raise ManifestErrors(loader.errors)
+    return loader.out
+
+
+def load_object(doc: Mapping[str, Any], label: str) -> Manifests:
+    """One object already parsed (as the API server lists it), its problems labelled `label`
+    (`NodePool default`) instead of an input's number. Raises `ManifestErrors`."""
+    loader = _Loader()
+    loader.document(dict(doc), label, "")
     loader.flush()
     if loader.errors:
         raise ManifestErrors(loader.errors)

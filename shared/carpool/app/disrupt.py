@@ -9,7 +9,7 @@ already repaired or released.
 from __future__ import annotations
 
 from carpool.api.k8s import Node
-from carpool.app import cleanup, disruption_executor, nodeclaims, standstill
+from carpool.app import cleanup, config_guard, disruption_executor, nodeclaims, standstill
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
@@ -19,6 +19,8 @@ def run(deps: Dependencies) -> DisruptSummary:
     summary = DisruptSummary()
     # while Karpenter's controller runs, its garbage collection and carpool's would fight: nothing is done
     summary.stood_still = standstill.karpenter_active(deps, "disruption")
+    # without the config every node would look drifted or orphaned: nothing is done either
+    summary.stood_still = summary.stood_still or config_guard.unusable_config(deps, "disruption")
     if summary.stood_still:
         return summary
     now = deps.clock()

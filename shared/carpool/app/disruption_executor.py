@@ -429,6 +429,7 @@ def _plan(world: _World, deps: Dependencies, now: datetime) -> planner.Plan:
     view = candidates.build(list(world.nodes.values()), world.pods, world.claims, deps.cluster.list_pdbs(),
                             deps.settings.cluster_name, now, deps.ledger.nominated(now, waiting) if waiting else {})
     _hold_abandoned(view, world.claims)
+    _hold_unserved_pools(view, deps)
     if not any(not c.disrupting for c in view.candidates):
         return planner.Plan()  # nothing of carpool's to judge: skip pools, AMIs and the catalog
     manifests = deps.config.load()
@@ -502,6 +503,18 @@ def _hold_abandoned(view: candidates.ClusterView, claims: list[Claim]) -> None:
         if booting and not candidate.reserved:
             view.candidates[i] = dataclasses.replace(
                 candidate, reserved=f"the replacement {', '.join(booting)} of its abandoned disruption still boots")
+
+
+def _hold_unserved_pools(view: candidates.ClusterView, deps: Dependencies) -> None:
+    """Nodes of a NodePool the cluster holds but carpool does not serve (invalid, or its class is) stay: a
+    bad edit must not replace a pool's nodes as if it were gone. Karpenter does not disrupt a node whose
+    NodePool it cannot use either (`pkg/controllers/disruption/types.go` `NewCandidate`)."""
+    verdicts = deps.config.current().verdicts
+    for i, candidate in enumerate(view.candidates):
+        verdict = verdicts.get(("NodePool", candidate.pool))
+        if verdict is not None and verdict.problems and not candidate.reserved:
+            view.candidates[i] = dataclasses.replace(
+                candidate, reserved=f"its NodePool {candidate.pool} is not served ({'; '.join(verdict.problems)})")
 
 
 def _resolver(deps: Dependencies) -> Resolver:

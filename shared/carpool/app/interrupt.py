@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from carpool import labels, observability
 from carpool.api import events as ev
 from carpool.api.k8s import Pod, PodDisruptionBudget
-from carpool.app import drain, instances, standstill, termination
+from carpool.app import config_guard, drain, instances, standstill, termination
 from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation
@@ -96,6 +96,7 @@ def run(batch: dict[str, ev.AwsEvent], deps: Dependencies,
     summary = InterruptSummary()
     # while Karpenter's controller runs, it replaces and drains: every record comes back later
     stood = standstill.karpenter_active(deps, "interruption")
+    stood = stood or config_guard.unusable_config(deps, "interruption")  # no pools to act for: the same
     if stood:
         return summary, dict.fromkeys(batch, stood)
     # every node's replacement is planned before any node's pods are evicted: a pod evicted comes back as

@@ -32,7 +32,7 @@ from carpool import capacity, k8s_events, labels, lifecycle
 from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
-from carpool.app import images, instances, nodeclaims, recorder, standstill, startup
+from carpool.app import config_guard, images, instances, nodeclaims, recorder, standstill, startup
 from carpool.app.wiring import Dependencies
 from carpool.ports import NodeConflict, NodeGone
 from carpool.resources import Resources
@@ -67,6 +67,7 @@ def run(batch: dict[str, NodeRegisteredEvent | NodeDeletedEvent], deps: Dependen
     summary = RegisterSummary()
     # while Karpenter's controller runs, its nodes are its own to register: every record comes back later
     stood = standstill.karpenter_active(deps, "registrar")
+    stood = stood or config_guard.unusable_config(deps, "registrar")  # no pools to act for: the same
     if stood:
         return summary, dict.fromkeys(batch, stood)
     retry: dict[str, str] = {}

@@ -53,7 +53,6 @@ class Settings:
     table: str = ""
     idempotency_table: str = ""
     event_bus: str = ""
-    config_parameter: str = ""
     node_role: str = ""
     instance_profile: str = ""
     #: how long a claim's pod nominations hold before the pods may be provisioned again
@@ -116,7 +115,6 @@ class Settings:
             table=e.get("CARPOOL_TABLE", ""),
             idempotency_table=e.get("CARPOOL_IDEMPOTENCY_TABLE", ""),
             event_bus=e.get("CARPOOL_EVENT_BUS", ""),
-            config_parameter=e.get("CARPOOL_CONFIG_PARAMETER", ""),
             node_role=e.get("CARPOOL_NODE_ROLE_ARN", ""),
             instance_profile=e.get("CARPOOL_INSTANCE_PROFILE", ""),
             karpenter_namespace=e.get("CARPOOL_KARPENTER_NAMESPACE") or karpenter_lease.DEFAULT_NAMESPACE,

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from carpool import clocks, observability
+from carpool import observability
+from carpool.api.cluster_config import ClusterConfig, ObjectVerdict
 from carpool.api.config import load_config
 from carpool.api.loader import Manifests, NamedText
 from carpool.catalog import Catalog, CatalogDecodeError, SnapshotNotFound
@@ -41,7 +42,16 @@ RECHECK_EVERY = timedelta(minutes=10)
 
 
 class ConfigSource(Protocol):
-    def load(self) -> Manifests: ...
+    """The NodePools and EC2NodeClasses the functions use: the cluster's (`ClusterConfigSource`, deployed
+    and simulated), or a file's (`TextConfigSource`: the bench, tests)."""
+
+    def load(self) -> Manifests:
+        """The valid objects only."""
+        ...
+
+    def current(self) -> ClusterConfig:
+        """The valid objects and a verdict on every object (`carpool.api.cluster_config`)."""
+        ...
 
 
 class CatalogSource(Protocol):
@@ -86,8 +96,9 @@ class CatalogUnavailable(RuntimeError):
 
 
 class TextConfigSource:
-    """Parses the NodePool/EC2NodeClass YAML returned by `read` (an SSM parameter, a file), re-parsing only
-    when the text changes; judged by `carpool.api.config.load_config`, as `carpool validate` and synth judge it."""
+    """Parses the NodePool/EC2NodeClass YAML returned by `read` (a file's text), re-parsing only when the
+    text changes; judged whole by `carpool.api.config.load_config`, as `carpool validate` judges a file (one
+    bad document refuses the file: there is nobody to serve the rest to)."""
 
     def __init__(self, read: Callable[[], str], name: str = "config") -> None:
         self._read = read
@@ -96,10 +107,6 @@ class TextConfigSource:
         self._digest = ""
         self._manifests: Manifests | None = None
 
-    def follow_clock(self, clock: clocks.Clock) -> None:
-        """A reader that caches the text (`SsmConfigText`) expires it by `clock`, the dependencies'."""
-        clocks.follow(self._read, clock)
-
     def load(self) -> Manifests:
         text = self._read()
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -107,6 +114,15 @@ class TextConfigSource:
             self._manifests = load_config([NamedText(self._name, text)], name=self._name)
             self._digest = digest
         return self._manifests
+
+    def current(self) -> ClusterConfig:
+        """`load`'s objects, each with a verdict that finds nothing (a bad file raises instead)."""
+        manifests = self.load()
+        verdicts: dict[tuple[str, str], ObjectVerdict] = {(c.kind, c.name): ObjectVerdict(c.kind, c.name, "", 0, "") for c in manifests.nodeclasses}
+        for pool in manifests.nodepools:
+            verdicts[(pool.kind, pool.name)] = ObjectVerdict(pool.kind, pool.name, "", 0, "",
+                                                             nodeclass=pool.node_class_name)
+        return ClusterConfig(manifests, verdicts)
 
 
 class StaticCatalogSource:

@@ -38,16 +38,11 @@ from carpool.api.k8s import Node
 from carpool.app import drain, instances, recorder
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
+from carpool.app.nodeclaims import release_nodeclaim
 from carpool.app.wiring import Dependencies
 from carpool.disruption import deletion
 from carpool.disruption.decision import Kind, Reason
-from carpool.karpenter_objects import (
-    NODECLAIM,
-    TERMINATION_FINALIZER,
-    KindNotServed,
-    ObjectConflict,
-    ObjectGone,
-)
+from carpool.karpenter_objects import NODECLAIM, TERMINATION_FINALIZER, KindNotServed, ObjectGone
 from carpool.ports import NodeGone, NodePatch
 from carpool.state import saving
 from carpool.state.models import Claim, DisruptionProgress
@@ -101,8 +96,9 @@ def _start(t: deletion.Termination, nodes: Mapping[str, Node], deps: Dependencie
         _end_undrained(t, node, deps, summary)
         released.add(t.claim.name)
         return
-    deadline = _deadline(t, deps) if t.takes_over else None
-    if t.takes_over and saving.amend(deps.ledger, t.claim, partial(_record, deadline, now)) is None:
+    takes_over = t.takes_over  # read before the claim says `Deleted`
+    deadline = _deadline(t, deps) if takes_over else None
+    if takes_over and saving.amend(deps.ledger, t.claim, partial(_record, deadline, now)) is None:
         return  # released meanwhile: its node is the other paths' (the finalizer goes with its instance)
     if t.delete_nodeclaim is not None and deps.karpenter is not None:
         deps.karpenter.delete_object(NODECLAIM, t.delete_nodeclaim)
@@ -110,7 +106,7 @@ def _start(t: deletion.Termination, nodes: Mapping[str, Node], deps: Dependencie
         deps.cluster.delete_node(node.name)
     drain.cordon(deps.cluster, node.name)
     stamped = t.claim.disruption.termination_deadline if t.claim.disruption is not None else None
-    if stamped is not None and t.takes_over:
+    if stamped is not None and takes_over:
         _stamp_nodeclaim(t.nodeclaim, stamped, deps)
         recorder.record([k8s_events.termination_grace_period_expiring(node.name, stamped)], deps)
     _note(summary, f"{t.why}: node {node.name} is cordoned and drained, then its instance terminated "
@@ -203,32 +199,6 @@ def _let_go_nodeclaim(gone: deletion.NodeClaimGone, deps: Dependencies, summary:
         return
     release_nodeclaim(deps, gone.name)
     _note(summary, f"NodeClaim {gone.name} let go: its node and instance are gone")
-
-
-def release_nodeclaim(deps: Dependencies, name: str) -> None:
-    """The NodeClaim's termination finalizer removed (under the resourceVersion read: a merge patch
-    replaces the whole list) and the NodeClaim deleted: it goes. Gone already: nothing to do."""
-    if deps.karpenter is None:
-        return
-    for _attempt in range(3):
-        obj = deps.karpenter.get_object(NODECLAIM, name)
-        if obj is None:
-            return
-        meta = obj.get("metadata") or {}
-        present = list(meta.get("finalizers") or [])
-        if TERMINATION_FINALIZER in present:
-            try:
-                deps.karpenter.patch_object(NODECLAIM, name,
-                                            {"metadata": {"finalizers": [f for f in present if f != TERMINATION_FINALIZER]}},
-                                            resource_version=meta.get("resourceVersion"))
-            except ObjectConflict:
-                continue
-            except ObjectGone:
-                return
-        if not meta.get("deletionTimestamp"):
-            deps.karpenter.delete_object(NODECLAIM, name)
-        return
-    raise ObjectConflict(NODECLAIM, name, "still changing after 3 attempts to remove its finalizer")
 
 
 def _finalize(name: str, deps: Dependencies) -> None:

@@ -38,6 +38,15 @@ holds one page and one batch, not the cluster: the function runs in 128 MB (`ben
 its peak at 5,000 nodes). The pod watch follows the same selection from that list's resource version,
 with bookmarks. Bound pods are never read (see docs/design.md, "API reads at scale").
 
+The run watches the config too (NodePool and EC2NodeClass, from the resource versions of the config's
+lists: `ClusterConfigSource.resource_versions`). A spec change (ADDED, a MODIFIED whose `generation`
+moved, DELETED; a status write moves no generation and is no change) may make a pending pod servable, so
+the run publishes every pending pod again, as its resync does, `CONFIG_RECHECK_SECONDS` after the change:
+by then every warm environment's cached config has been listed again, so the provisioner that gets the
+pods judges them with the change (`kubectl apply` of a NodePool serves its pods within seconds, not at the
+next run). Without the config (Karpenter's CRDs not installed: `carpool.app.config_guard`) the run still
+publishes, which the other functions refuse, and says why.
+
 Nodes go to the registrar (`Node Registered`) while their life needs a step from it, at any readiness: a
 node that still waits for registration (Karpenter registers as soon as the Node exists: the unregistered
 taint must go whether or not the node is Ready), a Ready node whose claim is not marked registered yet,
@@ -51,13 +60,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from carpool import delivery, labels, lifecycle, observability
 from carpool.api import events
 from carpool.api.k8s import Node, Pod
+from carpool.app import config_guard
+from carpool.app.cluster_config_source import CONFIG_RECHECK_SECONDS
 from carpool.app.wiring import Dependencies
+from carpool.karpenter_objects import EC2NODECLASS, NODEPOOL
 from carpool.ports import WatchEvent
 from carpool.state.models import Claim, ClaimStatus, holds_nominations
 
@@ -143,11 +155,13 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     index = _ClaimIndex(claims)
     batch.add(_resync(deps, summary, started, claims, index))
     batch.flush()
-    _emit_gauges(deps, started)
+    config = _ConfigWatch.of(deps)
+    if config is not None:
+        _emit_gauges(deps, started)
     observability.seconds("PodsUnboundSeconds", summary.oldest_pending_seconds)
     remaining = watch_seconds - (deps.clock() - started).total_seconds()
     if watch_seconds > 0 and remaining > 0:
-        _follow(deps, summary, remaining, index, batch)
+        _follow(deps, summary, remaining, index, batch, config)
     batch.flush()
     log.info("watcher published %d events for cluster %s (%d failed; %d pending pods await nominated nodes)",
              summary.published, cluster, summary.failed, summary.awaiting_nodes)
@@ -198,11 +212,13 @@ def _deleted_found(cluster: str, name: str, provider_id: str | None, now: dateti
 
 
 def _follow(deps: Dependencies, summary: WatchSummary, seconds: float, index: _ClaimIndex,
-            batch: _Publisher) -> None:
+            batch: _Publisher, config: _ConfigWatch | None) -> None:
     """Watch from the resync's list versions for `seconds`, publishing as `batch` decides. A watch that
     ends early (the adapter resumes what it can; a version too old to resume from ends it) is logged:
     the next run's resync covers the gap (level-triggered)."""
     summary.resource_versions.update(getattr(deps.cluster, "resource_versions", {}) or {})
+    if config is not None:
+        summary.resource_versions.update(config.versions)
     # a quiet stream hands back None once the batch's idle time has passed since the last event: when the
     # last event found a pod, that is exactly when its micro-batch is due
     idle = delivery.POD_BATCH_IDLE_SECONDS
@@ -212,10 +228,77 @@ def _follow(deps: Dependencies, summary: WatchSummary, seconds: float, index: _C
                 summary.watch_events += 1
                 if change.resource_version:
                     summary.resource_versions[change.kind] = change.resource_version
+                if config is not None and config.changed(change, deps.clock()):
+                    log.info("%s %s %s: pending pods are published again in %.0f s", change.kind,
+                             _object_name(change), change.type.lower(), CONFIG_RECHECK_SECONDS)
                 batch.add(_changed(deps, change, index))
+            if config is not None and config.resync_due(deps.clock()):
+                batch.forget_pods()
+                batch.add(_pending_again(deps))
             batch.flush_due()
     except Exception as exc:  # WatchExpired (HTTP 410) or a dropped stream
         log.warning("watch ended early (%s); the next run resyncs", exc)
+
+
+def _pending_again(deps: Dependencies) -> Iterable[_Found]:
+    """Every pending pod, read as the resync reads them (after a config change)."""
+    bus, cluster, now = deps.settings.event_bus, deps.settings.cluster_name, deps.clock()
+    for pods in deps.cluster.pending_pod_pages():
+        for pod in pods:
+            if pod.is_provisionable():
+                yield _pod_found(cluster, pod, now, bus)
+
+
+class _ConfigWatch:
+    """The config kinds' side of a run: where their watch starts, the generation of each object, and when
+    the pending pods are due again after a spec change (see the module docstring)."""
+
+    KINDS = (NODEPOOL.kind, EC2NODECLASS.kind)
+
+    def __init__(self, deps: Dependencies, versions: dict[str, str]) -> None:
+        self._deps = deps
+        self.versions = versions
+        self._generations = {key: v.generation for key, v in deps.config.current().verdicts.items()}
+        self._resync_at: datetime | None = None
+
+    @classmethod
+    def of(cls, deps: Dependencies) -> _ConfigWatch | None:
+        """None when the config cannot be used (said by `config_guard`); a config that is not the
+        cluster's (a file's) is not watched."""
+        if config_guard.unusable_config(deps, "watcher"):
+            return None
+        listed = getattr(deps.config, "resource_versions", None)
+        versions = {k: v for k, v in (listed() if callable(listed) else {}).items() if v and k in cls.KINDS}
+        return cls(deps, versions)
+
+    def changed(self, change: WatchEvent, now: datetime) -> bool:
+        """Whether `change` is a spec change of the config (and if so, the pods are due again later)."""
+        if change.kind not in self.KINDS or not isinstance(change.obj, dict):
+            return False
+        meta = change.obj.get("metadata") or {}
+        key, generation = (change.kind, str(meta.get("name", ""))), meta.get("generation")
+        before = self._generations.get(key)
+        if change.type == "DELETED":
+            self._generations.pop(key, None)
+        else:
+            self._generations[key] = generation if isinstance(generation, int) else 0
+            if before is not None and before == generation:
+                return False  # a status or metadata write, or a replay: what is served did not change
+        invalidate = getattr(self._deps.config, "invalidate", None)
+        if callable(invalidate):
+            invalidate()
+        self._resync_at = now + timedelta(seconds=CONFIG_RECHECK_SECONDS)
+        return True
+
+    def resync_due(self, now: datetime) -> bool:
+        if self._resync_at is None or now < self._resync_at:
+            return False
+        self._resync_at = None
+        return True
+
+
+def _object_name(change: WatchEvent) -> str:
+    return str((change.obj.get("metadata") or {}).get("name", "")) if isinstance(change.obj, dict) else ""
 
 
 def _changed(deps: Dependencies, change: WatchEvent, index: _ClaimIndex) -> Iterable[_Found]:
@@ -267,6 +350,10 @@ class _Publisher:
                 self._node_waiting = True
             if len(self._entries) >= self.FULL:
                 self.flush()
+
+    def forget_pods(self) -> None:
+        """Let the pods published so far be published again (a config change may serve them now)."""
+        self._seen = {found for found in self._seen if found[0] != events.POD_UNSCHEDULABLE}
 
     def flush_due(self) -> None:
         if self._node_waiting:

@@ -23,12 +23,14 @@ if TYPE_CHECKING:  # typer ships its own click; the `click` package is not neede
 #: Command name -> the module that registers it, in the order `--help` lists them.
 COMMANDS: dict[str, str] = {
     "validate": "carpool.cli.validate",
+    "apply": "carpool.cli.apply",
     "plan": "carpool.cli.plan",
     "max-pods": "carpool.cli.max_pods",
     "amis": "carpool.cli.amis",
     "capacity": "carpool.cli.capacity",
     "simulate": "carpool.cli.simulate",
     "status": "carpool.cli.status",
+    "release-finalizers": "carpool.cli.release_finalizers",
 }
 
 

@@ -1,8 +1,10 @@
 """`carpool status`: what the deployed carpool holds, as `kubectl get nodeclaims` and `kubectl describe
 nodepool` show it for Karpenter.
 
-Reads the state table (`--table`, or `CARPOOL_TABLE`) and, for the pools' limits, the deployed config
-(`--config-parameter`, or `CARPOOL_CONFIG_PARAMETER`; without it usage is shown without limits): claims,
+Reads the state table (`--table`, or `CARPOOL_TABLE`) and, for the pools' limits, the cluster's NodePools
+(their `spec.limits`, what the functions hold usage against), reached as kubectl reaches the cluster
+(`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`; `--context`); when the cluster cannot be read, one
+`warning:` line on stderr says why and usage is shown without limits. It shows claims,
 each pool's usage against its limits, the learned capacity, offerings marked unavailable and until when,
 the EC2NodeClasses that refused a launch with the cause, and the pods carpool could not serve with their
 last reasons (`carpool.app.status`). `--json` prints the
@@ -13,8 +15,10 @@ simulation's local AWS before it stops.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -22,6 +26,9 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from carpool.app.status import Status
+
+if TYPE_CHECKING:
+    from carpool.karpenter_objects import KarpenterObjects
 
 EXIT_USAGE = 2
 
@@ -89,20 +96,39 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def read_deployed(table: str, config_parameter: str | None, now: datetime) -> Status:
+def pool_limits(nodepools: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int] | None], list[str]]:
+    """Each NodePool's `spec.limits` in the library's units (None: unlimited), and a warning for each pool
+    whose limits cannot be read (the functions refuse that pool too)."""
+    from carpool import resources
+
+    limits: dict[str, dict[str, int] | None] = {}
+    warnings: list[str] = []
+    for pool in nodepools:
+        name = str((pool.get("metadata") or {}).get("name"))
+        raw = (pool.get("spec") or {}).get("limits")
+        try:
+            limits[name] = resources.parse(raw) if raw is not None else None
+        except (TypeError, ValueError) as e:
+            warnings.append(f"warning: NodePool {name}: spec.limits: {e}; shown without limits")
+    return limits, warnings
+
+
+def cluster_limits(objects: KarpenterObjects) -> tuple[dict[str, dict[str, int] | None], list[str]]:
+    """The limits of the cluster's NodePools (`pool_limits`)."""
+    from carpool.karpenter_objects import NODEPOOL
+
+    return pool_limits(objects.list_objects(NODEPOOL).items)
+
+
+def read_deployed(table: str, limits: Mapping[str, Mapping[str, int] | None], now: datetime) -> Status:
     """The status of the carpool whose state table is `table` (boto3 only when this runs)."""
-    from carpool.adapters.aws.config import SsmConfigText
     from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
     from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
     from carpool.adapters.aws.dynamodb.not_ready import DynamoNotReady
     from carpool.adapters.aws.dynamodb.offerings import DynamoOfferings
     from carpool.adapters.aws.dynamodb.reasons import DynamoPodReasons
-    from carpool.api.loader import load
     from carpool.app import status
 
-    limits = {}
-    if config_parameter:
-        limits = {p.name: p.limits() for p in load([SsmConfigText(config_parameter).read()]).nodepools}
     return status.read(DynamoLedger(table), DynamoOfferings(table), DynamoCapacityCache(table),
                        DynamoPodReasons(table), limits, now, DynamoNotReady(table))
 
@@ -110,23 +136,41 @@ def read_deployed(table: str, config_parameter: str | None, now: datetime) -> St
 def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables")] = False,
     table_name: Annotated[str | None, typer.Option("--table", help="State table (default: $CARPOOL_TABLE)")] = None,
-    config_parameter: Annotated[str | None, typer.Option(
-        "--config-parameter", help="SSM parameter of the deployed config (default: $CARPOOL_CONFIG_PARAMETER)")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", help="kubeconfig of the cluster, for its NodePools' limits (default: $KUBECONFIG, "
+        "else ~/.kube/config)")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context (default: its current one)")] = None,
 ) -> None:
     """Show carpool's claims, pool usage against limits, node classes that refused a launch, pending pods'
     reasons, unavailable offerings and learned capacity, from its deployed state."""
     table = table_name or os.environ.get("CARPOOL_TABLE", "")
     if not table:
         raise _fail("no state table: pass --table or set CARPOOL_TABLE")
-    parameter = config_parameter or os.environ.get("CARPOOL_CONFIG_PARAMETER") or None
+    limits, warnings = _limits_of_the_cluster(kubeconfig, context)
+    for warning in warnings:
+        Console(stderr=True, soft_wrap=True).print(warning, markup=False, highlight=False, style="yellow")
     try:
-        found = read_deployed(table, parameter, datetime.now(UTC))
+        found = read_deployed(table, limits, datetime.now(UTC))
     except Exception as e:  # noqa: BLE001 - any AWS or config failure is one line, not a traceback
         raise _fail(f"cannot read carpool's state ({table}): {type(e).__name__}: {e}") from e
     if as_json:
         typer.echo(found.model_dump_json(by_alias=True, indent=2))
         return
     console().print(render(found))
+
+
+def _limits_of_the_cluster(kubeconfig: Path | None,
+                           context: str | None) -> tuple[dict[str, dict[str, int] | None], list[str]]:
+    """The NodePools' limits, or none and the reason the cluster could not be read (status still shows
+    what the table holds)."""
+    from carpool.adapters.k8s.kubeconfig import KubeconfigError, karpenter_objects
+
+    try:
+        return cluster_limits(karpenter_objects(kubeconfig, context))
+    except KubeconfigError as e:
+        return {}, [f"warning: limits not shown: {e}"]
+    except Exception as e:  # noqa: BLE001 - unreachable, forbidden, CRDs not installed: one line, not a traceback
+        return {}, [f"warning: limits not shown: cannot list the cluster's NodePools ({type(e).__name__}: {e})"]
 
 
 def register(app: typer.Typer) -> None:

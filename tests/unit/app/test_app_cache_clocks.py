@@ -1,7 +1,7 @@
 """Every per-process cache of the functions expires by the dependencies' clock, exactly at its TTL, and
 follows the clock when the simulation swaps it (`dataclasses.replace(deps, clock=...)`).
 
-Caches: the config text (`SsmConfigText`, 60 s), the AMI source (`CachedAmiSource`, 300 s) and the SSM
+Caches: the config's list (`ClusterConfigSource`, 5 s), the AMI source (`CachedAmiSource`, 300 s) and the SSM
 reads under it (`SsmParameters`, 300 s), subnets and security groups (`app.discovery`, 5 min), launch
 templates (`app.launching`, 300 s), and the stored catalog's re-check (`StoredCatalogSource`, 10 min)."""
 
@@ -13,25 +13,27 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
-from carpool.adapters.aws.config import DEFAULT_MAX_AGE_SECONDS, SsmConfigText
 from carpool.adapters.aws.images import AwsAmiSource
 from carpool.adapters.aws.ssm import SsmParameters
 from carpool.amis import CachedAmiSource
 from carpool.api.loader import load
 from carpool.app import discovery, launching
+from carpool.app.cluster_config_source import CONFIG_RECHECK_SECONDS, ClusterConfigSource
 from carpool.app.settings import Settings
 from carpool.app.sources import (
     RECHECK_EVERY,
     MemoryCatalogStore,
     StoredCatalog,
     StoredCatalogSource,
-    TextConfigSource,
 )
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.clocks import TtlCache
+from carpool.karpenter_objects import NODEPOOL
 from carpool.launch import templates
+from carpool.sim.cluster.simulated import SimulatedCluster
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 WALL = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # a clock far from the simulated one
@@ -67,18 +69,6 @@ class FakeSsm:
         return {"Parameters": [{"Name": n, "Value": self.values[n]} for n in Names if n in self.values]}
 
 
-class FakeProvider:
-    """Powertools' SSMProvider: records the `max_age` it is asked with."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.max_ages: list[Any] = []
-
-    def get(self, name: str, max_age: Any = None) -> str:
-        self.max_ages.append(max_age)
-        return self.text
-
-
 def _deps(clock: Any, *, ami_source: Any = None, config: Any = None, compute: Any = None,
           catalog: Any = None) -> Dependencies:
     return Dependencies(settings=Settings(cluster_name="c"), cluster=SimpleNamespace(), compute=compute or SimpleNamespace(),
@@ -110,39 +100,47 @@ def test_ttl_cache_drops_entries_timed_on_another_clock_only() -> None:
     assert cache.peek("k") is None
 
 
-# -- config text ---------------------------------------------------------------------------------------
-def test_config_text_is_read_again_exactly_after_max_age_on_the_injected_clock() -> None:
-    clock, provider = Clock(), FakeProvider("v1")
-    reader = SsmConfigText("/carpool/c/config", provider=provider, clock=clock)  # type: ignore[arg-type]
-    assert reader() == "v1"
-    provider.text = "v2"
-    clock.advance(DEFAULT_MAX_AGE_SECONDS - 0.001)
-    assert reader() == "v1"
+# -- the config's list -----------------------------------------------------------------------------------
+def test_the_config_is_listed_again_exactly_after_the_recheck_on_the_injected_clock() -> None:
+    clock = Clock()
+    cluster = _cluster_with(_pool("before"))
+    source = ClusterConfigSource(cluster, clock=clock)
+    assert [p.name for p in source.load().nodepools] == ["before"]
+    _apply(cluster, _pool("after"))
+    clock.advance(CONFIG_RECHECK_SECONDS - 0.001)
+    assert [p.name for p in source.load().nodepools] == ["before"]
     clock.advance(0.001)
-    assert reader() == "v2"
-    # Powertools' own cache expires by the wall clock: it is never asked to keep anything
-    assert provider.max_ages == [0, 0]
-
-
-def test_config_text_without_max_age_reads_every_time() -> None:
-    provider = FakeProvider("v1")
-    reader = SsmConfigText("/carpool/c/config", max_age=0, provider=provider)  # type: ignore[arg-type]
-    reader()
-    reader()
-    assert len(provider.max_ages) == 2
+    assert [p.name for p in source.load().nodepools] == ["after"]
 
 
 def test_swapping_the_clock_of_the_dependencies_moves_the_config_cache() -> None:
-    wall, sim, provider = Clock(WALL), Clock(T0), FakeProvider(_pool("before"))
-    reader = SsmConfigText("/carpool/c/config", provider=provider)  # type: ignore[arg-type]
-    built = _deps(wall, config=TextConfigSource(reader))
+    wall, sim = Clock(WALL), Clock(T0)
+    cluster = _cluster_with(_pool("before"))
+    built = _deps(wall, config=ClusterConfigSource(cluster))
     deps = dataclasses.replace(built, clock=sim)
     deps.config.load()
-    provider.text = _pool("after")  # the NodePool is edited
-    sim.advance(59)
+    _apply(cluster, _pool("after"))  # the NodePool is edited (a new name: the old one is deleted)
+    sim.advance(CONFIG_RECHECK_SECONDS - 1)
     assert [p.name for p in deps.config.load().nodepools] == ["before"]
     sim.advance(1)
     assert [p.name for p in deps.config.load().nodepools] == ["after"]
+
+
+def _cluster_with(text: str) -> SimulatedCluster:
+    cluster = SimulatedCluster(lambda: T0)
+    _apply(cluster, text)
+    return cluster
+
+
+def _apply(cluster: SimulatedCluster, text: str) -> None:
+    """`kubectl apply` of the text's objects, and deletion of the NodePools it no longer names."""
+    docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    named = {d["metadata"]["name"] for d in docs if d["kind"] == "NodePool"}
+    for pool in cluster.list_objects(NODEPOOL).items:
+        if pool["metadata"]["name"] not in named:
+            cluster.delete_object(NODEPOOL, pool["metadata"]["name"])
+    for doc in docs:
+        cluster.apply_object(doc)
 
 
 def _pool(name: str) -> str:

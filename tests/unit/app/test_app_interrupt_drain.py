@@ -11,6 +11,7 @@ from typing import Any
 
 from carpool.api import events as ev
 from carpool.app import interrupt
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.settings import Settings
 from carpool.disruption.decision import Reason
 from carpool.sim.clock import SimClock
@@ -62,7 +63,9 @@ def _world(replacement: ClaimStatus, web: int = 3, api: int = 4) -> SimpleNamesp
     for claim in (doomed, _claim("fresh", replacement)):
         ledger.reserve(claim, None, WARNED, 600)
         ledger.mark_launched(claim)
-    return SimpleNamespace(cluster=cluster, ledger=ledger, clock=clock, settings=Settings("demo"), cache={})
+    # the cluster's config (no NodePool: nothing of the drain needs one, only that the config can be read)
+    return SimpleNamespace(cluster=cluster, ledger=ledger, clock=clock, settings=Settings("demo"), cache={},
+                           config=ClusterConfigSource(cluster))
 
 
 def _warning() -> ev.AwsEvent:

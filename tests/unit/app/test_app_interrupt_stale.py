@@ -13,6 +13,7 @@ import pytest
 from carpool import observability
 from carpool.api import events as ev
 from carpool.app import interrupt
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.settings import Settings
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryLedger
@@ -54,8 +55,9 @@ class _Ec2:
 
 def _deps(ledger: MemoryLedger, age: timedelta) -> Any:
     # a cluster with no Karpenter Lease: carpool acts (`carpool.app.standstill`)
+    cluster = SimulatedCluster(lambda: EVENT_TIME + age)
     return SimpleNamespace(ledger=ledger, clock=lambda: EVENT_TIME + age, compute=_Ec2(), settings=Settings(CLUSTER),
-                           cluster=SimulatedCluster(lambda: EVENT_TIME + age), cache={})
+                           cluster=cluster, cache={}, config=ClusterConfigSource(cluster))
 
 
 @pytest.fixture(autouse=True)

@@ -220,6 +220,8 @@ def test_simulate_repeated_scenario_key_is_refused(tmp_path: Path) -> None:
     [
         ({"workload": [{"at": 0, "apply": WEB}, {"at": 60, "scale": {"deployment": "api", "replicas": 2}}]},
          "workload[1].scale.deployment: no workload default/api is applied before 60s"),
+        ({"workload": [{"at": 60, "delete": {"nodepool": "genral"}}]},
+         "workload[0].delete.nodepool: no NodePool 'genral' is applied before 60s (applied: general)"),
         ({"nodeGroups": [{"name": "ng", "instanceType": "m5.large", "zone": "us-east-1f"}]},
          "nodeGroups[0].zone: 'us-east-1f' is not one of the cluster's zones"),
         ({"cluster": {"name": "demo", "zones": ["us-west-2a"]}},
@@ -234,7 +236,7 @@ def test_simulate_repeated_scenario_key_is_refused(tmp_path: Path) -> None:
                          "spec": {"containers": [{"name": "c", "image": "nginx"}]}}]},
          "manifests: no NodePool or EC2NodeClass"),
     ],
-    ids=["scale-unknown-workload", "zone-not-the-clusters", "zone-not-in-region", "unknown-instance-type",
+    ids=["scale-unknown-workload", "delete-unknown-nodepool", "zone-not-the-clusters", "zone-not-in-region", "unknown-instance-type",
          "unknown-nodepool", "unknown-family", "no-config"],
 )
 def test_simulate_scenario_fields_that_would_do_nothing_or_fail_later(

@@ -8,7 +8,8 @@ The instance-type catalog comes from the state table (`catalog_store`), kept war
 function's refresh (`carpool.app.sources.StoredCatalogSource`); the live EC2 reads behind that refresh
 are made only when it is due, never on a request's path.
 
-Every cache here (the config text, AMI parameters and images) expires by the dependencies' clock, which
+The config is the cluster's NodePools and EC2NodeClasses (`carpool.app.cluster_config_source`), listed
+through the same client as the cluster. Every cache here (the config's list, AMI parameters and images) expires by the dependencies' clock, which
 `Dependencies` hands them when it is made (`carpool.clocks`), so a simulation that swaps the clock moves
 them too.
 """
@@ -20,8 +21,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from carpool.amis import CachedAmiSource
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.settings import Settings
-from carpool.app.sources import StoredCatalogSource, TextConfigSource
+from carpool.app.sources import StoredCatalogSource
 from carpool.app.wiring import Dependencies, utc_now
 from carpool.catalog import Catalog
 from carpool.launch.profiles import ExistingProfile, ProfileRequest
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from carpool.karpenter_objects import KarpenterObjects
 
 AMI_TTL_SECONDS = 300
+
+
+class NoClusterConfig(ValueError):
+    """`build` was given a cluster of its own but no `karpenter` to list the config from."""
 
 
 def build_from_env(settings: Settings | None = None, cluster: Cluster | None = None,
@@ -43,14 +49,13 @@ def build(
     settings: Settings,
     cluster: Cluster | None = None,
     clock: Callable[[], datetime] = utc_now,
-    config_text: Callable[[], str] | None = None,
     karpenter: KarpenterObjects | None = None,
 ) -> Dependencies:
     """The production set. Without `cluster`, the lightkube cluster and Karpenter's objects on its client
     (the same endpoint, CA and EKS token; nothing is requested until first used); a caller that passes its
-    own cluster (the simulation) passes its `karpenter` too, or has none."""
+    own cluster (the simulation) passes its `karpenter` too. The config is the cluster's NodePools and
+    EC2NodeClasses (`ClusterConfigSource`), so there is none without `karpenter` (`NoClusterConfig`)."""
     from carpool.adapters.aws.catalog_store import DynamoCatalogStore
-    from carpool.adapters.aws.config import SsmConfigText
     from carpool.adapters.aws.dynamodb.learned_capacity import DynamoCapacityCache
     from carpool.adapters.aws.dynamodb.ledger import DynamoLedger
     from carpool.adapters.aws.dynamodb.not_ready import DynamoNotReady
@@ -68,7 +73,8 @@ def build(
         settings = complete(settings)
         lightkube = LightkubeCluster.from_settings(settings)
         cluster, karpenter = lightkube, karpenter or LightkubeKarpenterObjects(lightkube.client)
-    read: Any = config_text or SsmConfigText(settings.config_parameter or None)
+    if karpenter is None:
+        raise NoClusterConfig("no KarpenterObjects to read the config from: pass the cluster's `karpenter` too")
     region = settings.region
     return Dependencies(
         settings=settings,
@@ -79,7 +85,7 @@ def build(
         capacity=DynamoCapacityCache(settings.table),
         publisher=_OnFirstUse(lambda: EventBridgePublisher(settings.event_bus)),
         ami_source=CachedAmiSource(AwsAmiSource(), AMI_TTL_SECONDS),
-        config=TextConfigSource(read, settings.config_parameter or "config"),
+        config=ClusterConfigSource(karpenter),
         catalog=StoredCatalogSource(DynamoCatalogStore(settings.table), region, lambda now: _live_catalog(now, region)),
         clock=clock,
         instance_profiles=_OnFirstUseProfiles(),

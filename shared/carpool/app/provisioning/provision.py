@@ -23,8 +23,7 @@ from datetime import datetime
 from carpool import observability
 from carpool.api.events import PodUnschedulableEvent
 from carpool.api.k8s import Pod
-from carpool.api.loader import ManifestErrors
-from carpool.app import not_ready, reasons, standstill, startup
+from carpool.app import config_guard, not_ready, reasons, standstill, startup
 from carpool.app.deadline import Deadline
 from carpool.app.provisioning import confirm, launch, pending, price_ceiling, reserve, schedule
 from carpool.app.provisioning.invocation import DEADLINE_REASON, Invocation
@@ -90,9 +89,9 @@ def _incarnation(pod: Pod) -> tuple[str, str]:
 
 def _confirmed(events: _Events, deps: Dependencies) -> tuple[confirm.Confirmed | None, str]:
     """The events confirmed against the cluster's unbound Pending pods (one list per batch), or None with
-    why nothing can be decided (the deployed config, the cluster read)."""
+    why nothing can be decided (the config, the cluster read)."""
     # while Karpenter's controller runs it answers these pods itself: nothing is decided, all retried
-    problem = standstill.karpenter_active(deps, "provisioner") or _unusable_config(deps)
+    problem = standstill.karpenter_active(deps, "provisioner") or config_guard.unusable_config(deps, "provisioner")
     if problem:
         return None, problem
     try:
@@ -102,23 +101,6 @@ def _confirmed(events: _Events, deps: Dependencies) -> tuple[confirm.Confirmed |
         problem = f"cannot read the cluster's pending pods: {type(exc).__name__}: {exc}"
         log.exception("provisioner: %s", problem)
         return None, problem
-
-
-def _unusable_config(deps: Dependencies) -> str:
-    """Why the deployed NodePool/EC2NodeClass config cannot be used (loudly: an error log and the
-    `ConfigInvalid` metric for an alarm to watch), or "" when it loads."""
-    try:
-        deps.config.load()
-    except ManifestErrors as exc:
-        reason = f"the deployed NodePool/EC2NodeClass config is invalid, nothing is launched until it is fixed: {exc}"
-        log.error("provisioner: %s", reason)
-        observability.emit("ConfigInvalid", function="provisioner")
-        return reason
-    except Exception as exc:
-        reason = f"cannot read the deployed config: {type(exc).__name__}: {exc}"
-        log.exception("provisioner: %s", reason)
-        return reason
-    return ""
 
 
 def _note_dropped(dropped: dict[str, str], outcome: ProvisionOutcome) -> None:

@@ -1,9 +1,10 @@
 """Applying a scenario's manifests and workload steps to the simulated cluster.
 
 This plays the Kubernetes controllers the scenario needs: `apply` creates what a manifest describes
-(workloads become their pods, DaemonSets, PDBs and storage objects are stored, NodePools/EC2NodeClasses go to carpool's
-config), `scale` is the Deployment controller adding or removing replicas, `delete` removes a workload's
-pods. carpool never sees these steps; it only sees the pods appear, as in a real cluster.
+(workloads become their pods, DaemonSets, PDBs and storage objects are stored, NodePools/EC2NodeClasses are
+`kubectl apply`d to the cluster's API, where carpool reads its config), `scale` is the Deployment controller
+adding or removing replicas, `delete` removes a workload's pods, or a NodePool or EC2NodeClass. carpool
+never sees these steps; it only sees the objects change, as in a real cluster.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 import yaml
 
+from carpool.karpenter_objects import EC2NODECLASS, NODECLAIM, NODEPOOL
+from carpool.labels import NODEPOOL as NODEPOOL_LABEL
 from carpool.sim.cluster.simulated import SimulatedCluster
-from carpool.sim.cluster.specs import Delete, Scale
+from carpool.sim.cluster.specs import Delete, NodeTarget, Scale
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 CONFIG_KINDS = ("NodePool", "EC2NodeClass")
@@ -33,13 +36,13 @@ def controller_id(kind: str, namespace: str, name: str) -> str:
 class WorkloadDriver:
     """Turns manifests into cluster objects; keeps each workload's document so it can be scaled later.
 
-    `load` is `carpool.api.loader.load` (texts -> Manifests); `on_config` receives the current
-    NodePool/EC2NodeClass documents whenever they change.
+    `load` is `carpool.api.loader.load` (texts -> Manifests). NodePool/EC2NodeClass documents go to the
+    cluster as `kubectl apply` sends them (`SimulatedCluster.apply_object`: the CRD's schema judges them
+    there, and a refusal is the apply's error); `config_docs` keeps the last applied of each.
     """
 
     cluster: SimulatedCluster
     load: Callable[[list[str]], Any]
-    on_config: Callable[[list[dict[str, Any]]], None] = lambda _docs: None
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     config_docs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
@@ -47,18 +50,18 @@ class WorkloadDriver:
         """Apply YAML texts; returns how many pods were created."""
         texts = list(texts)
         docs = [d for t in texts for d in yaml.safe_load_all(t) if isinstance(d, dict)]
-        config_changed = False
+        config = []
         for doc in docs:
             kind = doc.get("kind", "")
             if kind in CONFIG_KINDS:
                 self.config_docs[(kind, (doc.get("metadata") or {}).get("name", ""))] = doc
-                config_changed = True
+                config.append(doc)
             elif kind in WORKLOAD_KINDS:
                 meta = doc.get("metadata") or {}
                 self.workloads[controller_id(kind, meta.get("namespace") or "default", meta.get("name", ""))] = doc
         manifests = self.load(texts)
-        if config_changed:
-            self.on_config(list(self.config_docs.values()))
+        for doc in config:
+            self.cluster.apply_object(doc)
         created = 0
         for pod in manifests.pods:
             self.cluster.add_pod(pod.to_json_dict(), controller=_owner_id(pod), owned=True)
@@ -100,6 +103,12 @@ class WorkloadDriver:
         return added
 
     def delete(self, step: Delete) -> int:
+        """Carry out a delete step; returns how many pods were removed (a NodePool's nodes go as its
+        NodeClaims are deleted, not here)."""
+        for kind, name in ((NODEPOOL, step.nodepool), (EC2NODECLASS, step.ec2nodeclass)):
+            if name:
+                self.cluster.delete_object(kind, name)
+                self.config_docs.pop((kind.kind, name), None)
         removed = 0
         if step.deployment:
             key = self._find(step.deployment, step.namespace)
@@ -111,6 +120,33 @@ class WorkloadDriver:
             self.cluster.delete_pod(pod if "/" in pod else f"default/{pod}")
             removed += 1
         return removed
+
+    def delete_nodes(self, step: Delete) -> list[str]:
+        """`kubectl delete nodeclaim|node` of the nodes a delete step names (`NodeTarget`): the objects'
+        deletion as the API server does it (held by their finalizers until carpool lets them go). Returns
+        what was deleted ("NodeClaim <name>", "Node <name>")."""
+        out = []
+        if step.node_claims is not None:
+            for name in self._oldest(self.cluster.list_objects(NODECLAIM).items, step.node_claims):
+                self.cluster.delete_object(NODECLAIM, name)
+                out.append(f"NodeClaim {name}")
+        if step.nodes is not None:
+            for name in self._oldest([rec.raw for rec in self.cluster.nodes.values()], step.nodes):
+                self.cluster.delete_node(name)
+                out.append(f"Node {name}")
+        return out
+
+    @staticmethod
+    def _oldest(objects: Iterable[Mapping[str, Any]], target: NodeTarget) -> list[str]:
+        """The names of the `target.count` oldest launched objects of its NodePool not being deleted."""
+        picked = []
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            pool = (meta.get("labels") or {}).get(NODEPOOL_LABEL)
+            if pool is None or meta.get("deletionTimestamp") or (target.node_pool and pool != target.node_pool):
+                continue
+            picked.append((str(meta.get("creationTimestamp") or ""), str(meta.get("name"))))
+        return [name for _created, name in sorted(picked)[: target.count]]
 
     def _find(self, name: str, namespace: str) -> str:
         for kind in WORKLOAD_KINDS:

@@ -308,7 +308,7 @@ class RequestRecorder:
     def recording(self, scenario: str, cluster: str, region: str) -> Recording:
         """What was recorded so far, with the names the simulation gave the stack's resources (from the
         running function's environment)."""
-        keys = ("CARPOOL_TABLE", "CARPOOL_IDEMPOTENCY_TABLE", "CARPOOL_EVENT_BUS", "CARPOOL_CONFIG_PARAMETER",
+        keys = ("CARPOOL_TABLE", "CARPOOL_IDEMPOTENCY_TABLE", "CARPOOL_EVENT_BUS",
                 "CARPOOL_NODE_ROLE_ARN", "CARPOOL_INSTANCE_PROFILE")
         env = environment.current()
         return Recording(scenario=scenario, cluster=cluster, region=region, account=self.account,

@@ -830,16 +830,6 @@ class LocalAws:
             )
         )
 
-    def put_config(self, text: str, cluster: str | None = None) -> str:
-        """Write the NodePool/EC2NodeClass YAML where the stack does (`/carpool/<cluster>/config`) and
-        set CARPOOL_CONFIG_PARAMETER; returns the parameter name."""
-        from carpool.sim.localaws.config_store import write_config_text
-
-        name = f"/carpool/{cluster or self.cluster}/config"
-        write_config_text(self.client("ssm"), name, text)  # in parts when past one parameter, as the stack
-        self._setenv("CARPOOL_CONFIG_PARAMETER", name)
-        return name
-
     # -- queues -----------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def sqs_backend(self) -> Iterator[Any]:

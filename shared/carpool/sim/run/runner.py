@@ -41,8 +41,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from carpool import delivery, environment
 from carpool import labels as L
 from carpool.adapters.aws import events as events_adapter
@@ -170,7 +168,7 @@ class SimRunner:
         aws.seed_network(sc.cluster.name, sc.cluster.zones)
         if sc.amis:
             aws.seed_amis([a.model_dump(by_alias=True, exclude_none=True) for a in sc.amis])
-        self.driver = WorkloadDriver(self.cluster, load, on_config=self._put_config)
+        self.driver = WorkloadDriver(self.cluster, load)
         self.driver.apply(text for _label, text in sc.manifest_texts())
         settings = self._settings()
         if not self.driver.config_docs:
@@ -190,14 +188,14 @@ class SimRunner:
         for events in [session.session().events, *[c.meta.events for c in session.clients()]]:
             events.register("before-call.eventbridge.PutEvents", self._charge_put_events,
                             unique_id=f"carpool-sim-put-events-{id(self)}")
-        deps = build_from_env(settings, cluster=self.cluster)
-        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock, karpenter=self.cluster)
+        deps = build_from_env(settings, cluster=self.cluster, karpenter=self.cluster)
+        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
         wiring.use(deps)
         self.deps = deps
         # Each function is its own Lambda process with its own caches.
         self.requests.isolate(lambda: dataclasses.replace(
-            build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock,
-            karpenter=self.cluster))
+            build_from_env(settings, cluster=self.cluster, karpenter=self.cluster), cluster=self.cluster,
+            clock=self.clock))
         self.faults = CapacityFaults(sc.capacity, lambda: self.clock.elapsed, self._zone_of_subnet)
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambda_runtime.load_handler(name) for name in lambda_runtime.HANDLERS}
@@ -211,7 +209,7 @@ class SimRunner:
 
     def _settings(self) -> Any:
         """carpool's settings as the stack's environment would give them (LocalAws set the endpoint, table,
-        bus and config parameter variables already)."""
+        bus and endpoint variables already)."""
         from carpool.app.settings import Settings
 
         sc = self.scenario
@@ -258,11 +256,6 @@ class SimRunner:
         wiring.use(None)
 
     # -- config and fixed parts of the world ------------------------------------------------------
-    def _put_config(self, docs: list[dict[str, Any]]) -> None:
-        """carpool reads NodePools/EC2NodeClasses from this SSM parameter (what `carpool apply` writes)."""
-        self._config_docs = docs
-        self.aws.put_config(yaml.safe_dump_all(docs, sort_keys=False), self.scenario.cluster.name)
-
     def _seed_node_groups(self) -> None:
         """Nodes of managed node groups exist before carpool starts; carpool must leave them alone."""
         sc = self.scenario
@@ -402,8 +395,12 @@ class SimRunner:
             self.log.add("workload", f"scaled {step.scale.deployment} to {step.scale.replicas} ({delta:+d} pods)")
         elif action == "delete":
             assert step.delete is not None
+            nodes = self.driver.delete_nodes(step.delete)
             removed = self.driver.delete(step.delete)
-            self.log.add("workload", f"deleted {removed} pods")
+            gone = [f"{kind} {name}" for kind, name in (("NodePool", step.delete.nodepool),
+                                                       ("EC2NodeClass", step.delete.ec2nodeclass)) if name]
+            gone += nodes
+            self.log.add("workload", f"deleted {removed} pods" + "".join(f", {g}" for g in gone))
         elif action == "spot_interruption":
             assert step.spot_interruption is not None
             self._spot_interruption(step.spot_interruption)

@@ -247,7 +247,8 @@ STEP_ACTIONS = ("apply", "scale", "delete", "spot_interruption", "health_event",
 
 class WorkloadStep(YamlModel):
     """One timed action; exactly one of the action fields is set. A NodePool or EC2NodeClass edit is an
-    `apply` of the changed document: it replaces the one of that kind and name in carpool's config."""
+    `apply` of the changed document, as `kubectl apply` sends it to the cluster; `delete: {nodepool: NAME}`
+    is `kubectl delete nodepool NAME`."""
 
     at: float = Field(ge=0)
     apply: ManifestSource | None = None
@@ -482,6 +483,11 @@ def _manifest_problems(scenario: Scenario, seen: _Applied) -> list[str]:
                                 f"before {step.at:g}s (applied: {', '.join(sorted(seen.workloads)) or 'none'})")
             elif action == "delete":
                 seen.workloads.discard(key)
+        pool = step.delete.nodepool if step.delete is not None else None
+        if pool is not None:
+            if pool not in seen.nodepools:
+                problems.append(f"{step.path}.delete.nodepool: no NodePool {pool!r} is applied before {step.at:g}s "
+                                f"(applied: {', '.join(sorted(seen.nodepools)) or 'none'})")
     for i, race in enumerate(scenario.races):
         problems += seen.add(check_manifest(race.apply, base, f"races[{i}].apply"))
     return problems
@@ -498,6 +504,9 @@ def _targets(scenario: Scenario) -> list[tuple[str, Any]]:
         for name in ("spot_interruption", "health_event", "termination_protection"):
             if (selector := getattr(step, name)) is not None:
                 out.append((f"{step.path}.{to_camel(name)}", selector))
+        if step.delete is not None:  # `kubectl delete nodeclaim|node` of a NodePool's nodes
+            out += [(f"{step.path}.delete.{to_camel(name)}", t) for name in ("node_claims", "nodes")
+                    if (t := getattr(step.delete, name)) is not None]
     return out
 
 

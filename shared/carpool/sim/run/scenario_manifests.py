@@ -48,7 +48,7 @@ def resolve_manifest(src: ManifestSource, base_dir: Path, label: str) -> tuple[s
 class ManifestCheck:
     """What one source holds, as far as the scenario's own checks need: the workloads it applies (by
     their controller id, as the simulated cluster keys them), its NodePools' names, and whether it
-    carries carpool's config."""
+    carries carpool's config (NodePools or EC2NodeClasses, applied to the simulated cluster)."""
 
     problems: list[str] = field(default_factory=list)
     workloads: list[str] = field(default_factory=list)
