@@ -172,9 +172,9 @@ def admit(api_version: str, kind: str, doc: Mapping[str, Any], *, with_status: b
     carpool verdicts): fields the schema does not name are pruned (`structural/pruning`; with no
     `fieldValidation=Strict` the server drops them, at most warning), nulls of fields that are not
     nullable are dropped, the schema's defaults are applied (`structural/defaulting`), then the schema and
-    its CEL rules judge what is left. `status` is judged only with `with_status` (the status
-    subresource's update); `metadata` is the API server's own, never pruned here. A kind without a schema
-    is admitted as it is."""
+    its CEL rules judge what is left, in the server's words (`_ServerWalk`), each refusal once.
+    `status` is judged only with `with_status` (the status subresource's update); `metadata` is the API
+    server's own, never pruned here. A kind without a schema is admitted as it is."""
     obj = json.loads(json.dumps(dict(doc), default=str))
     schema = schema_of(api_version, kind)
     if schema is None:
@@ -189,10 +189,10 @@ def admit(api_version: str, kind: str, doc: Mapping[str, Any], *, with_status: b
     for key, prop in (schema.get("properties") or {}).items():
         if key not in obj and "default" in prop:
             obj[key] = _defaulted(prop, json.loads(json.dumps(prop["default"])), key, pruned)
-    walk = _Walk(kind)
+    walk = _ServerWalk(kind)
     root = {k: v for k, v in obj.items() if with_status or k not in _SKIPPED_ROOT_FIELDS}
     walk.node(schema, root, "", None)
-    return Admitted(obj, pruned, walk.problems)
+    return Admitted(obj, pruned, list(dict.fromkeys(walk.problems)))
 
 
 def _defaulted(schema: Mapping[str, Any], value: Any, path: str, pruned: list[str]) -> Any:
@@ -320,6 +320,14 @@ class _Walk:
     def fail(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
 
+    @staticmethod
+    def item_path(path: str, index: int) -> str:
+        return f"{path}[{index}]"
+
+    @staticmethod
+    def entry_path(path: str, key: str) -> str:
+        return f"{path}[{key}]"
+
     def node(self, schema: Mapping[str, Any], value: Any, path: str, support: _Support | None) -> None:
         if value is None:  # the API server prunes nulls of fields that are not nullable
             return
@@ -403,7 +411,7 @@ class _Walk:
         if isinstance(items, Mapping):
             each = support.each if support is not None else None
             for index, item in enumerate(value):
-                self.node(items, item, f"{path}[{index}]", each)
+                self.node(items, item, self.item_path(path, index), each)
 
     def object(self, schema: Mapping[str, Any], value: Mapping[str, Any], path: str,
                support: _Support | None) -> Mapping[str, Any]:
@@ -418,7 +426,7 @@ class _Walk:
         if isinstance(values, Mapping):
             each = support.each if support is not None else None
             for key, item in value.items():
-                self.node(values, item, f"{path}[{key}]", each)
+                self.node(values, item, self.entry_path(path, str(key)), each)
         return value
 
     def fields(self, schema: Mapping[str, Any], properties: Mapping[str, Any], value: Mapping[str, Any],
@@ -459,3 +467,78 @@ class _Walk:
             if not held:
                 message = rule.get("message") or f"failed rule: {text}"
                 self.fail(path, f"Invalid value: {json.dumps(_type_name(value))}: {message}")
+
+
+class _ServerWalk(_Walk):
+    """The walk as kube-apiserver words it (checked against the v1.24 server with these CRDs loaded):
+    kube-openapi's "<path> in body should ..." inside `field.Invalid` (`ValidateCustomResource` in
+    apiextensions-apiserver's `pkg/apiserver/validation`), the type failure quoting the value's type, no
+    index for list items and a dot before map keys in paths, every failure of a list's items besides its
+    length, and no int32/int64 range check (`format` bounds only strings there)."""
+
+    @staticmethod
+    def item_path(path: str, index: int) -> str:
+        return path
+
+    @staticmethod
+    def entry_path(path: str, key: str) -> str:
+        return f"{path}.{key}"
+
+    def invalid(self, path: str, value: Any, words: str) -> None:
+        self.fail(path, f"Invalid value: {_go_value(value)}: {path} in body {words}")
+
+    def typed(self, schema: Mapping[str, Any], value: Any, path: str) -> bool:
+        expected = schema.get("type")
+        if schema.get("x-kubernetes-int-or-string") or expected is None or _is_type(value, expected):
+            return super().typed(schema, value, path)
+        given = _type_name(value)
+        self.invalid(path, given, f"must be of type {expected}: {json.dumps(given)}")
+        return False
+
+    def string(self, schema: Mapping[str, Any], value: str, path: str) -> None:
+        low, high = schema.get("minLength"), schema.get("maxLength")
+        if high is not None and len(value) > high:
+            self.invalid(path, value, f"should be at most {high} chars long")
+        if low is not None and len(value) < low:
+            self.invalid(path, value, f"should be at least {low} chars long")
+        pattern = schema.get("pattern")
+        if pattern is not None and not _regex(pattern).search(value):
+            self.invalid(path, value, f"should match '{pattern}'")
+        if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
+            self.invalid(path, value, f"must be of type date-time: {json.dumps(value)}")
+
+    def number(self, schema: Mapping[str, Any], value: float, path: str) -> None:
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if high is not None and value > high:
+            self.invalid(path, value, f"should be less than or equal to {_go_value(high)}")
+        if low is not None and value < low:
+            self.invalid(path, value, f"should be greater than or equal to {_go_value(low)}")
+
+    def array(self, schema: Mapping[str, Any], value: list[Any], path: str, support: _Support | None) -> None:
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if high is not None and len(value) > high:
+            self.invalid(path, len(value), f"should have at most {high} items")
+        if low is not None and len(value) < low:
+            self.invalid(path, len(value), f"should have at least {low} items")
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for item in value:
+                self.node(items, item, path, None)
+
+    def object(self, schema: Mapping[str, Any], value: Mapping[str, Any], path: str,
+               support: _Support | None) -> Mapping[str, Any]:
+        high = schema.get("maxProperties")
+        if high is not None and len(value) > high:
+            self.invalid(path, len(value), f"should have at most {high} properties")
+        return super().object({k: v for k, v in schema.items() if k != "maxProperties"}, value, path, support)
+
+
+def _go_value(value: Any) -> str:
+    """A value as `field.Invalid` prints it (`%q` for strings, `%v` for numbers and booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)

@@ -46,12 +46,11 @@ from carpool.karpenter_objects import (
 )
 from carpool.nodeclaims import ClaimFacts
 from carpool.requirements import Requirements
+from carpool.state import charges
 from carpool.state.models import ACTIVE_STATUSES, Claim
 
 log = logging.getLogger(__name__)
 
-#: the metric a failed NodeClaim write counts in (`step`: create, registration, reconcile, release)
-FAILURES = "NodeClaimSyncFailures"
 #: how many times a write under a stale resourceVersion is read and made again
 _ATTEMPTS = 3
 
@@ -82,7 +81,11 @@ def launched(deps: Dependencies, claims: Sequence[Launched], now: datetime) -> l
     karpenter = deps.karpenter
     if karpenter is None or not claims:
         return []
-    uids = _pool_uids_of(karpenter, {c.claim.nodepool for c in claims})
+    try:
+        uids = _pool_uids_of(karpenter, {c.claim.nodepool for c in claims})
+    except Exception as exc:  # noqa: BLE001 - never fails the launch: the NodeClaims go without their owner
+        log.warning("NodePools not read for their NodeClaims' owner: %s: %s", type(exc).__name__, exc)
+        uids = {}
     facts = [ClaimFacts(claim=c.claim, cluster=deps.settings.cluster_name, pool=c.pool, now=now,
                         pool_uid=uids.get(c.claim.nodepool), type_labels=c.type_labels, capacity=c.capacity,
                         requirements=c.requirements) for c in claims]
@@ -110,6 +113,8 @@ def read(deps: Dependencies, name: str) -> dict[str, Any] | None:
         return None
     try:
         return deps.karpenter.get_object(NODECLAIM, name)
+    except KindNotServed:
+        return None  # no CRDs: nothing to keep (the config guard says so once per invocation)
     except Exception as exc:  # noqa: BLE001 - the NodeClaim is the claim's face; the registration goes on
         _failed("registration", name, exc)
         return None
@@ -178,7 +183,6 @@ def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetim
     by_node = {n.name: n for n in nodes}
     by_instance = {n.instance_id(): n for n in by_node.values() if n.instance_id()}
     catalog = deps.catalog.get(now).types
-    sizes = instances.capacities((c.instance_type or "" for c in claims), deps, now)
     for claim in claims:
         if claim.name in gone:
             continue
@@ -189,7 +193,7 @@ def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetim
         it = catalog.get(claim.instance_type or "")
         facts = ClaimFacts(
             claim=claim, cluster=deps.settings.cluster_name, pool=pool, now=now, pool_uid=uids.get(claim.nodepool),
-            type_labels=dict(it.labels) if it is not None else {}, capacity=sizes.get(claim.instance_type or "", {}),
+            type_labels=dict(it.labels) if it is not None else {}, capacity=_capacity(deps, claim, now),
             node=by_node.get(claim.node_name or "") or by_instance.get(claim.instance_id),
             drift=nodeclaims.drift_reason(existing, claim, pool,
                                           drift.spec_hash(pool, nodeclass) if pool and nodeclass else None))
@@ -298,6 +302,9 @@ def _guarded(step: str, name: str, write: Callable[[], object]) -> bool:
     """Run one NodeClaim write; a failure is logged and counted, never raised."""
     try:
         write()
+    except KindNotServed as exc:  # no CRDs: not a failure of this write (the config guard says it once)
+        log.info("NodeClaim %s not written: %s", name, exc)
+        return False
     except Exception as exc:  # noqa: BLE001 - the NodeClaim follows the claim; the claim's path goes on
         _failed(step, name, exc)
         return False
@@ -307,7 +314,7 @@ def _guarded(step: str, name: str, write: Callable[[], object]) -> bool:
 def _failed(step: str, name: str, exc: Exception) -> None:
     log.warning("NodeClaim %s not written (%s): %s: %s; the next disruption run repairs it", name, step,
                 type(exc).__name__, exc)
-    observability.emit(FAILURES, step=step)
+    observability.emit("NodeClaimSyncFailures", step=step)
 
 
 def _pool_uids_of(karpenter: KarpenterObjects, names: Iterable[str]) -> dict[str, str]:
@@ -334,4 +341,10 @@ def _type_labels(deps: Dependencies, claim: Claim, now: datetime) -> dict[str, s
 
 
 def _capacity(deps: Dependencies, claim: Claim, now: datetime) -> dict[str, int]:
+    """The claim's capacity as its pool's usage holds it (what the launch charged, then the node's own:
+    `carpool.state.charges`), so the NodeClaim and the pool's usage agree; the type's size when it holds
+    nothing yet."""
+    held = {k: v for k, v in claim.reserved.items() if k != charges.NODES and v}
+    if held:
+        return held
     return instances.capacities([claim.instance_type or ""], deps, now).get(claim.instance_type or "", {})

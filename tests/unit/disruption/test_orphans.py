@@ -260,7 +260,8 @@ def world(instances: list[dict[str, Any]], nodes: list[dict[str, Any]], claims: 
         ledger.reserve(c, None, c.created_at, 900)
         ledger.mark_launched(c)
     return SimpleNamespace(cluster=cluster, compute=FakeEc2(cluster, instances), ledger=ledger, clock=lambda: now, cache={},
-                           settings=Settings(cluster_name=CLUSTER), catalog=StaticCatalogSource("us-east-1"))
+                           settings=Settings(cluster_name=CLUSTER), catalog=StaticCatalogSource("us-east-1"),
+                           karpenter=None)
 
 
 def bound_pod(name: str, node_name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

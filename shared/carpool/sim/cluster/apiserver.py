@@ -16,7 +16,8 @@ API server's answers for what carpool calls:
   for a node that is gone;
 - Karpenter's NodePools, EC2NodeClasses and NodeClaims under `/apis/<group>/v1/<plural>`: lists and
   watches as above, the rest in `carpool.sim.cluster.objects_http` (404 for a kind whose CRD the scenario
-  did not install);
+  did not install), and as a `Table` with the CRDs' printer columns when asked (`carpool.sim.cluster.tables`:
+  what `kubectl get nodeclaims` prints);
 - pod DELETE with `gracePeriodSeconds` (200 with the pod, 404 when gone; no budget is consulted);
 - the Eviction subresource (`SimulatedCluster.eviction`: 201, 404, 429, and 500 for a pod covered by
   more than one PodDisruptionBudget, as `pkg/registry/core/pod/storage/eviction.go` answers);
@@ -51,6 +52,7 @@ from carpool.sim.cluster.api_answers import (
     parse_label_selector,
 )
 from carpool.sim.cluster.objects_http import NOT_SERVED, karpenter_kind_at, object_answer, served
+from carpool.sim.cluster.tables import TABLE_MEDIA, table
 
 if TYPE_CHECKING:
     from carpool.sim.cluster.simulated import SimulatedCluster
@@ -175,8 +177,8 @@ def bookmark_object(kind: str, resource_version: str) -> dict[str, Any]:
     sets only its resource version, and the encoder writes every field that has no `omitempty`
     (`metadata.creationTimestamp` as null, a pod's `spec.containers` as null)."""
     custom = next((k for k in KARPENTER_KINDS if k.kind == kind), None)
-    if custom is not None:  # an `unstructured.Unstructured`: only what was set
-        return {"kind": kind, "apiVersion": custom.api_version, "metadata": {"resourceVersion": resource_version}}
+    if custom is not None:  # an `unstructured.Unstructured`: only what was set, its keys in order
+        return {"apiVersion": custom.api_version, "kind": kind, "metadata": {"resourceVersion": resource_version}}
     return {"kind": kind, "apiVersion": "v1",
             "metadata": {"resourceVersion": resource_version, "creationTimestamp": None},
             **json.loads(json.dumps(BOOKMARK_BODIES.get(kind, {})))}
@@ -496,13 +498,23 @@ class SimApiServer:
         kind's, the rest there; 404 for every path of a kind whose CRD is not installed."""
         if not served(self.cluster, kind) or len(seg) > 6 or (len(seg) == 6 and seg[5] != "status"):
             return api_status(404, NOT_SERVED, "NotFound")
+        printed = method == "GET" and TABLE_MEDIA in accept
         if len(seg) == 4 and method == "GET":
             limit = int(query["limit"]) if query.get("limit") else None
-            return self.lists.page(kind.plural, limit, query.get("continue"), query.get("fieldSelector", ""),
-                                   metadata_only=PARTIAL_METADATA in accept,
-                                   label_selector=query.get("labelSelector", ""))
-        return object_answer(self.cluster, method, kind, seg[4] if len(seg) > 4 else None, len(seg) == 6,
-                             content_type, body)
+            answer = self.lists.page(kind.plural, limit, query.get("continue"), query.get("fieldSelector", ""),
+                                     metadata_only=PARTIAL_METADATA in accept and not printed,
+                                     label_selector=query.get("labelSelector", ""))
+            items = list(answer.body["items"]) if answer.code == 200 else []
+        else:
+            answer = object_answer(self.cluster, method, kind, seg[4] if len(seg) > 4 else None, len(seg) == 6,
+                                   content_type, body, query.get("fieldValidation", ""),
+                                   query.get("propagationPolicy", ""))
+            items = [answer.body]
+        if not printed or answer.code != 200:
+            return answer
+        meta = {k: v for k, v in answer.body["metadata"].items() if k in ("resourceVersion", "continue",
+                                                                            "remainingItemCount")}
+        return ApiAnswer(200, table(kind.kind, items, meta, self.cluster.now(), query.get("includeObject", "Metadata")))
 
     def _event(self, method: str, namespace: str, name: str | None, content_type: str, body: bytes) -> ApiAnswer:
         """core/v1 Events of one namespace: POST creates (409 for a name taken), GET and merge PATCH one."""

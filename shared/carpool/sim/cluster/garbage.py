@@ -58,6 +58,15 @@ class GarbageCollector:
             for name in named:
                 self.attempt_to_delete(kind, name)
 
+    def orphan(self, uid: str) -> None:
+        """`orphanDependents`: every reference to the owner `uid` is dropped from its dependents, which
+        stay (the `orphan` finalizer's work, done before the owner goes)."""
+        for owned in self._kinds.values():
+            for name, rec in list(owned.objects().items()):
+                refs = _owners(rec.raw)
+                if any(ref.get("uid") == uid for ref in refs):
+                    owned.set_owners(name, [ref for ref in refs if ref.get("uid") != uid])
+
     def attempt_to_delete(self, kind: str, name: str) -> None:
         """`attemptToDeleteItem` for one dependent: nothing for one already being deleted; delete it when
         none of its owners exists, drop the references to the gone ones when some do, nothing when all do

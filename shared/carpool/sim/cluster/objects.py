@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -49,21 +48,16 @@ from carpool.karpenter_objects import (
     kind_named,
 )
 from carpool.sim.cluster.api_answers import merge_patch
+from carpool.sim.cluster.object_meta import metadata_problems, name_problem
 from carpool.sim.cluster.records import Record
 
-__all__ = ["GENERATE_NAME_ALPHABET", "AlreadyExists", "KarpenterStore", "ObjectInvalidProblems", "field_errors",
-           "invalid_message"]
+__all__ = ["GENERATE_NAME_ALPHABET", "AlreadyExists", "KarpenterStore", "ObjectInvalidProblems", "ServerError",
+           "StrictDecodingError", "field_errors", "invalid_message"]
 
 #: `k8s.io/apimachinery/pkg/util/rand.String`'s alphabet (no vowels, no 0, 1, 3: no words, no look-alikes)
 GENERATE_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 #: `generateName` is cut to leave room for the suffix (`names.SimpleNameGenerator`: 63 - 5 characters)
 _MAX_GENERATED_BASE: Final = 58
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-_DNS_SUBDOMAIN_WORDS: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 #: metadata fields a client may write (the rest are the server's: uid, resourceVersion, generation, ...)
 _CLIENT_METADATA: Final = ("name", "generateName", "labels", "annotations", "finalizers", "ownerReferences")
 #: the CRDs' transition rules (`x-kubernetes-validations` with `oldSelf`, which `crd_schema` leaves to the
@@ -94,8 +88,8 @@ def field_errors(problems: list[Problem]) -> list[dict[str, str]]:
 
 def invalid_message(problems: list[Problem]) -> str:
     """What follows `<Kind>.<group> "<name>" is invalid: ` in the API server's message: one error as
-    `path: message`, several in brackets (`ErrorList.ToAggregate`)."""
-    parts = [f"{p.path}: {p.message}" if p.path else p.message for p in problems]
+    `path: message`, several in brackets, each once (`ErrorList.ToAggregate`)."""
+    parts = list(dict.fromkeys(f"{p.path}: {p.message}" if p.path else p.message for p in problems))
     return parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
 
 
@@ -107,11 +101,33 @@ class AlreadyExists(ObjectConflict):
 
 
 class ObjectInvalidProblems(ObjectInvalid):
-    """`ObjectInvalid` with the field errors it was made of (the HTTP API server's `details.causes`)."""
+    """`ObjectInvalid` with the field errors it was made of (the HTTP API server's `details.causes`); its
+    `message` is the server's whole message, as the lightkube adapter reports it."""
 
     def __init__(self, kind: ObjectKind, name: str, problems: list[Problem]) -> None:
-        super().__init__(kind, name, invalid_message(problems))
+        super().__init__(kind, name, f'{kind.kind}.{kind.group} "{name}" is invalid: {invalid_message(problems)}')
         self.problems = problems
+
+
+class StrictDecodingError(ObjectInvalid):
+    """The 400 of `fieldValidation=Strict` for fields the schema does not name (kube-apiserver 1.25 on:
+    `<Kind> in version "v1" cannot be handled as a <Kind>: strict decoding error: unknown field "spec.x"`;
+    the v1.24 test server has the feature off, so this wording is not checked side by side)."""
+
+    def __init__(self, kind: ObjectKind, name: str, fields: list[str]) -> None:
+        unknown = ", ".join(f'unknown field "{f}"' for f in fields)
+        super().__init__(kind, name, f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                     f"strict decoding error: {unknown}")
+        self.fields = fields
+
+
+class ServerError(Exception):
+    """A 500 the API server answers (`resourceVersion should not be set on objects to be created`): no
+    port error names it, as lightkube's `ApiError` carries it from a real server."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def _at(obj: Mapping[str, Any], path: str) -> Any:
@@ -153,15 +169,15 @@ class KarpenterStore:
         return copy.deepcopy(rec.raw) if rec is not None else None
 
     # -- create -----------------------------------------------------------------------------------------
-    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any], *, strict: bool = False) -> dict[str, Any]:
+        """POST; `strict` as with `fieldValidation=Strict` (kubectl's default since 1.25): a field the
+        schema does not name is refused (`StrictDecodingError`) instead of pruned."""
         store = self.served(kind)
         raw = json.loads(json.dumps(dict(obj), default=str))
         meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
         name = self._name_for(kind, meta)
         if meta.get("resourceVersion"):
-            raise ObjectInvalidProblems(kind, name, [Problem("metadata.resourceVersion", (
-                "Invalid value: " + json.dumps(str(meta["resourceVersion"]))
-                + ": must be empty (resourceVersion should not be set on objects to be created)"))])
+            raise ServerError("resourceVersion should not be set on objects to be created")
         if name in store:
             raise AlreadyExists(kind, name)
         raw.pop("status", None)
@@ -169,7 +185,7 @@ class KarpenterStore:
         raw["metadata"] = {k: meta[k] for k in _CLIENT_METADATA if meta.get(k) is not None} | {
             "name": name, "uid": str(uuid.UUID(int=self._random.getrandbits(128), version=4)),
             "generation": 1, "creationTimestamp": self._now()}
-        admitted = self._admitted(kind, raw, name)
+        admitted = self._admitted(kind, raw, name, strict=strict)
         rec = Record(admitted, 0)
         store[name] = rec
         self._record_change("ADDED", kind.kind, rec)
@@ -180,17 +196,19 @@ class KarpenterStore:
         if not name and base:
             suffix = "".join(self._random.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
             name = str(base)[:_MAX_GENERATED_BASE] + suffix
-        if not name:
-            raise ObjectInvalidProblems(kind, "", [Problem("metadata.name", "Required value: name or generateName is required")])
-        if len(str(name)) > 253 or not _DNS_SUBDOMAIN.match(str(name)):
-            raise ObjectInvalidProblems(kind, str(name), [Problem("metadata.name", f"Invalid value: {json.dumps(name)}: {_DNS_SUBDOMAIN_WORDS}")])
+        problem = name_problem(str(name))
+        if problem is not None:
+            raise ObjectInvalidProblems(kind, str(name), [problem])
         return str(name)
 
     def _admitted(self, kind: ObjectKind, raw: dict[str, Any], name: str, *, with_status: bool = False,
-                  old: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """`raw` pruned and defaulted by its CRD's schema, or `ObjectInvalid` with every refusal."""
+                  old: Mapping[str, Any] | None = None, strict: bool = False) -> dict[str, Any]:
+        """`raw` pruned and defaulted by its CRD's schema, or `ObjectInvalid` with every refusal (with
+        `strict`, a field pruned is one: the decoder's 400 comes before any validation)."""
         admitted = crd_schema.admit(kind.api_version, kind.kind, raw, with_status=with_status)
-        problems = list(admitted.problems)
+        if strict and admitted.pruned:
+            raise StrictDecodingError(kind, name, admitted.pruned)
+        problems = metadata_problems(raw.get("metadata") or {}) + admitted.problems
         if old is not None:
             problems += self._transition_problems(kind, old, admitted.obj)
         if problems:
@@ -219,12 +237,12 @@ class KarpenterStore:
         return rec
 
     def patch_object(self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *,
-                     resource_version: str | None = None) -> dict[str, Any]:
+                     resource_version: str | None = None, strict: bool = False) -> dict[str, Any]:
         rec = self._current(kind, name, resource_version or (patch.get("metadata") or {}).get("resourceVersion"))
         patched = merge_patch(copy.deepcopy(rec.raw), json.loads(json.dumps(dict(patch), default=str)))
-        return self._update(kind, rec, patched)
+        return self._update(kind, rec, patched, strict=strict)
 
-    def _update(self, kind: ObjectKind, rec: Record, patched: dict[str, Any]) -> dict[str, Any]:
+    def _update(self, kind: ObjectKind, rec: Record, patched: dict[str, Any], *, strict: bool = False) -> dict[str, Any]:
         """An update of the object to `patched` (`customResourceStrategy.PrepareForUpdate`, then the
         schema, then the store)."""
         old, name = rec.raw, rec.raw["metadata"]["name"]
@@ -237,7 +255,7 @@ class KarpenterStore:
         problems = self.finalizer_problems(old["metadata"], patched["metadata"])
         if problems:
             raise ObjectInvalidProblems(kind, name, problems)
-        new = self._admitted(kind, patched, name, old=old)
+        new = self._admitted(kind, patched, name, old=old, strict=strict)
         if {k: v for k, v in new.items() if k != "metadata"} != {k: v for k, v in old.items() if k != "metadata"}:
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         return self._write(kind, rec, new)
@@ -260,8 +278,11 @@ class KarpenterStore:
         if not extra:
             return []
         found = "[]string{" + ", ".join(json.dumps(f) for f in extra) + "}"
-        return [Problem("metadata.finalizers",
-                        f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {found}")]
+        problem = Problem("metadata.finalizers",
+                          f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {found}")
+        # twice, as the API server finds it: `validateCommonFields` and the strategy's `ValidateUpdate` both
+        # validate the metadata (its message says it once: `ToAggregate` drops repeated errors)
+        return [problem, problem]
 
     def patch_status(self, kind: ObjectKind, name: str, status: Mapping[str, Any], *,
                      resource_version: str | None = None) -> dict[str, Any]:
@@ -316,23 +337,24 @@ class KarpenterStore:
         self._record_change("DELETED", kind.kind, rec)
 
     # -- what the simulation and its scenarios drive ------------------------------------------------------
-    def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+    def apply_object(self, raw: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
         """`kubectl apply` of one object (the kind from `raw["kind"]`): created when absent; else an update
         whose fields other than metadata and status are `raw`'s (the spec replaced whole, as applying a
         manifest that always names its whole spec does) and whose labels and annotations are merged from
-        it; status, finalizers and owner references stay."""
+        it; status, finalizers and owner references stay. `strict`: kubectl's `--validate=strict`, its
+        default since 1.25 (a field the CRD does not name is refused, `StrictDecodingError`)."""
         kind = kind_named(str(raw.get("kind")))
         name = str((raw.get("metadata") or {}).get("name") or "")
         rec = self.served(kind).get(name) if name else None
         if rec is None:
-            return self.create_object(kind, raw)
+            return self.create_object(kind, raw, strict=strict)
         given = json.loads(json.dumps(dict(raw), default=str))
         meta = copy.deepcopy(rec.raw["metadata"])
         for key in ("labels", "annotations"):
             if (given.get("metadata") or {}).get(key):
                 meta[key] = {**(meta.get(key) or {}), **given["metadata"][key]}
         new = {k: v for k, v in given.items() if k not in ("metadata", "status")} | {"metadata": meta}
-        return self._update(kind, rec, new)
+        return self._update(kind, rec, new, strict=strict)
 
     def _now(self) -> str:
         return self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")

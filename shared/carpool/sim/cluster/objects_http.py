@@ -19,9 +19,16 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from carpool.api.crd_schema import Problem
 from carpool.karpenter_objects import KARPENTER_KINDS, ObjectConflict, ObjectGone, ObjectInvalid, ObjectKind
 from carpool.sim.cluster.api_answers import ApiAnswer, api_status
-from carpool.sim.cluster.objects import AlreadyExists, ObjectInvalidProblems, field_errors
+from carpool.sim.cluster.objects import (
+    AlreadyExists,
+    ObjectInvalidProblems,
+    ServerError,
+    StrictDecodingError,
+    field_errors,
+)
 
 if TYPE_CHECKING:
     from carpool.sim.cluster.simulated import SimulatedCluster
@@ -47,21 +54,23 @@ def served(cluster: SimulatedCluster, kind: ObjectKind) -> bool:
 
 
 def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name: str | None, status: bool,
-                  content_type: str, body: bytes) -> ApiAnswer:
+                  content_type: str, body: bytes, field_validation: str = "", propagation: str = "") -> ApiAnswer:
     """One request on a collection (`name` None: POST) or an object (GET, PATCH, DELETE; `status`: its
-    status subresource)."""
+    status subresource). `field_validation` is the request's `fieldValidation` (`Strict`: an unknown
+    field is a 400; else it is pruned); `propagation` a DELETE's `propagationPolicy`."""
+    strict = field_validation == "Strict"
     if not served(cluster, kind):
         return api_status(404, NOT_SERVED, "NotFound")
     try:
         if name is None:
-            return _create(cluster, kind, method, body)
+            return _create(cluster, kind, method, body, strict)
         if method == "GET":
             found = cluster.get_object(kind, name)
             return ApiAnswer(200, found) if found is not None else _not_found(kind, name)
         if method == "PATCH":
-            return _patch(cluster, kind, name, status, content_type, body)
+            return _patch(cluster, kind, name, status, content_type, body, strict)
         if method == "DELETE" and not status:
-            return _delete(cluster, kind, name)
+            return _delete(cluster, kind, name, propagation)
     except ObjectGone:
         return _not_found(kind, name or "")
     except AlreadyExists as e:
@@ -71,13 +80,17 @@ def object_answer(cluster: SimulatedCluster, method: str, kind: ObjectKind, name
         return api_status(409, (f'Operation cannot be fulfilled on {kind.plural}.{kind.group} "{e.name}": the object '
                                 "has been modified; please apply your changes to the latest version and try again"),
                           "Conflict", _details(kind, e.name))
+    except StrictDecodingError as e:
+        return api_status(400, e.message, "BadRequest")
     except ObjectInvalid as e:
         return _invalid(kind, e)
+    except ServerError as e:
+        return api_status(500, e.message)
     return api_status(405, f"the server does not allow this method on the requested resource ({method})",
                       "MethodNotAllowed")
 
 
-def _create(cluster: SimulatedCluster, kind: ObjectKind, method: str, body: bytes) -> ApiAnswer:
+def _create(cluster: SimulatedCluster, kind: ObjectKind, method: str, body: bytes, strict: bool) -> ApiAnswer:
     if method != "POST":
         return api_status(405, f"the server does not allow this method on the requested resource ({method})",
                           "MethodNotAllowed")
@@ -87,11 +100,11 @@ def _create(cluster: SimulatedCluster, kind: ObjectKind, method: str, body: byte
     refused = _not_of_kind(kind, obj)
     if refused is not None:
         return refused
-    return ApiAnswer(201, cluster.create_object(kind, obj))
+    return ApiAnswer(201, cluster.create_object(kind, obj, strict=strict))
 
 
 def _patch(cluster: SimulatedCluster, kind: ObjectKind, name: str, status: bool, content_type: str,
-           body: bytes) -> ApiAnswer:
+           body: bytes, strict: bool) -> ApiAnswer:
     if content_type.split(";")[0].strip() != MERGE_PATCH:
         return api_status(415, f"the body of the request was in an unknown format - {_PATCH_TYPES}",
                           "UnsupportedMediaType")
@@ -105,7 +118,7 @@ def _patch(cluster: SimulatedCluster, kind: ObjectKind, name: str, status: bool,
             return ApiAnswer(200, found) if found is not None else _not_found(kind, name)
         return ApiAnswer(200, cluster.patch_status(kind, name, patch["status"] or {}, resource_version=wanted)
                          if patch["status"] is not None else _cleared_status(cluster, kind, name, wanted))
-    return ApiAnswer(200, cluster.patch_object(kind, name, patch, resource_version=wanted))
+    return ApiAnswer(200, cluster.patch_object(kind, name, patch, resource_version=wanted, strict=strict))
 
 
 def _cleared_status(cluster: SimulatedCluster, kind: ObjectKind, name: str, wanted: str | None) -> dict[str, Any]:
@@ -116,9 +129,9 @@ def _cleared_status(cluster: SimulatedCluster, kind: ObjectKind, name: str, want
     return cluster.patch_status(kind, name, dict.fromkeys(current.get("status") or {}), resource_version=wanted)
 
 
-def _delete(cluster: SimulatedCluster, kind: ObjectKind, name: str) -> ApiAnswer:
+def _delete(cluster: SimulatedCluster, kind: ObjectKind, name: str, propagation: str) -> ApiAnswer:
     """DELETE: the object when finalizers hold it, else a `Status` naming it (`finalizeDelete`)."""
-    result = cluster.object_deletion(kind, name)
+    result = cluster.object_deletion(kind, name, propagation or "Background")
     if result is None:
         return _not_found(kind, name)
     obj, gone = result
@@ -137,14 +150,19 @@ def _decoded(body: bytes) -> dict[str, Any] | None:
 
 
 def _not_of_kind(kind: ObjectKind, obj: Mapping[str, Any]) -> ApiAnswer | None:
-    """400 for a body that is not the URL's kind, as the API server's decoder refuses it."""
+    """A body that is not the URL's kind, as the API server refuses it: 400 from its decoder for a kind
+    missing or another apiVersion, 422 for another kind of the same version."""
     if not obj.get("kind"):
-        return api_status(400, f"Object 'Kind' is missing in '{json.dumps(obj, separators=(',', ':'))}'", "BadRequest")
-    if obj.get("apiVersion") != kind.api_version or obj.get("kind") != kind.kind:
+        return api_status(400, (f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                f"Object 'Kind' is missing in '{json.dumps(obj, separators=(',', ':'))}'"), "BadRequest")
+    if obj.get("apiVersion") != kind.api_version:
         return api_status(400, (f"the API version in the data ({obj.get('apiVersion')}) does not match the expected "
-                                f"API version ({kind.api_version})") if obj.get("apiVersion") != kind.api_version
-                          else f"the kind in the data ({obj.get('kind')}) does not match the expected kind ({kind.kind})",
-                          "BadRequest")
+                                f"API version ({kind.api_version})"), "BadRequest")
+    if obj.get("kind") != kind.kind:  # the message names the kind the body says, the causes the URL's
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        problem = Problem("kind", f"Invalid value: {json.dumps(obj.get('kind'))}: must be {kind.kind}")
+        return api_status(422, f'{obj.get("kind")}.{kind.group} "{name}" is invalid: kind: {problem.message}', "Invalid",
+                          {"name": name, "group": kind.group, "kind": str(obj.get("kind")), "causes": field_errors([problem])})
     return None
 
 
@@ -161,5 +179,5 @@ def _invalid(kind: ObjectKind, e: ObjectInvalid) -> ApiAnswer:
     """422 as `errors.NewInvalid` writes it: the Kind (not the resource) in `details.kind`, one cause per
     field error."""
     causes = field_errors(e.problems) if isinstance(e, ObjectInvalidProblems) else []
-    return api_status(422, f'{kind.kind}.{kind.group} "{e.name}" is invalid: {e.message}', "Invalid",
+    return api_status(422, e.message, "Invalid",
                       {"name": e.name, "group": kind.group, "kind": kind.kind, "causes": causes})

@@ -34,7 +34,7 @@ from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
 from carpool.k8s_events import KubeEvent
 from carpool.karpenter_lease import Lease
-from carpool.karpenter_objects import KARPENTER_KINDS, KindNotServed, ObjectKind, ObjectList, kind_named
+from carpool.karpenter_objects import KARPENTER_KINDS, ObjectKind, ObjectList, kind_named
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -271,6 +271,8 @@ class SimulatedCluster:
         self._log: list[tuple[str, str, _Record]] = []
         #: the simulated moment (elapsed seconds) of each change of `_log`
         self._log_times: list[float] = []
+        #: the JSON of a Karpenter object as of each of its changes, by resource version (`_event_state`)
+        self._states: dict[int, bytes] = {}
         self._names = itertools.count(1)
         #: how long each bound pod waited (seconds of simulated time), for the result
         self.unbound_seconds: list[float] = []
@@ -318,6 +320,9 @@ class SimulatedCluster:
         self._log_rvs.append(rv)
         self._log.append((etype, kind, rec))
         self._log_times.append(self._elapsed())
+        if kind in self.karpenter.stores:  # the watch cache keeps each state of these: a watch sends every one
+            rec.encoding = (rv, id(rec.raw), json.dumps(rec.raw).encode())
+            self._states[rv] = rec.encoding[2]
         if kind in _GARBAGE_KINDS:
             self._collect_garbage(etype, kind, rec.raw)
 
@@ -347,13 +352,20 @@ class SimulatedCluster:
         """How the garbage collector reaches each kind that has owners here."""
         def karpenter(kind: ObjectKind) -> Owned:
             def set_owners(name: str, refs: list[dict[str, Any]]) -> None:
-                self.karpenter.patch_object(kind, name, {"metadata": {"ownerReferences": refs}})
+                self.karpenter.patch_object(kind, name, {"metadata": {"ownerReferences": refs or None}})
 
             return Owned(lambda: self.karpenter.stores[kind.kind], lambda name: self.karpenter.delete_object(kind, name),
                          set_owners)
 
         def set_node_owners(name: str, refs: list[dict[str, Any]]) -> None:
-            self.update_node(name, lambda raw: raw["metadata"].update(ownerReferences=refs) is None)
+            def change(raw: dict[str, Any]) -> bool:
+                if refs:
+                    raw["metadata"]["ownerReferences"] = refs
+                else:
+                    raw["metadata"].pop("ownerReferences", None)
+                return True
+
+            self.update_node(name, change)
 
         return {**{k.kind: karpenter(k) for k in KARPENTER_KINDS},
                 "Node": Owned(lambda: self.nodes, self._node_deletion, set_node_owners)}
@@ -709,8 +721,9 @@ class SimulatedCluster:
               idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
         """Changes since the given resource versions (keys: `Pod`/`pods`, `Node`/`nodes`, and Karpenter's
         `NodePool`/`nodepools`, `EC2NodeClass`/`ec2nodeclasses`, `NodeClaim`/`nodeclaims`; any case). Pods and
-        nodes are always watched, Karpenter's kinds when named (their objects as JSON copies; a kind whose
-        CRD is not installed is `KindNotServed`, as the API server's 404).
+        nodes are always watched, Karpenter's kinds when named (their objects as JSON copies, every change
+        as it was then); a kind whose CRD is not installed sends nothing, as the adapter ends the watch of a
+        kind the API server answers 404 for and goes on with the others.
 
         A kind without a version starts like a fresh watch: ADDED for every current object. With a
         `waiter` installed (the simulation's loop: `carpool.sim.run.discrete.Processes.wait`), the stream
@@ -718,10 +731,7 @@ class SimulatedCluster:
         happens, None after every `idle_seconds` without one, until `timeout_seconds` have passed.
         Without one (unit tests) it delivers what has happened and ends."""
         named = {_watched_kind(k): v for k, v in resource_versions.items()}
-        karpenter = [k for k in KARPENTER_KINDS if k.kind in named]
-        for served in karpenter:
-            if served not in self.karpenter.installed:
-                raise KindNotServed(served)
+        karpenter = [k for k in KARPENTER_KINDS if k.kind in named and k in self.karpenter.installed]
         since = {k.lower(): int(v) for k, v in named.items() if k and str(v).isdigit()}
         fresh = [("Pod", self.pods), ("Node", self.nodes), *((k.kind, self.karpenter.stores[k.kind]) for k in karpenter)]
         for kind, store in fresh:
@@ -743,25 +753,36 @@ class SimulatedCluster:
                 yield None
 
     def _changes_after(self, since: dict[str, int]) -> list[tuple[WatchEvent, _Record]]:
-        """One event per object changed after `since` (its latest state, like an informer catching up),
-        in resource-version order; moves `since` past them."""
+        """The changes after `since` in resource-version order, and moves `since` past them: one event per
+        pod or node (its latest state, like an informer catching up), every change of a Karpenter object
+        (each with the object as it was then, as kube-apiserver's watch cache sends them)."""
         start = min(since.values(), default=self._last_rv)
         i = bisect.bisect_right(self._log_rvs, start)
         latest: dict[tuple[str, int], tuple[int, str, str, _Record]] = {}
         for rv, (etype, kind, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if kind.lower() in since and rv > since[kind.lower()]:
-                latest[(kind, id(rec))] = (rv, etype, kind, rec)
+                latest[(kind, rv if rv in self._states else id(rec))] = (rv, etype, kind, rec)
         for kind in since:
             since[kind] = max(since[kind], self._last_rv)
-        return [(WatchEvent(etype, kind, self._model(kind, rec), str(rv)), rec)
+        return [(WatchEvent(etype, kind, self._event_state(kind, rv, rec), str(rv)), rec)
                 for rv, etype, kind, rec in sorted(latest.values(), key=lambda e: e[0])]
+
+    def _event_state(self, kind: str, rv: int, rec: _Record) -> Any:
+        """What a watch event at `rv` carries: a Karpenter object's JSON as of that change, else the model."""
+        state = self._states.get(rv)
+        return json.loads(state) if state is not None else self._model(kind, rec)
 
     def changes_since(self, kind: str, since: int) -> list[tuple[str, int, dict[str, Any], bool]]:
         """(type, resource version, JSON copy, created) of each `kind` object changed after `since`, once
-        per object in its latest state (what the HTTP watch streams); `created` when the object did not
+        per object in its latest state (what the HTTP watch streams; for Karpenter's kinds every change, as
+        it was then); `created` when the object did not
         exist at `since` (its first change after it is its creation), which a field-selector watch needs
         to tell an object that stopped matching (DELETED) from one that never did (nothing)."""
         i = bisect.bisect_right(self._log_rvs, since)
+        if kind in self.karpenter.stores:  # every change, each with the object as it was then
+            first: dict[int, bool] = {}
+            return [(etype, rv, json.loads(self._states[rv]), first.setdefault(id(rec), etype == "ADDED"))
+                    for rv, (etype, k, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True) if k == kind]
         latest: dict[int, tuple[str, int, _Record, bool]] = {}
         for rv, (etype, k, rec) in zip(self._log_rvs[i:], self._log[i:], strict=True):
             if k == kind:
@@ -999,8 +1020,11 @@ class SimulatedCluster:
         if problems:
             return api_status(422, f'Node "{name}" is invalid: {invalid_message(problems)}', "Invalid",
                               {"name": name, "kind": "Node", "causes": field_errors(problems)})
-        rec.raw = patched
         self.actions.append((self._elapsed(), "patch-node", name))
+        if _finalized(patched):  # `deleteWithoutFinalizers`: DELETED carries the node as stored, the answer the patched one
+            self._node_gone(name)
+            return ApiAnswer(200, json.loads(json.dumps(patched)))
+        rec.raw = patched
         self.stamps.node_changed(name, rec.raw, self._elapsed())
         self._record_change("MODIFIED", "Node", rec)
         return ApiAnswer(200, json.loads(json.dumps(rec.raw)))
@@ -1024,13 +1048,13 @@ class SimulatedCluster:
     def get_object(self, kind: ObjectKind, name: str) -> dict[str, Any] | None:
         return self.karpenter.get_object(kind, name)
 
-    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any], *, strict: bool = False) -> dict[str, Any]:
         self.actions.append((self._elapsed(), "create-object", f"{kind.kind}/{(obj.get('metadata') or {}).get('name')}"))
-        return self.karpenter.create_object(kind, obj)
+        return self.karpenter.create_object(kind, obj, strict=strict)
 
     def patch_object(self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *,
-                     resource_version: str | None = None) -> dict[str, Any]:
-        return self.karpenter.patch_object(kind, name, patch, resource_version=resource_version)
+                     resource_version: str | None = None, strict: bool = False) -> dict[str, Any]:
+        return self.karpenter.patch_object(kind, name, patch, resource_version=resource_version, strict=strict)
 
     def patch_status(self, kind: ObjectKind, name: str, status: Mapping[str, Any], *,
                      resource_version: str | None = None) -> dict[str, Any]:
@@ -1039,15 +1063,21 @@ class SimulatedCluster:
     def delete_object(self, kind: ObjectKind, name: str) -> None:
         self.object_deletion(kind, name)
 
-    def object_deletion(self, kind: ObjectKind, name: str) -> tuple[dict[str, Any], bool] | None:
+    def object_deletion(self, kind: ObjectKind, name: str, propagation: str = "Background") -> tuple[dict[str, Any], bool] | None:
         """A client's DELETE of a Karpenter object (`KarpenterStore.delete`: the object after it and whether
-        it is gone; None when there was none), in `actions` as carpool's."""
+        it is gone; None when there was none), in `actions` as carpool's. `propagation="Orphan"`
+        (`kubectl delete --cascade=orphan`): the garbage collector first drops the references to it from
+        its dependents, which stay; any other policy is background here (foreground is not modelled)."""
         self.actions.append((self._elapsed(), "delete-object", f"{kind.kind}/{name}"))
+        found = self.karpenter.stores[kind.kind].get(name) if kind in self.karpenter.installed else None
+        if propagation == "Orphan" and found is not None:
+            self.garbage.orphan(str(found.raw["metadata"].get("uid") or ""))
         return self.karpenter.delete(kind, name)
 
-    def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`)."""
-        return self.karpenter.apply_object(raw)
+    def apply_object(self, raw: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+        """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`; an
+        unknown field refused unless `strict` is off, as `kubectl apply --validate=false`)."""
+        return self.karpenter.apply_object(raw, strict=strict)
 
     # -- pods and controllers -----------------------------------------------------------------------
     def _remove_pod(self, key: str, recreate: bool) -> None:

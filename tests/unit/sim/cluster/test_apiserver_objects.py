@@ -64,13 +64,14 @@ def test_post_refused_by_the_schema_is_422_with_a_cause_per_field(server):
     details = refused.body["details"]
     assert details["kind"] == "NodePool" and details["group"] == "karpenter.sh" and details["name"] == "default"
     fields = {c["field"]: c["reason"] for c in details["causes"]}
-    assert fields == {"spec.weight": "FieldValueInvalid", "spec.limits[cpu]": "FieldValueInvalid"}
+    assert fields == {"spec.weight": "FieldValueInvalid", "spec.limits.cpu": "FieldValueInvalid"}
     assert call(server, "GET", f"{POOLS}/default").code == 404
 
 
-def test_post_of_another_kind_is_400(server):
-    wrong = {**nodepool(), "kind": "NodeClaim"}
-    assert call(server, "POST", POOLS, wrong).code == 400
+def test_post_of_another_kind_is_refused(server):
+    wrong = call(server, "POST", POOLS, {**nodepool(), "kind": "NodeClaim"})
+    assert wrong.code == 422 and wrong.body["details"]["causes"][0]["field"] == "kind"
+    assert call(server, "POST", POOLS, {**nodepool(), "apiVersion": "karpenter.sh/v2"}).code == 400
     no_kind = {k: v for k, v in nodepool().items() if k != "kind"}
     answer = call(server, "POST", POOLS, no_kind)
     assert answer.code == 400 and "Object 'Kind' is missing" in answer.body["message"]
@@ -166,13 +167,14 @@ def test_watch_streams_karpenter_changes_after_a_version(server):
     refused, lines = server.watch(f"{POOLS}?watch=true&resourceVersion={since}&timeoutSeconds=0")
     assert refused is None
     sent = [json.loads(line) for line in lines]
-    assert [(e["type"], e["object"]["kind"], e["object"]["spec"].get("weight")) for e in sent] == [("ADDED", "NodePool", 3)]
+    assert [(e["type"], e["object"]["kind"], e["object"]["spec"].get("weight")) for e in sent] == [
+        ("ADDED", "NodePool", None), ("MODIFIED", "NodePool", 3)]  # each change, as the object was then
 
 
 def test_a_custom_resource_bookmark_carries_its_api_version_and_version_only():
-    assert json.loads(watch_line("BOOKMARK", bookmark_object("NodeClaim", "7"))) == {
-        "type": "BOOKMARK", "object": {"kind": "NodeClaim", "apiVersion": "karpenter.sh/v1",
-                                       "metadata": {"resourceVersion": "7"}}}
+    # as the v1.24 server sent it for NodePools
+    assert watch_line("BOOKMARK", bookmark_object("NodeClaim", "7")) == (
+        b'{"type":"BOOKMARK","object":{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","metadata":{"resourceVersion":"7"}}}\n')
 
 
 def test_node_delete_answers_the_node_while_finalizers_hold_it(server):
@@ -197,3 +199,48 @@ def test_over_http_with_a_real_client(server):
             urllib.request.urlopen(server.url + f"{POOLS}/nope")
         assert missing.value.code == 404 and json.load(missing.value)["reason"] == "NotFound"
     assert server.cluster.get_object(NODEPOOL, "default") is not None
+
+
+def test_the_http_watch_sends_every_change_even_within_one_poll(server):
+    call(server, "POST", POOLS, nodepool("before"))
+    since = server.cluster.resource_version
+    with server.lock:
+        call(server, "POST", POOLS, nodepool())
+        call(server, "PATCH", f"{POOLS}/default", {"spec": {"weight": 3}}, MERGE)
+        call(server, "DELETE", f"{POOLS}/default")
+    _, lines = server.watch(f"{POOLS}?watch=true&resourceVersion={since}&timeoutSeconds=0")
+    sent = [json.loads(line) for line in lines]
+    assert [(e["type"], e["object"]["metadata"]["generation"], e["object"]["spec"].get("weight")) for e in sent] == [
+        ("ADDED", 1, None), ("MODIFIED", 2, 3), ("DELETED", 2, 3)]
+
+
+def test_field_validation_strict_refuses_unknown_fields_with_400(server):
+    given = nodepool()
+    given["spec"]["surprise"] = 1
+    refused = call(server, "POST", f"{POOLS}?fieldValidation=Strict", given)
+    assert refused.code == 400 and refused.body["reason"] == "BadRequest"
+    assert refused.body["message"] == ('NodePool in version "v1" cannot be handled as a NodePool: strict decoding '
+                                       'error: unknown field "spec.surprise"')
+    created = call(server, "POST", POOLS, given)  # no fieldValidation: pruned, as lightkube sends it
+    assert created.code == 201 and "surprise" not in created.body["spec"]
+    patched = call(server, "PATCH", f"{POOLS}/default?fieldValidation=Strict", {"spec": {"surprise": 2}}, MERGE)
+    assert patched.code == 400
+
+
+def test_delete_with_orphan_propagation_keeps_the_dependents_without_the_owner(server):
+    pool = call(server, "POST", POOLS, nodepool()).body
+    ref = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default", "uid": pool["metadata"]["uid"]}
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c1", "ownerReferences": [ref]},
+             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                      "requirements": []}}
+    for name in ("c1", "c2"):
+        claim["metadata"]["name"] = name
+        assert call(server, "POST", CLAIMS, claim).code == 201
+    assert call(server, "DELETE", f"{POOLS}/default?propagationPolicy=Orphan").code == 200
+    kept = call(server, "GET", f"{CLAIMS}/c1")
+    assert kept.code == 200 and not kept.body["metadata"].get("ownerReferences")
+    pool = call(server, "POST", POOLS, nodepool()).body
+    ref["uid"] = pool["metadata"]["uid"]
+    call(server, "PATCH", f"{CLAIMS}/c2", {"metadata": {"ownerReferences": [ref]}}, MERGE)
+    assert call(server, "DELETE", f"{POOLS}/default?propagationPolicy=Background").code == 200
+    assert call(server, "GET", f"{CLAIMS}/c2").code == 404  # background: the dependent goes

@@ -19,7 +19,7 @@ from carpool.karpenter_objects import (
     ObjectGone,
     ObjectInvalid,
 )
-from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET
+from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET, ServerError, StrictDecodingError
 
 from ..conftest import make_node, make_pod
 
@@ -114,15 +114,38 @@ def test_create_refuses_what_the_schema_refuses_naming_each_field(cluster):
     with pytest.raises(ObjectInvalid) as refused:
         cluster.create_object(NODEPOOL, given)
     message = refused.value.message
-    assert message.startswith("[") and "spec.weight: Invalid value: 1000: should be less than or equal to 100" in message
+    assert message.startswith('NodePool.karpenter.sh "default" is invalid: [') and "spec.weight: Invalid value: 1000: spec.weight in body should be less than or equal to 100" in message
     assert "spec.template.spec.nodeClassRef: Required value" in message
     assert cluster.get_object(NODEPOOL, "default") is None
+
+
+def test_create_refuses_bad_label_keys_label_values_and_finalizers(cluster):
+    given = nodepool()
+    given["metadata"].update(labels={"bad key!": "v", "k": "bad value!", "a.io/b/c": "v"}, finalizers=["bad finalizer"])
+    with pytest.raises(ObjectInvalid) as refused:
+        cluster.create_object(NODEPOOL, given)
+    problems = [(p.path, p.message.split(": ", 2)[1]) for p in refused.value.problems]
+    assert problems == [("metadata.labels", '"bad key!"'), ("metadata.labels", '"bad value!"'),
+                        ("metadata.labels", '"a.io/b/c"'), ("metadata.finalizers", '"bad finalizer"')]
+    assert "name part must consist of alphanumeric characters" in refused.value.message
+    assert "a valid label must be an empty string" in refused.value.message
+    assert "with an optional DNS subdomain prefix and '/'" in refused.value.message
+    cluster.create_object(NODEPOOL, nodepool())
+    with pytest.raises(ObjectInvalid, match="metadata.labels"):  # and on update
+        cluster.patch_object(NODEPOOL, "default", {"metadata": {"labels": {"x": "-x"}}})
+
+
+def test_create_with_a_resource_version_is_a_server_error(cluster):
+    given = nodepool()
+    given["metadata"]["resourceVersion"] = "5"
+    with pytest.raises(ServerError, match="resourceVersion should not be set on objects to be created"):
+        cluster.create_object(NODEPOOL, given)
 
 
 def test_create_applies_the_crds_cel_rules(cluster):
     claim = nodeclaim("c1")
     claim["spec"]["requirements"] = [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["x"]}]
-    with pytest.raises(ObjectInvalid, match='spec.requirements\\[0\\].key: Invalid value: "string": label "kubernetes.io/hostname" is restricted'):
+    with pytest.raises(ObjectInvalid, match='spec.requirements.key: Invalid value: "string": label "kubernetes.io/hostname" is restricted'):
         cluster.create_object(NODECLAIM, claim)
 
 
@@ -132,8 +155,9 @@ def test_a_kind_whose_crd_is_not_installed_is_not_served(cluster):
         cluster.list_objects(EC2NODECLASS)
     with pytest.raises(KindNotServed):
         cluster.create_object(EC2NODECLASS, {"metadata": {"name": "x"}, "spec": {}})
-    with pytest.raises(KindNotServed):
-        list(cluster.watch({"ec2nodeclasses": ""}, 0))
+    cluster.add_node(make_node("n1"))
+    watched = [e.kind for e in cluster.watch({"ec2nodeclasses": "", "nodepools": ""}, 0)]
+    assert watched == ["Node"]  # the kind not served sends nothing; the others go on
     assert cluster.list_objects(NODEPOOL).items == []  # the others are
 
 
@@ -187,7 +211,7 @@ def test_patch_of_an_object_that_is_gone(cluster):
 
 def test_patch_is_judged_by_the_schema_and_loses_nothing_when_refused(cluster):
     cluster.create_object(NODEPOOL, nodepool())
-    with pytest.raises(ObjectInvalid, match="spec.weight: Invalid value: 0: should be greater than or equal to 1"):
+    with pytest.raises(ObjectInvalid, match="spec.weight: Invalid value: 0: spec.weight in body should be greater than or equal to 1"):
         cluster.patch_object(NODEPOOL, "default", {"spec": {"weight": 0}})
     assert "weight" not in cluster.get_object(NODEPOOL, "default")["spec"]
 
@@ -218,7 +242,7 @@ def test_status_patch_changes_only_status(cluster):
 
 def test_status_patch_is_judged_by_the_status_schema(cluster):
     cluster.create_object(NODEPOOL, nodepool())
-    with pytest.raises(ObjectInvalid, match="status.conditions\\[0\\].status: Unsupported value"):
+    with pytest.raises(ObjectInvalid, match="status.conditions.status: Unsupported value"):
         cluster.patch_status(NODEPOOL, "default", {"conditions": [{
             "type": "Ready", "status": "Maybe", "reason": "R", "message": "",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
@@ -463,3 +487,29 @@ def test_a_merge_patch_cannot_set_or_clear_a_nodes_deletion_timestamp(cluster):
     cluster.delete_node("n1")
     cluster.merge_patch_node("n1", {"metadata": {"deletionTimestamp": None, "labels": {"a": "b"}}})
     assert cluster.node_raw("n1")["metadata"]["deletionTimestamp"]
+
+
+def test_the_watch_sends_every_change_of_a_karpenter_object_as_it_was_then(cluster):
+    since = cluster.resource_version
+    cluster.create_object(NODEPOOL, nodepool())
+    cluster.patch_object(NODEPOOL, "default", {"spec": {"weight": 4}})
+    cluster.delete_object(NODEPOOL, "default")
+    got = [(e.type, e.obj["metadata"]["generation"], e.obj["spec"].get("weight"), e.resource_version)
+           for e in cluster.watch({"NodePool": since}, 0) if e.kind == "NodePool"]
+    assert [g[:3] for g in got] == [("ADDED", 1, None), ("MODIFIED", 2, 4), ("DELETED", 2, 4)]
+    assert [int(g[3]) for g in got] == sorted(int(g[3]) for g in got)
+
+
+def test_apply_is_strict_about_unknown_fields_as_kubectl_is(cluster):
+    typo = nodepool()
+    typo["spec"]["disruption"] = {"consolidateAfter": "5m", "consolidateAftr": "5m"}
+    with pytest.raises(StrictDecodingError, match='strict decoding error: unknown field "spec.disruption.consolidateAftr"'):
+        cluster.apply_object(typo)
+    assert cluster.get_object(NODEPOOL, "default") is None  # nothing half-applied
+    cluster.apply_object(nodepool())
+    with pytest.raises(StrictDecodingError, match="spec.template.spec.requirements\\[0\\].minValue"):
+        edited = nodepool()
+        edited["spec"]["template"]["spec"]["requirements"][0]["minValue"] = 2
+        cluster.apply_object(edited)
+    lenient = cluster.apply_object(typo, strict=False)  # --validate=false: pruned
+    assert "consolidateAftr" not in lenient["spec"]["disruption"]
