@@ -223,3 +223,22 @@ def test_release_finalizers_takes_carpools_off_and_leaves_others(deps: Dependenc
     assert deps.cluster.get_node(held) is None
     assert sim(deps).get_object(NODECLAIM, "c1")["metadata"].get("finalizers") in (None, [])  # type: ignore[index]
     assert deps.cluster.get_node(kept).metadata.finalizers == [TERMINATION_FINALIZER]  # type: ignore[union-attr]
+
+
+def test_a_claim_being_terminated_while_it_joins_takes_no_pod(deps: Dependencies) -> None:
+    from carpool.app.provisioning.inflight import in_flight
+    from carpool.state.models import DisruptionProgress
+
+    for name in ("joining", "deleted"):
+        made = Claim(name=name, nodepool="default", nodeclass="default", created_at=NOW, instance_types=["m5.large"],
+                     reserved={"nodes": 1})
+        deps.ledger.reserve(made, None, NOW, 600)
+        deps.ledger.mark_launched(made.model_copy(update={
+            "status": ClaimStatus.LAUNCHED, "instance_id": f"i-{name}", "instance_type": "m5.large",
+            "allocatable": {"cpu": 1930, "pods": 29}}))
+    deleted = deps.ledger.get("deleted")
+    assert deleted is not None
+    deleted.disruption = DisruptionProgress(reason=Reason.DELETED.value, action="delete")
+    deps.ledger.save(deleted)
+    bins, _existing = in_flight(deps, set(), {})
+    assert [b.name for b in bins] == ["joining"]
