@@ -1,6 +1,6 @@
 """The clock every per-process cache keeps time by.
 
-A cache that expires by time (the config text, AMI parameters and images, launch templates, subnets)
+A cache that expires by time (the config's list, AMI parameters and images, launch templates, subnets)
 must expire by the same clock the decisions are made on (`Dependencies.clock`): in Lambda that is the
 wall clock, in a simulation the simulated one, which runs an hour in seconds. A cache that read the wall
 clock itself would, in a simulation, hold a config or an AMI for the whole run and hide every change the

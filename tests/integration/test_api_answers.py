@@ -24,6 +24,7 @@ from carpool.adapters.k8s import cluster as lightkube_cluster
 from carpool.adapters.k8s.cluster import ClusterAccess, LightkubeCluster
 from carpool.api import events as ev
 from carpool.app import drain, interrupt
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.settings import Settings
 from carpool.ports import Cluster
 from carpool.sim.cluster.apiserver import SimApiServer
@@ -168,7 +169,8 @@ def test_a_gone_node_has_nothing_to_cordon_and_its_claim_is_still_released(world
     ledger.mark_registered("c1", NODE, NOW)  # its node registered, and was deleted since
     # EC2 no longer knows the instance (DescribeInstances answers nothing): the state change is confirmed
     deps = SimpleNamespace(ledger=ledger, cluster=world.cluster, clock=lambda: NOW, settings=Settings("demo"), cache={},
-                           compute=SimpleNamespace(describe_instances=lambda filters: []))
+                           compute=SimpleNamespace(describe_instances=lambda filters: []),
+                           config=ClusterConfigSource(world.sim, clock=lambda: NOW))
 
     summary, retry = interrupt.run({"m1": _terminated("i-0abc")}, deps)  # type: ignore[arg-type]
 

@@ -12,6 +12,7 @@ carpool's own user with `infra/rbac.yaml` bound can do what carpool does and no 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +56,7 @@ class Api:
 
     real: RealApi
     simulated: SimulatedCluster | None = None
+    server: SimApiServer | None = None
     made: list[tuple[ObjectKind, str]] = field(default_factory=list)
 
     @property
@@ -91,7 +93,7 @@ class Api:
 def simulated() -> Iterator[Api]:
     cluster = SimulatedCluster(lambda: NOW)
     with SimApiServer(cluster) as server, httpx2.Client() as http:
-        yield Api(RealApi(server.url, "", "k8s-aws-v1.test", http), simulated=cluster)
+        yield Api(RealApi(server.url, "", "k8s-aws-v1.test", http), simulated=cluster, server=server)
 
 
 @pytest.fixture
@@ -106,6 +108,13 @@ def real() -> Iterator[Api]:
 @pytest.fixture(params=["simulated", "real"])
 def api(request: pytest.FixtureRequest) -> Api:
     return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+
+
+def differs_on_the_simulated_server(api: Api, request: pytest.FixtureRequest, how: str) -> None:
+    """Mark the simulated side of a test as a known difference from the real server (strict: once the
+    simulated server answers as the real one, the mark must go). Reported to the coordinator."""
+    if not api.is_real:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"simulated API server: {how}"))
 
 
 def nodepool(name: str, **spec: Any) -> dict[str, Any]:
@@ -304,32 +313,64 @@ def _later(do: Callable[[], None], after: float = 0.6) -> threading.Thread:
     return thread
 
 
-def test_the_watch_of_a_nodepool_sees_it_added_modified_and_deleted(api: Api) -> None:
-    name = api.name("watched")
+def _watched_pool(api: Api, name: str, changes: Callable[[], None]) -> list[Any]:
+    """The NodePool events of `name` that `LightkubeCluster.watch` delivers (NodePool named beside the
+    watcher's pods and nodes, from their lists' versions) while `changes` runs in another thread."""
     adapter = api.cluster()
     adapter.pending_pods()
     adapter.node_names()
     versions = {**adapter.resource_versions, "NodePool": api.objects().list_objects(NODEPOOL).resource_version}
-    objects = api.objects()
-
-    def changes() -> None:
-        api.create(NODEPOOL, nodepool(name))
-        objects.patch_object(NODEPOOL, name, {"spec": {"weight": 4}})
-        objects.delete_object(NODEPOOL, name)
-
     thread = _later(changes)
     events = [e for e in adapter.watch(versions, timeout_seconds=3) if e is not None
               and e.kind == "NodePool" and e.obj["metadata"]["name"] == name]  # type: ignore[index]
     thread.join()
+    if events:
+        assert int(adapter.resource_versions["NodePool"]) >= int(events[-1].resource_version or 0)
+    return events
+
+
+def test_the_watch_of_a_nodepool_sees_it_added_modified_and_deleted(api: Api) -> None:
+    name = api.name("watched")
+    objects = api.objects()
+
+    def changes() -> None:  # each a moment apart: a watcher sees each state
+        api.create(NODEPOOL, nodepool(name))
+        time.sleep(0.3)
+        objects.patch_object(NODEPOOL, name, {"spec": {"weight": 4}})
+        time.sleep(0.3)
+        objects.delete_object(NODEPOOL, name)
+
+    events = _watched_pool(api, name, changes)
     assert [(e.type, e.obj["metadata"].get("generation")) for e in events] == [  # type: ignore[union-attr]
         ("ADDED", 1), ("MODIFIED", 2), ("DELETED", 2)]
     assert all(isinstance(e.obj, dict) and e.resource_version == e.obj["metadata"]["resourceVersion"] for e in events)
     assert events[1].obj["spec"]["weight"] == 4  # type: ignore[index]
-    assert int(adapter.resource_versions["NodePool"]) >= int(events[-1].resource_version or 0)
+
+
+def test_the_watch_delivers_every_change_even_in_quick_succession(api: Api, request: pytest.FixtureRequest) -> None:
+    """kube-apiserver's watch cache streams each change with the object as it was then; a watcher never
+    misses a state because the next came soon after (the NodeClaim that is marked deleting, then goes)."""
+    differs_on_the_simulated_server(api, request, "its watch sends each object once per poll, in its latest "
+                                    "state (`SimulatedCluster.changes_since`): changes within one poll coalesce")
+    name = api.name("quick")
+
+    def changes() -> None:
+        with api.server.lock if api.server is not None else contextlib.nullcontext():  # within one poll
+            objects: Any = api.simulated if api.simulated is not None else api.objects()
+            api.made.append((NODEPOOL, name))
+            objects.create_object(NODEPOOL, nodepool(name))
+            objects.patch_object(NODEPOOL, name, {"spec": {"weight": 4}})
+            objects.delete_object(NODEPOOL, name)
+
+    events = _watched_pool(api, name, changes)
+    assert [(e.type, e.obj["metadata"].get("generation")) for e in events] == [  # type: ignore[union-attr]
+        ("ADDED", 1), ("MODIFIED", 2), ("DELETED", 2)]
 
 
 # -- kubectl get nodeclaims -----------------------------------------------------------------------------------
-def test_kubectl_get_nodeclaims_prints_karpenters_columns(api: Api) -> None:
+def test_kubectl_get_nodeclaims_prints_karpenters_columns(api: Api, request: pytest.FixtureRequest) -> None:
+    differs_on_the_simulated_server(api, request, "it answers a NodeClaimList, not a Table, to "
+                                    "`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`")
     name = api.name("table")
     api.create(NODECLAIM, nodeclaim(name, {"node.kubernetes.io/instance-type": "m5.large",
                                            "karpenter.sh/capacity-type": "spot",

@@ -48,10 +48,18 @@ def subnets(nodeclass: EC2NodeClass, deps: Dependencies) -> list[dict[str, Any]]
 
 
 def security_groups(nodeclass: EC2NodeClass, deps: Dependencies) -> list[str]:
-    def load() -> list[str]:
-        found: set[str] = set()
+    """The ids of every security group any of the node class's terms selects, sorted."""
+    return [g["GroupId"] for g in security_group_shapes(nodeclass, deps)]
+
+
+def security_group_shapes(nodeclass: EC2NodeClass, deps: Dependencies) -> list[dict[str, Any]]:
+    """Every security group any of the node class's terms selects (DescribeSecurityGroups shapes, by id):
+    the launch needs their ids, the EC2NodeClass's `status.securityGroups` their names too."""
+    def load() -> list[dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
         for term in nodeclass.spec.security_group_selector_terms:
-            found.update(g["GroupId"] for g in deps.compute.describe_security_groups(_filters(term, "group-id")))
-        return sorted(found)
+            for g in deps.compute.describe_security_groups(_filters(term, "group-id")):
+                found[g["GroupId"]] = g
+        return [found[k] for k in sorted(found)]
 
     return _cached(deps, f"sgs/{nodeclass.name}", deps.clock(), load)

@@ -1,5 +1,6 @@
 """The disruption function's run (scheduled, every minute): first the clean-up that keeps carpool's
-claims, instances and launch templates in step, then voluntary disruption.
+claims, instances and launch templates in step, then the NodePools' and EC2NodeClasses' status, then
+voluntary disruption.
 
 Karpenter splits the same work between its NodeClaim garbage collection and its disruption controller;
 here one scheduled Lambda does both, in this order, so the executor plans on claims the clean-up has
@@ -9,8 +10,9 @@ already repaired or released.
 from __future__ import annotations
 
 from carpool.api.k8s import Node
-from carpool.app import cleanup, config_guard, disruption_executor, nodeclaims, standstill
+from carpool.app import cleanup, config_guard, disruption_executor, karpenter_status, nodeclaims, standstill
 from carpool.app.disruption_summary import DisruptSummary
+from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
 
@@ -35,5 +37,8 @@ def run(deps: Dependencies) -> DisruptSummary:
     # the claims' public faces, from what the clean-up read (its releases left out)
     nodes, running = seen[0] if seen else ([], set())
     nodeclaims.reconcile(deps, now, claims, nodes, running, cleanup.released_claims(decisions), summary)
+    # what the clean-up found is what the objects' status says (each object is its own failure unit inside)
+    isolated(summary, karpenter_status.ACTION, "NodePools and EC2NodeClasses",
+             lambda: karpenter_status.write(deps, now, summary, claims, decisions))
     disruption_executor.run(deps, now, summary)
     return summary

@@ -29,6 +29,8 @@ class DisruptSummary:
     instance_profiles_deleted: list[str] = field(default_factory=list)
     #: seconds per stage of the executor's run (observe, advance, plan, start)
     stages: dict[str, float] = field(default_factory=dict)
+    #: NodePools and EC2NodeClasses whose status this run wrote (`carpool.app.karpenter_status`)
+    statuses_written: list[str] = field(default_factory=list)
     #: actions that failed in this run (each its own failure unit: `carpool.app.isolation`)
     failures: list[str] = field(default_factory=list)
     #: why the run did nothing at all (Karpenter's controller is active: `carpool.app.standstill`); "" else

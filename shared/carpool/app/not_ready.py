@@ -25,6 +25,8 @@ def note(not_ready: Mapping[str, NotReady], launched_from: Iterable[str], deps: 
     now = deps.clock()
     found: dict[str, NodeClassNotReady] = {}
     for pool, why in sorted(not_ready.items()):
+        if why.from_status:  # what the status already says is no new refusal (`NotReady.from_status`)
+            continue
         seen = found.get(why.nodeclass)
         pools = (*seen.nodepools, pool) if seen else (pool,)
         found[why.nodeclass] = NodeClassNotReady(nodeclass=why.nodeclass, cause=str(why.cause), message=why.message,

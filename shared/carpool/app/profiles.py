@@ -37,19 +37,11 @@ _UNNAMED_KEY = "instance-profiles-unnamed-since"
 
 
 def instance_profile(nodeclass: EC2NodeClass, deps: Dependencies) -> str:
-    """The profile `nodeclass` launches with (see the module docstring). Raises LaunchTemplateError
-    naming `spec.role` when no profile can be had for its role."""
-    spec = nodeclass.spec
-    if spec.instance_profile:
-        return spec.instance_profile
-    role = spec.role or ""
-    if is_stack_role(role, deps.settings.node_role) and deps.settings.instance_profile:
-        return deps.settings.instance_profile
-    if deps.instance_profiles is None:
-        raise LaunchTemplateError(f"spec.role: role {role!r} is not the stack's node role and this deployment "
-                                  "cannot create instance profiles", Cause.ROLE)
-    s = deps.settings
-    request = profiles.request_for(s.cluster_name, s.region, nodeclass.name, role, spec.tags)
+    """The profile `nodeclass` launches with (see the module docstring), made when it is carpool's to
+    make. Raises LaunchTemplateError naming `spec.role` when no profile can be had for its role."""
+    name, request = _planned(nodeclass, deps)
+    if request is None or deps.instance_profiles is None:
+        return name
     ensured: dict[str, datetime] = deps.cache.setdefault(_ENSURED_KEY, {})
     now = deps.clock()
     at = ensured.get(request.name)
@@ -60,6 +52,29 @@ def instance_profile(nodeclass: EC2NodeClass, deps: Dependencies) -> str:
             raise LaunchTemplateError(str(exc), Cause.ROLE) from exc
         ensured[request.name] = now
     return request.name
+
+
+def planned_profile(nodeclass: EC2NodeClass, deps: Dependencies) -> str:
+    """The name of the profile `nodeclass` launches with, without asking IAM (the EC2NodeClass's
+    `status.instanceProfile`). Raises LaunchTemplateError (`Cause.ROLE`) when this deployment cannot make
+    one for its role."""
+    return _planned(nodeclass, deps)[0]
+
+
+def _planned(nodeclass: EC2NodeClass, deps: Dependencies) -> tuple[str, profiles.ProfileRequest | None]:
+    """The profile's name and, when carpool makes it, what to ensure."""
+    spec = nodeclass.spec
+    if spec.instance_profile:
+        return spec.instance_profile, None
+    role = spec.role or ""
+    if is_stack_role(role, deps.settings.node_role) and deps.settings.instance_profile:
+        return deps.settings.instance_profile, None
+    if deps.instance_profiles is None:
+        raise LaunchTemplateError(f"spec.role: role {role!r} is not the stack's node role and this deployment "
+                                  "cannot create instance profiles", Cause.ROLE)
+    s = deps.settings
+    request = profiles.request_for(s.cluster_name, s.region, nodeclass.name, role, spec.tags)
+    return request.name, request
 
 
 def is_stack_role(role: str, node_role_arn: str) -> bool:

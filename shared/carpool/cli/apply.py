@@ -2,8 +2,11 @@
 
 The cluster is where carpool's config lives (Karpenter's own CRDs, v1.14.1); `kubectl apply -f` is the way
 to change it, and this command is the same apply with carpool's verdict first: the files are judged as
-`carpool validate` judges them (`carpool.api.config.load_config`; only NodePool and EC2NodeClass documents),
-and a bad file is one line a problem and exit 2 before anything is sent. Then each object is created, or
+`carpool validate` judges them (`carpool.api.config.load_config`; only NodePool and EC2NodeClass documents;
+a `nodeClassRef` is checked against the files' EC2NodeClasses when they hold some, as validate checks it),
+and a bad file is one line a problem and exit 2 before anything is sent. A NodePool whose class is in
+neither the files nor the cluster is applied, as Karpenter accepts it, with a warning that it launches
+nothing until the class exists. Then each object is created, or
 patched with kubectl's three-way merge patch (`carpool.api.kubectl_apply`, which also writes kubectl's
 last-applied annotation, so the two tools can follow each other), EC2NodeClasses first so the NodePools'
 references resolve at once, and one line an object is printed as kubectl prints it

@@ -4,8 +4,9 @@ the node class (role, instance profile, subnets, security groups, AMI, launch te
 Karpenter keeps these as the EC2NodeClass's status conditions (`InstanceProfileReady`, `SubnetsReady`,
 `SecurityGroupsReady`, `AMIsReady`, `ValidationSucceeded`) and, when a launch meets one, writes
 `NodeClassNotReady` on the NodeClaim (kubernetes-sigs/karpenter `pkg/controllers/nodeclaim/lifecycle`).
-carpool has neither object, so a cause is said on the pods, in `carpool status` and as a metric
-(`carpool.app.provisioning.settle`); this module only names the causes and tells them from EC2's answers
+carpool says a cause on the pods, in `carpool status`, as a metric (`carpool.app.provisioning.settle`)
+and in the EC2NodeClass's status conditions (`carpool.karpenter_status.nodeclass`, the cause's value as the
+reason); this module only names the causes and tells them from EC2's answers
 and from what the node class's selectors found (`before_launch`: no subnet, no AMI, found before any
 launch as Karpenter's `SubnetsReady` and `AMIsReady` are).
 Such a failure repeats until the node class (or IAM, or the network) is fixed: retrying it helps nobody,

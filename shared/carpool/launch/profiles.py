@@ -6,8 +6,8 @@ tagged so that carpool's IAM policy lets it manage that profile and nothing else
 collection once no node class names it and no instance uses it. Two deliberate differences:
 
 - the name is derived, not random: `<cluster>_<hash of region, node class, role>`. Karpenter keeps the
-  random name it drew in the node class's status; carpool has no status to keep it in, and every
-  function must find the same profile. A changed role yields a new name, so instances still running with
+  random name it drew in the node class's status; every carpool function must find the same profile
+  without reading the status first (which carpool writes, `status.instanceProfile`, once a minute). A changed role yields a new name, so instances still running with
   the old profile keep it until they are gone, as in Karpenter;
 - the path is `/carpool/<region>/<cluster>/` (Karpenter: `/karpenter/<region>/<cluster>/<uid>/`), which
   scopes both the IAM grants and the garbage collector's listing to this cluster's profiles.

@@ -1,6 +1,6 @@
 """Which EC2NodeClasses refused a launch, and why, as of the last time a launch met it: Karpenter's
-EC2NodeClass status conditions (`InstanceProfileReady`, `SubnetsReady`... False with a message) for a
-controller without the object.
+EC2NodeClass status conditions (`InstanceProfileReady`, `SubnetsReady`... False with a message), which
+the status writer reads back into the class's own status (`carpool.app.karpenter_status`).
 
 Kept for `carpool status` and the simulation's status (the failing cause per node class and the NodePools
 that met it), and so the provisioner logs a cause once when it first appears or changes, not on every

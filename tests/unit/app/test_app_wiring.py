@@ -90,7 +90,7 @@ def test_the_production_wiring_serves_karpenters_objects_on_the_clusters_client_
 
     monkeypatch.setattr(LightkubeCluster, "_client", client)
     settings = Settings("demo", cluster_version="1.32", cluster_endpoint="https://k8s.test", cluster_ca="Q0E=",
-                        cluster_cidr="10.100.0.0/16", table="t", config_parameter="/carpool/demo/config")
+                        cluster_cidr="10.100.0.0/16", table="t")
     deps = aws_wiring.build(settings)
     assert isinstance(deps.cluster, LightkubeCluster) and isinstance(deps.karpenter, LightkubeKarpenterObjects)
     assert asked == [], "nothing is asked at a cold start"
@@ -107,7 +107,7 @@ def test_a_caller_with_its_own_cluster_passes_its_karpenter_objects() -> None:
     from carpool.sim.cluster.simulated import SimulatedCluster
 
     cluster = SimulatedCluster(lambda: datetime(2026, 5, 1, tzinfo=UTC))
-    settings = Settings("demo", table="t", config_parameter="/carpool/demo/config")
+    settings = Settings("demo", table="t")
     deps = aws_wiring.build(settings, cluster=cluster, karpenter=cluster)
     assert deps.karpenter is cluster
     # the config is the cluster's NodePools and EC2NodeClasses: none without the objects to list them from

@@ -10,6 +10,7 @@ from typing import Any
 from carpool import labels as L
 from carpool.api.k8s import Node
 from carpool.app import cleanup
+from carpool.app.cluster_config_source import ClusterConfigSource
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.settings import Settings
 from carpool.app.sources import StaticCatalogSource
@@ -261,7 +262,7 @@ def world(instances: list[dict[str, Any]], nodes: list[dict[str, Any]], claims: 
         ledger.mark_launched(c)
     return SimpleNamespace(cluster=cluster, compute=FakeEc2(cluster, instances), ledger=ledger, clock=lambda: now, cache={},
                            settings=Settings(cluster_name=CLUSTER), catalog=StaticCatalogSource("us-east-1"),
-                           karpenter=None)
+                           karpenter=None, config=ClusterConfigSource(cluster, clock=lambda: now))
 
 
 def bound_pod(name: str, node_name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

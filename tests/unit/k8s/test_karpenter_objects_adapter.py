@@ -271,6 +271,7 @@ def test_delete_propagates_in_the_background_and_a_gone_object_is_deleted() -> N
 def test_with_precondition_leaves_the_callers_patch_alone() -> None:
     patch = {"metadata": {"labels": {"a": "b"}}}
     assert with_precondition(patch, "4") == {"metadata": {"labels": {"a": "b"}, "resourceVersion": "4"}}
+    assert with_precondition(patch, "") == patch == with_precondition(patch, None)
     assert patch == {"metadata": {"labels": {"a": "b"}}}
 
 

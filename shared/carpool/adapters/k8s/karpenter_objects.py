@@ -169,9 +169,10 @@ def resource_of(kind: ObjectKind) -> type[GenericGlobalResource]:
 def with_precondition(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
     """The merge patch with `metadata.resourceVersion` set when a precondition is asked: the server
     applies the patch only to the object at that version, else answers 409 Conflict ("the object has
-    been modified; please apply your changes to the latest version and try again")."""
+    been modified; please apply your changes to the latest version and try again"). An empty version is
+    no precondition (the server would refuse it as invalid: "must be specified for an update")."""
     body = dict(patch)
-    if resource_version is not None:
+    if resource_version:
         body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": resource_version}
     return body
 

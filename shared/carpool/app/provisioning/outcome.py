@@ -20,6 +20,9 @@ class NotReady:
     cause: Cause
     #: what was refused, naming the field (`spec.role: IAM role 'x' does not exist`)
     message: str
+    #: read from the EC2NodeClass's status (`Ready=False` at its generation), not met by this call: not
+    #: recorded again as a refusal (`carpool.app.not_ready`), so the record lapses and the class is retried
+    from_status: bool = False
 
     @property
     def reason(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from carpool import observability
@@ -16,6 +16,7 @@ from carpool.app.provisioning import inflight, settle
 from carpool.app.provisioning.invocation import Invocation
 from carpool.app.provisioning.outcome import NotReady
 from carpool.app.provisioning.world import World, has_claims
+from carpool.launch.failures import Cause
 from carpool.resources import add
 from carpool.scheduling import convert, scheduler
 from carpool.scheduling import inputs as si
@@ -37,7 +38,7 @@ def plan_round(
     prepared = pools.prepare(manifests, world.catalog, world.resolve, world.cni, world.learned, world.unavailable,
                              usage, zones_of=lambda nc: {s["AvailabilityZone"] for s in discovery.subnets(nc, deps)})
     _count_capacity_sources(prepared)
-    _skip_not_ready(prepared, manifests, call)
+    _skip_not_ready(prepared, manifests, call, world.unready_classes)
     started = time.perf_counter()
     specs: dict[str, si.PodSpec] = {}
     rejected: dict[str, str] = {}
@@ -69,13 +70,20 @@ def plan_round(
     return prepared, result, specs
 
 
-def _skip_not_ready(prepared: pools.Prepared, manifests: Manifests, call: Invocation) -> None:
-    """A pool whose node class is not ready (it selects no subnet or no AMI, or refused a launch in this
-    call) is not tried (Karpenter skips a NodePool whose EC2NodeClass is not ready): it offers nothing, and
-    its reason on the pods it would take says why."""
+def _skip_not_ready(prepared: pools.Prepared, manifests: Manifests, call: Invocation,
+                    unready_classes: Mapping[str, tuple[Cause, str]]) -> None:
+    """A pool whose node class is not ready (it selects no subnet or no AMI, refused a launch in this
+    call, or its status says `Ready=False`) is not tried (Karpenter's provisioner uses only NodePools
+    whose EC2NodeClass is Ready): it offers nothing, and its reason on the pods it would take says why."""
     classes = {p.name: p.node_class_name for p in manifests.nodepools}
     for pool, (cause, message) in prepared.not_ready.items():
         settle.pool_not_ready(NotReady(pool, classes[pool], cause, message), call, f"NodePool {pool} not tried")
+    for spec in prepared.specs:
+        nodeclass = classes.get(spec.name, "")
+        if nodeclass in unready_classes and spec.name not in call.outcome.not_ready:
+            cause, message = unready_classes[nodeclass]
+            settle.pool_not_ready(NotReady(spec.name, nodeclass, cause, message, from_status=True), call,
+                                  f"NodePool {spec.name} not tried (its EC2NodeClass's status)")
     skipped = call.outcome.not_ready
     prepared.specs = [replace(s, instance_types=[], not_ready=skipped[s.name].reason) if s.name in skipped else s
                       for s in prepared.specs]

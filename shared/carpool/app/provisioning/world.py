@@ -10,10 +10,13 @@ from functools import partial
 from typing import Any
 
 from carpool import together
+from carpool.api.cluster_config import EC2NODECLASS_KIND, ClusterConfig
 from carpool.api.k8s import Pod
 from carpool.app import discovery, images
 from carpool.app.provisioning.placed import Placed
 from carpool.app.wiring import Dependencies
+from carpool.karpenter_status import nodeclass as nodeclass_status
+from carpool.launch.failures import Cause
 from carpool.scheduling import convert
 from carpool.scheduling import inputs as si
 from carpool.scheduling.volumetopology import VolumeTopology
@@ -37,6 +40,9 @@ class World:
     volumes: VolumeTopology | None = None
     #: the pods the batch's topology constraints count, and their nodes (empty: none to count)
     placed: Placed = field(default_factory=Placed)
+    #: EC2NodeClass name -> (cause, message) of each class whose status says `Ready=False` at its
+    #: generation: its NodePools are not launched from (Karpenter's provisioner uses Ready NodePools only)
+    unready_classes: dict[str, tuple[Cause, str]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, deps: Dependencies, now: datetime, pods: Sequence[Pod] = ()) -> World:
@@ -45,7 +51,8 @@ class World:
         classes the pools use are read too, ahead of `pools.prepare` and the launch asking for them. The
         stored catalog is read with them but decoded here afterwards: CPU work on a worker would slow
         every other worker (the interpreter lock), while here it waits for nobody."""
-        manifests = deps.config.load()
+        config = deps.config.current()
+        manifests = config.manifests
         resolved: dict[str, list | Exception] = {}
 
         def resolve(nc: Any) -> list:  # once per node class per invocation (its failure too)
@@ -69,7 +76,22 @@ class World:
             *_ahead_of_use(manifests, deps, resolve), *([read_ahead] if read_ahead else []),
         ])
         return cls(manifests=manifests, catalog=deps.catalog.get(now), learned=learned, unavailable=unavailable,
-                   cni=cni, daemonsets=daemonsets, resolve=resolve, volumes=volumes, placed=placed)
+                   cni=cni, daemonsets=daemonsets, resolve=resolve, volumes=volumes, placed=placed,
+                   unready_classes=unready_classes(config))
+
+
+def unready_classes(config: ClusterConfig) -> dict[str, tuple[Cause, str]]:
+    """The classes whose status, as listed with the config, says `Ready=False` at their generation, with
+    the cause of the condition that failed most recently (`carpool.karpenter_status.nodeclass.not_ready`).
+    A class edited since (a generation its status has not seen) is not among them: it is tried again."""
+    out: dict[str, tuple[Cause, str]] = {}
+    for (kind, name), verdict in config.verdicts.items():
+        if kind != EC2NODECLASS_KIND or not verdict.status:
+            continue
+        found = nodeclass_status.not_ready({"metadata": {"generation": verdict.generation}, "status": verdict.status})
+        if found is not None:
+            out[name] = nodeclass_status.launch_cause(*found)
+    return out
 
 
 def _ahead_of_use(manifests: Any, deps: Dependencies, resolve: Callable[[Any], list]) -> list[Callable[[], None]]:

@@ -484,10 +484,9 @@ def _manifest_problems(scenario: Scenario, seen: _Applied) -> list[str]:
             elif action == "delete":
                 seen.workloads.discard(key)
         pool = step.delete.nodepool if step.delete is not None else None
-        if pool is not None:
-            if pool not in seen.nodepools:
-                problems.append(f"{step.path}.delete.nodepool: no NodePool {pool!r} is applied before {step.at:g}s "
-                                f"(applied: {', '.join(sorted(seen.nodepools)) or 'none'})")
+        if pool is not None and pool not in seen.nodepools:
+            problems.append(f"{step.path}.delete.nodepool: no NodePool {pool!r} is applied before {step.at:g}s "
+                            f"(applied: {', '.join(sorted(seen.nodepools)) or 'none'})")
     for i, race in enumerate(scenario.races):
         problems += seen.add(check_manifest(race.apply, base, f"races[{i}].apply"))
     return problems
