@@ -37,6 +37,7 @@ NodeRegistrationSeconds    (nodepool)            (Karpenter: nodeclaim registrat
 DisruptionActionFailures   action                (carpool: one disruption action failed, e.g. a refused terminate)
 DisruptionsAbandoned       reason                karpenter_voluntary_disruption_queue_failures_total
 UsageReconciled            nodepool              (carpool: a pool's usage corrected from its claims)
+NodeClaimSyncFailures      step                  (carpool: a NodeClaim write failed; the next disruption run repairs it)
 ========================== ==================== ===============================================
 
 A breakdown in parentheses is a property of the EMF document, not a dimension: no alarm reads a series
@@ -130,6 +131,7 @@ BREAKDOWN: dict[str, tuple[str, ...]] = {
     "NodeRegistrationSeconds": (),
     "DisruptionActionFailures": ("action",),
     "DisruptionsAbandoned": ("reason",),
+    "NodeClaimSyncFailures": ("step",),
 }
 #: The statistics the dashboard draws of a duration, over 5 minutes: (statistic, label).
 DURATION_STATS = (("p50", "p50"), ("p99", "p99"), ("Maximum", "max"))
@@ -630,6 +632,8 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             logged("Pool usage reconciled from the claims (by nodepool)", ["UsageReconciled"],
                    "sum(value) as reconciled by nodepool", table=True),
+            logged("NodeClaim writes failed (by step)", ["NodeClaimSyncFailures"], "sum(value) as failed by step",
+                   table=True),
         )
         names = list(functions)
         self.dashboard.add_widgets(

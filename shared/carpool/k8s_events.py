@@ -157,3 +157,17 @@ def unconsolidatable(node_name: str, why: str) -> KubeEvent:
     """Karpenter's `Unconsolidatable`: the node was looked at for consolidation and is kept, with why (its
     pods fit nowhere cheaper, no cheaper replacement exists...)."""
     return KubeEvent(node(node_name), NORMAL, "Unconsolidatable", why)
+
+
+def failed_draining(node_name: str, waiting: int) -> KubeEvent:
+    """Karpenter's `FailedDraining` (`terminator/events`: `NodeFailedToDrain`): a deleted node's drain left
+    pods (a PodDisruptionBudget refused, do-not-disrupt, still terminating); it is tried again."""
+    return KubeEvent(node(node_name), WARNING, "FailedDraining",
+                     f"Failed to drain node, {waiting} pods are waiting to be evicted")
+
+
+def termination_grace_period_expiring(node_name: str, deadline: datetime) -> KubeEvent:
+    """Karpenter's `TerminationGracePeriodExpiring` on a deleted node whose NodeClaim has a
+    terminationGracePeriod: whatever still runs then is deleted, budgets and do-not-disrupt notwithstanding."""
+    return KubeEvent(node(node_name), WARNING, "TerminationGracePeriodExpiring",
+                     f"All pods will be deleted by {deadline.isoformat().replace('+00:00', 'Z')}")

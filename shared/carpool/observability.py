@@ -82,7 +82,7 @@ CLUSTER_TOTALS = frozenset({"LaunchFailures", "InterruptionsStale", "ConfigInval
 LOG_ONLY = frozenset({
     "SchedulingDurationSeconds", "PodsServedBy", "CapacityCacheHits", "CapacityCacheDefaults", "EstimatedHourlyCost",
     "InterruptionsReceived", "PodEventsDropped", "CatalogFallbacks", "DisruptionsAbandoned", "UsageReconciled",
-    "NodePoolUsage",
+    "NodePoolUsage", "NodeClaimSyncFailures",
 })  # fmt: skip
 #: Breakdowns written as properties of the EMF document, not dimensions (see the module docstring): the
 #: point counts in the series of its other dimensions. `infra/monitoring.py` shows them from the logs.

@@ -125,14 +125,17 @@ class NodeConflict(Exception):
 @dataclass(frozen=True, slots=True)
 class NodeChange:
     """What a `NodePatch` changes on one node as read: only the keys whose value changes, and the whole
-    new taint list (None when the taints stay as they are)."""
+    new taint, finalizer and ownerReference lists (None when they stay as they are)."""
 
     labels: dict[str, str]
     annotations: dict[str, str]
     taints: list[dict[str, str]] | None
+    finalizers: list[str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.labels or self.annotations or self.taints is not None)
+        return bool(self.labels or self.annotations or self.taints is not None or self.finalizers is not None
+                    or self.owner_references is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +157,23 @@ class NodePatch:
     remove_taint_keys: frozenset[str] = frozenset()
     #: added unless the node has a taint with the same key and effect
     add_taints: tuple[Taint, ...] = ()
+    #: `metadata.finalizers` added unless present: never to a node being deleted (the API server refuses
+    #: "no new finalizers can be added if the object is being deleted"), so a patch skips them there
+    add_finalizers: frozenset[str] = frozenset()
+    #: `metadata.finalizers` removed (the last one gone from a node being deleted lets the node go)
+    remove_finalizers: frozenset[str] = frozenset()
+    #: `metadata.ownerReferences` added unless one with the same uid is there (the node's NodeClaim, as
+    #: Karpenter's `UpdateNodeOwnerReferences`); a list without a merge key, written whole like the others
+    add_owner_references: tuple[Mapping[str, Any], ...] = ()
 
     def change(
-        self, labels: Mapping[str, str], annotations: Mapping[str, str], taints: Sequence[Mapping[str, Any]]
+        self, labels: Mapping[str, str], annotations: Mapping[str, str], taints: Sequence[Mapping[str, Any]],
+        finalizers: Sequence[str] = (), *, deleting: bool = False, owner_references: Sequence[Mapping[str, Any]] = (),
     ) -> NodeChange:
-        """The change this patch makes to a node with these labels, annotations and taints (Kubernetes JSON
-        taints: key, effect, optional value and timeAdded)."""
+        """The change this patch makes to a node with these labels, annotations, taints (Kubernetes JSON
+        taints: key, effect, optional value and timeAdded) and finalizers; `deleting`: the node has a
+        `deletionTimestamp`. Finalizers are a list without a merge key too: written whole, under the
+        resourceVersion read."""
         new_labels = {k: v for k, v in self.labels_if_absent.items() if k not in labels}
         new_labels.update({k: v for k, v in self.labels.items() if labels.get(k) != v})
         new_annotations = {k: v for k, v in self.annotations_if_absent.items() if k not in annotations}
@@ -167,7 +181,21 @@ class NodePatch:
         for taint in self.add_taints:
             if not any(t.get("key") == taint.key and t.get("effect") == taint.effect for t in kept):
                 kept.append({"key": taint.key, "effect": taint.effect, **({"value": taint.value} if taint.value else {})})
-        return NodeChange(new_labels, new_annotations, kept if kept != [dict(t) for t in taints] else None)
+        return NodeChange(new_labels, new_annotations, kept if kept != [dict(t) for t in taints] else None,
+                          self._finalizers(list(finalizers), deleting), self._owners(owner_references))
+
+    def _owners(self, present: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """The node's new ownerReference list, None when it stays as it is."""
+        uids = {o.get("uid") for o in present}
+        added = [dict(o) for o in self.add_owner_references if o.get("uid") not in uids]
+        return [*(dict(o) for o in present), *added] if added else None
+
+    def _finalizers(self, present: list[str], deleting: bool) -> list[str] | None:
+        """The node's new finalizer list, None when it stays as it is."""
+        wanted = [f for f in present if f not in self.remove_finalizers]
+        if not deleting:
+            wanted += sorted(f for f in self.add_finalizers - set(present) if f not in self.remove_finalizers)
+        return wanted if wanted != present else None
 
 
 class StorageObjects(NamedTuple):

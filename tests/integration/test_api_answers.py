@@ -169,7 +169,7 @@ def test_a_gone_node_has_nothing_to_cordon_and_its_claim_is_still_released(world
     ledger.mark_registered("c1", NODE, NOW)  # its node registered, and was deleted since
     # EC2 no longer knows the instance (DescribeInstances answers nothing): the state change is confirmed
     deps = SimpleNamespace(ledger=ledger, cluster=world.cluster, clock=lambda: NOW, settings=Settings("demo"), cache={},
-                           compute=SimpleNamespace(describe_instances=lambda filters: []),
+                           compute=SimpleNamespace(describe_instances=lambda filters: []), karpenter=None,
                            config=ClusterConfigSource(world.sim, clock=lambda: NOW))
 
     summary, retry = interrupt.run({"m1": _terminated("i-0abc")}, deps)  # type: ignore[arg-type]

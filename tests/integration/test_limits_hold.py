@@ -41,6 +41,8 @@ from carpool.api import events
 from carpool.api.k8s import Pod
 from carpool.app import wiring
 from carpool.app.wiring import Dependencies
+from carpool.karpenter_objects import TERMINATION_FINALIZER
+from carpool.ports import NodePatch
 from carpool.sim.localaws.lambda_runtime import load_handler
 from carpool.sim.localaws.server import LocalAws
 from carpool.state.models import Claim, ClaimStatus
@@ -291,8 +293,10 @@ def test_a_node_deleted_event_for_a_node_that_still_runs_releases_nothing(make_d
     assert kept is not None, "the claim of a running node was released"
     assert deps.ledger.usage()["default"]["nodes"] == 1
 
-    # the node really goes: now the claim is released
+    # the node really goes (deleted, and its termination finalizer removed): now the claim is released
     deps.cluster.remove_node(node.name)  # type: ignore[attr-defined]
+    deps.cluster.patch_node(node.name, NodePatch(remove_finalizers=frozenset({TERMINATION_FINALIZER})))
+    assert deps.cluster.get_node(node.name) is None
     gone = events.node_deleted_entry(CLUSTER, node.name, node.provider_id, deps.clock(), "bus")
     assert registrar(sqs_batch([gone]), Context()) == {"batchItemFailures": []}
     assert deps.ledger.get(claim.name) is None

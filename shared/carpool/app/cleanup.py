@@ -28,6 +28,7 @@ from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.instances import capacities
 from carpool.app.isolation import isolated
 from carpool.app.launching import LAUNCH_TEMPLATE_LABEL
+from carpool.app.termination import let_go
 from carpool.app.wiring import Dependencies
 from carpool.disruption import orphans
 from carpool.launch import templates
@@ -41,14 +42,18 @@ LAUNCH_TEMPLATE_GRACE = timedelta(hours=1)
 
 
 def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
-             read: Callable[[list[Claim]], None] | None = None) -> orphans.Decisions:
+             read: Callable[[list[Claim]], None] | None = None,
+             seen: Callable[[list[Node], set[str]], None] | None = None) -> orphans.Decisions:
     """Read claims, instances, nodes (and pods when an instance is unclaimed), decide, act. `read` is
-    handed the active claims as read, before any decision is acted on."""
+    handed the active claims as read, before any decision is acted on; `seen` the nodes and the ids of
+    carpool's running instances, as read."""
     claims = deps.ledger.active()
     if read is not None:
         read(claims)
     instances = [orphans.InstanceView.from_ec2(i) for i in deps.compute.describe_instances(_owned_filters(deps))]
     nodes = deps.cluster.list_nodes()
+    if seen is not None:
+        seen(nodes, {i.instance_id for i in instances})
     # pods are listed only when a node's pods can change a decision (an unclaimed or timed-out instance)
     known = {c.instance_id for c in claims if c.instance_id}
     timeout = timedelta(seconds=deps.settings.registration_timeout_seconds)
@@ -182,6 +187,7 @@ def _terminate(t: orphans.Termination, deps: Dependencies, summary: DisruptSumma
     deps.compute.terminate_instances([t.instance_id])
     if t.node is not None:
         deps.cluster.delete_node(t.node)
+        let_go(deps, t.node, t.instance_id, t.claim.name if t.claim is not None else None)
     if t.claim is not None:
         deps.ledger.release(t.claim)  # its pods may be provisioned again right away
     (summary.timed_out if t.claim is not None else summary.orphans).append(
@@ -196,6 +202,12 @@ def _drained(node: str, deps: Dependencies) -> bool:
     drain.cordon(deps.cluster, node)
     result = drain.drain(deps.cluster, node, voluntary=False)
     return not result.blocked and not drain.pods_on(deps.cluster, node)
+
+
+def released_claims(decisions: orphans.Decisions) -> frozenset[str]:
+    """The claims acting on `decisions` released (or would have: a failed action is retried next run)."""
+    return frozenset({r.claim.name for r in decisions.releases}
+                     | {t.claim.name for t in decisions.terminations if t.claim is not None})
 
 
 def changed_claims(decisions: orphans.Decisions) -> bool:

@@ -9,7 +9,8 @@ already repaired or released.
 
 from __future__ import annotations
 
-from carpool.app import cleanup, config_guard, disruption_executor, karpenter_status, standstill
+from carpool.api.k8s import Node
+from carpool.app import cleanup, config_guard, disruption_executor, karpenter_status, nodeclaims, standstill
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
@@ -26,12 +27,16 @@ def run(deps: Dependencies) -> DisruptSummary:
         return summary
     now = deps.clock()
     claims: list[Claim] = []
-    decisions = cleanup.clean_up(deps, now, summary, read=claims.extend)
+    seen: list[tuple[list[Node], set[str]]] = []
+    decisions = cleanup.clean_up(deps, now, summary, read=claims.extend, seen=lambda *read: seen.append(read))
     # The claims clean_up read are still the ledger's when it changed none of them (a provisioner's claim
     # created since is covered by the templates' grace period, as it would be between two reads).
     unchanged = None if cleanup.changed_claims(decisions) else claims
     cleanup.collect_launch_templates(deps, now, summary, unchanged)
     cleanup.collect_instance_profiles(deps, now, summary)
+    # the claims' public faces, from what the clean-up read (its releases left out)
+    nodes, running = seen[0] if seen else ([], set())
+    nodeclaims.reconcile(deps, now, claims, nodes, running, cleanup.released_claims(decisions), summary)
     # what the clean-up found is what the objects' status says (each object is its own failure unit inside)
     isolated(summary, karpenter_status.ACTION, "NodePools and EC2NodeClasses",
              lambda: karpenter_status.write(deps, now, summary, claims, decisions))

@@ -58,14 +58,14 @@ from carpool.amis import ResolvedAmi
 from carpool.api.k8s import Node, Pod
 from carpool.api.loader import Manifests
 from carpool.api.nodeclass import EC2NodeClass
-from carpool.app import discovery, drain, images, interrupt, pod_snapshot, pools, recorder
+from carpool.app import discovery, drain, images, interrupt, pod_snapshot, pools, recorder, termination
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.catalog import Catalog
 from carpool.disruption import candidates, planner
-from carpool.disruption import deadline as termination
+from carpool.disruption import deadline as drain_deadline
 from carpool.disruption.decision import Decision, Kind, Reason
 from carpool.disruption.podview import PodView
 from carpool.scheduling import convert
@@ -135,6 +135,9 @@ def run(deps: Dependencies, now: datetime, summary: DisruptSummary) -> None:
     world = _observe(deps, started=time.monotonic())
     clock.lap("observe")
     _record_pod_changes(world, deps, now, summary)
+    # deleted NodeClaims and Nodes become terminations advanced below (`carpool.app.termination`)
+    released = termination.begin(world.nodes, world.claims, deps, now, summary)
+    world.claims = [c for c in world.claims if c.name not in released]
     _sweep_leftovers(world, deps, summary)
     in_flight = any(claim.disruption is not None for claim in world.claims)
     for claim in world.claims:
@@ -278,6 +281,8 @@ def _advance(claim: Claim, world: _World, deps: Dependencies, now: datetime, sum
         if left:
             why = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items())) or "pods terminating"
             log.info("node %s (%s): %d pods left to drain (%s)", node.name, reason, len(left), why)
+            if reason == Reason.DELETED:
+                recorder.record([k8s_events.failed_draining(node.name, len(left))], deps)
             return
     world.touched.add(node.name)
     _finish(claim, node, deps, summary, f"node {node.name} drained ({reason})")
@@ -294,7 +299,7 @@ def _termination_deadline(claim: Claim, deps: Dependencies, now: datetime) -> da
     if stamped is not None:
         return stamped
     pool = next((p for p in deps.config.load().nodepools if p.name == claim.nodepool), None)
-    deadline = termination.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
+    deadline = drain_deadline.termination_deadline(now, pool.termination_grace_period_seconds() if pool else None)
     if deadline is not None:
         saving.amend(deps.ledger, claim, partial(_stamp_deadline, deadline))
         return _stamped_deadline(claim) or deadline
@@ -377,13 +382,16 @@ def _abandon(claim: Claim, node: Node, deps: Dependencies, summary: DisruptSumma
 
 def _finish(claim: Claim, node: Node | None, deps: Dependencies, summary: DisruptSummary, why: str) -> None:
     """Terminate, release, delete the Node, in that order: a crash after any step is finished by the next
-    run (a terminate is idempotent; a tainted node without a claim is swept)."""
+    run (a terminate is idempotent; a tainted node without a claim is swept). The Node's termination
+    finalizer (and the NodeClaim) go once EC2 says the instance is gone, now or in a later run
+    (`termination.let_go`)."""
     instance = claim.instance_id or (node.instance_id() if node else None)
     if instance:
         deps.compute.terminate_instances([instance])
     deps.ledger.release(claim)
     if node is not None:
         deps.cluster.delete_node(node.name)
+        termination.let_go(deps, node, instance, claim.name)
     _note(summary, f"{why}: instance {instance or '?'} terminated, claim {claim.name} released")
 
 
@@ -395,6 +403,8 @@ def _sweep_leftovers(world: _World, deps: Dependencies, summary: DisruptSummary)
     for node in world.nodes.values():
         if node.labels.get(labels.OWNED_BY) != cluster or node.labels.get(labels.CLAIM) in known:
             continue
+        if node.metadata.deletion_timestamp is not None:
+            continue  # deleted already: it goes with its instance (`termination.begin` lets it go)
         tainted = any(t.key == labels.DISRUPTED_TAINT for t in node.taints())
         if not tainted or deps.ledger.get(node.labels.get(labels.CLAIM, "")) is not None:
             continue

@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from carpool import labels, observability
 from carpool.api import events as ev
 from carpool.api.k8s import Pod, PodDisruptionBudget
-from carpool.app import config_guard, drain, instances, standstill
+from carpool.app import config_guard, drain, instances, standstill, termination
 from carpool.app.provisioning import provision
 from carpool.app.wiring import Dependencies
 from carpool.disruption import evacuation
@@ -177,6 +177,7 @@ def _handle(event: ev.AwsEvent, claim: Claim, deps: Dependencies, summary: Inter
             except NodeGone:
                 log.info("node %s of %s is already gone", claim.node_name, claim.name)
             deps.cluster.delete_node(claim.node_name)
+            termination.let_go(deps, claim.node_name, claim.instance_id, claim.name)
         deps.ledger.release(claim)
         return "state-change"
     return "ignored"

@@ -24,13 +24,15 @@ for the node, so a node on an unexpected image can never poison the estimates fo
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from carpool import capacity, k8s_events, labels, lifecycle
 from carpool.api.events import NodeDeletedEvent, NodeRegisteredEvent
 from carpool.api.k8s import Node
 from carpool.api.nodepool import NodePool
-from carpool.app import config_guard, images, instances, recorder, standstill, startup
+from carpool.app import config_guard, images, instances, nodeclaims, recorder, standstill, startup
 from carpool.app.wiring import Dependencies
 from carpool.ports import NodeConflict, NodeGone
 from carpool.resources import Resources
@@ -102,12 +104,17 @@ def reconcile(node_name: str, deps: Dependencies, summary: RegisterSummary) -> N
         log.info("node %s (instance %s) has no claim carpool knows; left alone", node.name, node.instance_id())
         return
     pool = _nodepool(claim.nodepool, deps)
+    # the NodeClaim first (created if the launch could not), so the registration write owns the node by it
+    nodeclaim = nodeclaims.read(deps, claim.name) or nodeclaims.node_changed(deps, claim, pool, node, None)
     try:
-        node = _register(node, claim, pool, deps, summary)
+        node = _register(node, claim, pool, deps, summary, nodeclaims.owner_reference(nodeclaim))
         claim = _claim_registered(node, claim, deps, summary)
-        _initialize(node, claim, pool, deps, summary)
+        node = _initialize(node, claim, pool, deps, summary)
     except NodeGone:
         summary.ignored[node.name] = "node deleted while carpool registered it"
+        return
+    if nodeclaim is not None:
+        nodeclaims.node_changed(deps, claim, pool, node, nodeclaim)
 
 
 def claim_of(node: Node, deps: Dependencies, summary: RegisterSummary | None = None) -> Claim | None:
@@ -134,15 +141,18 @@ def claim_of(node: Node, deps: Dependencies, summary: RegisterSummary | None = N
     return claim
 
 
-def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary) -> Node:
+def _register(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary,
+              owner: Mapping[str, Any] | None = None) -> Node:
     cluster = deps.settings.cluster_name
     if (lifecycle.is_registered(node) and node.labels.get(labels.CLAIM) == claim.name
             and node.labels.get(labels.OWNED_BY) == cluster):
+        if owner is not None and not lifecycle.owned_by(node, owner):
+            return deps.cluster.patch_node(node.name, lifecycle.ownership_patch(owner))
         return node
     if labels.REGISTERED not in node.labels and not lifecycle.has_unregistered_taint(node):
         log.warning("node %s joined without the %s taint: pods may have started before its labels and taints "
                     "were synced", node.name, labels.UNREGISTERED_TAINT)
-    patch = lifecycle.registration_patch(node, claim, cluster, pool, _type_labels(node, claim, deps))
+    patch = lifecycle.registration_patch(node, claim, cluster, pool, _type_labels(node, claim, deps), owner)
     before, node = node, deps.cluster.patch_node(node.name, patch)
     startup.node_registered(before, node, claim.nodepool, deps.clock())
     summary.registered.append(node.name)
@@ -187,17 +197,18 @@ def _node_charge(node: Node, claim: Claim, deps: Dependencies) -> Resources:
     return charges.registered(node.capacity(), charges.charged(launched) if launched is not None else claim.reserved)
 
 
-def _initialize(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary) -> None:
+def _initialize(node: Node, claim: Claim, pool: NodePool | None, deps: Dependencies, summary: RegisterSummary) -> Node:
+    """The node initialized once nothing holds it back; returns it as it is now."""
     if lifecycle.is_initialized(node):
         if node.name not in summary.registered and node.name not in summary.claimed:
             summary.ignored[node.name] = "already registered and initialized"
-        return
+        return node
     why = lifecycle.initialization_blocker(node, claim, pool.startup_taints() if pool else ())
     if why is None and claim.status != ClaimStatus.REGISTERED:
         why = "its claim is not registered yet"
     if why is not None:
         summary.waiting[node.name] = why
-        return
+        return node
     node = deps.cluster.patch_node(node.name, lifecycle.initialized_patch())
     summary.initialized.append(node.name)
     log.info("initialized node %s (allocatable %s)", node.name, node.status.allocatable)
@@ -208,6 +219,7 @@ def _initialize(node: Node, claim: Claim, pool: NodePool | None, deps: Dependenc
         log.info("capacity of node %s not learned: %s", node.name, reason)
     else:
         summary.learned.append(node.name)
+    return node
 
 
 def _nodepool(name: str, deps: Dependencies) -> NodePool | None:

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "capacity": "carpool.cli.capacity",
     "simulate": "carpool.cli.simulate",
     "status": "carpool.cli.status",
+    "release-finalizers": "carpool.cli.release_finalizers",
 }
 
 

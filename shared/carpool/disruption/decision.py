@@ -20,6 +20,9 @@ class Reason(StrEnum):
     UNHEALTHY = "Unhealthy"
     #: a spot warning or scheduled change: drained by `carpool.app.interrupt`, not budgeted
     INTERRUPTED = "Interrupted"
+    #: its NodeClaim or Node was deleted (`kubectl delete`, its NodePool deleted): Karpenter's termination,
+    #: not a disruption method, so not budgeted and never replaced (`carpool.app.termination`)
+    DELETED = "Deleted"
 
 
 class Kind(StrEnum):

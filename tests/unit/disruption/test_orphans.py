@@ -262,7 +262,7 @@ def world(instances: list[dict[str, Any]], nodes: list[dict[str, Any]], claims: 
         ledger.mark_launched(c)
     return SimpleNamespace(cluster=cluster, compute=FakeEc2(cluster, instances), ledger=ledger, clock=lambda: now, cache={},
                            settings=Settings(cluster_name=CLUSTER), catalog=StaticCatalogSource("us-east-1"),
-                           config=ClusterConfigSource(cluster, clock=lambda: now))
+                           karpenter=None, config=ClusterConfigSource(cluster, clock=lambda: now))
 
 
 def bound_pod(name: str, node_name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

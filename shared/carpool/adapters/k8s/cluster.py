@@ -197,6 +197,15 @@ def status_code(error: Exception) -> int | None:
     return int(response.status_code) if response is not None else None
 
 
+class _ConfiguredElsewhere:
+    """The token source of a client that carries its own credentials (`LightkubeCluster.from_client`)."""
+
+    stale = False
+
+    def token(self) -> str:
+        raise RuntimeError("this cluster's client carries its own credentials")
+
+
 class LightkubeCluster:
     """The Kubernetes API as carpool uses it. `resource_versions` holds the collection versions of the last
     pod and node lists, to start a `watch` from."""
@@ -235,6 +244,14 @@ class LightkubeCluster:
             else None
         )
         return cls(settings.cluster_name, settings.region, access=access)
+
+    @classmethod
+    def from_client(cls, cluster_name: str, client: Client) -> LightkubeCluster:
+        """A cluster reached through a client configured elsewhere (the CLI: the user's own kubeconfig,
+        as kubectl reaches it), for the synchronous reads and writes (no `watch`)."""
+        made = cls(cluster_name, "", tokens=_ConfiguredElsewhere(), client_factory=lambda _config: client)
+        made._client_obj = client
+        return made
 
     # -- connection ---------------------------------------------------------------------------------------
     @property
@@ -532,7 +549,9 @@ class LightkubeCluster:
         for _ in range(attempts):
             raw = self._read_node(name)
             meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [])
+            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [],
+                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")),
+                                  owner_references=meta.get("ownerReferences") or [])
             if not change:
                 return convert.to_model(raw, api.Node)
             body = convert.node_merge_patch(meta.get("resourceVersion"), change)

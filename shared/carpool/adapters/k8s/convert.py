@@ -87,13 +87,18 @@ def resource_version(obj: Any) -> str | None:
 
 def node_merge_patch(resource_version: str | None, change: NodeChange) -> dict[str, Any]:
     """A JSON merge patch (RFC 7386) body for `change`: changed label and annotation keys only (a merge
-    patch merges maps key by key), the whole taint list when it changes (a merge patch replaces lists),
-    and `metadata.resourceVersion` as the precondition that turns a concurrent write into 409 Conflict."""
+    patch merges maps key by key), the whole taint or finalizer list when it changes (a merge patch
+    replaces lists), and `metadata.resourceVersion` as the precondition that turns a concurrent write into
+    409 Conflict."""
     metadata: dict[str, Any] = {"resourceVersion": resource_version}
     if change.labels:
         metadata["labels"] = dict(change.labels)
     if change.annotations:
         metadata["annotations"] = dict(change.annotations)
+    if change.finalizers is not None:
+        metadata["finalizers"] = list(change.finalizers)
+    if change.owner_references is not None:
+        metadata["ownerReferences"] = [dict(o) for o in change.owner_references]
     body: dict[str, Any] = {"metadata": metadata}
     if change.taints is not None:
         body["spec"] = {"taints": change.taints}

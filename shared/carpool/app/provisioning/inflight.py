@@ -28,8 +28,11 @@ def in_flight(deps: Dependencies, exclude: frozenset[str] | set[str], pending: d
     know carpool's plan: it can put there pods planned for another node and leave this claim's own pods
     for elsewhere. What the node holds is then what is bound to it (`_room_on_node`), as in Karpenter,
     whose in-flight NodeClaim becomes a node whose room is its allocatable less its bound pods."""
+    # a claim being terminated (its NodeClaim or Node deleted while it joins) takes no pod: Karpenter leaves
+    # a NodeClaim marked for deletion out of scheduling
     claims = [c for c in deps.ledger.active()
-              if c.status in IN_FLIGHT_STATUSES and c.name not in exclude and c.allocatable and c.instance_type]
+              if c.status in IN_FLIGHT_STATUSES and c.name not in exclude and c.allocatable and c.instance_type
+              and c.disruption is None]
     if not claims:
         return [], (placed or Placed()).bins(pending, []).existing
     live = deps.cluster.pod_keys()

@@ -7,7 +7,7 @@ import logging
 from datetime import datetime
 
 from carpool import observability
-from carpool.app import launching
+from carpool.app import launching, nodeclaims
 from carpool.app.provisioning import settle
 from carpool.app.provisioning.invocation import Invocation
 from carpool.app.provisioning.outcome import ProvisionOutcome
@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 def record_launches(launched: list[tuple[Reserved, launching.LaunchAttempt]], call: Invocation) -> None:
     """Write every launched claim with its instance (`mark_launched_many`); a claim whose write fails has
-    its instance terminated and its reservation released, the others are recorded. Instances a batch
+    its instance terminated and its reservation released, the others are recorded and get their NodeClaims
+    (`carpool.app.nodeclaims.launched`: together, a failure only logged). Instances a batch
     launched get their claims' names when their nodes register (`carpool.app.register`), as Karpenter's
     tagging controller names them: not here, in the launch path."""
     deps, outcome = call.deps, call.outcome
@@ -36,6 +37,7 @@ def record_launches(launched: list[tuple[Reserved, launching.LaunchAttempt]], ca
         failed = deps.ledger.mark_launched_many([r.claim for r, _ in launched], launch_charges)
     except Exception as exc:
         failed = dict.fromkeys((r.claim.name for r, _ in launched), exc)
+    recorded = []
     for r, attempt in launched:
         if r.claim.name in failed:
             _launch_unrecorded(r, attempt, call, failed[r.claim.name])
@@ -44,6 +46,18 @@ def record_launches(launched: list[tuple[Reserved, launching.LaunchAttempt]], ca
         outcome.launched_at[r.claim.name] = answered
         if charges.lowered(r.claim.reserved, held[r.claim.name]):
             call.limited.gave_back(r.claim.nodepool)
+        recorded.append(_public(r))
+    # each launch's public face, once the ledger holds it (a NodeClaim never names a launch not recorded)
+    nodeclaims.launched(deps, recorded, call.now)
+
+
+def _public(r: Reserved) -> nodeclaims.Launched:
+    """What the claim's NodeClaim is built from: the pool, the launched type's labels and capacity, the
+    requirements the scheduler planned it with."""
+    name = r.claim.instance_type or ""
+    it, size = r.ctx.types.get(name), r.ctx.sizes.get(name)
+    return nodeclaims.Launched(r.claim, r.ctx.nodepool, dict(it.labels) if it is not None else {},
+                               dict(size.capacity) if size is not None else {}, r.planned.requirements)
 
 
 def _charge(r: Reserved) -> Resources | None:

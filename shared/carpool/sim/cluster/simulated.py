@@ -223,6 +223,8 @@ def _describe(change: NodeChange) -> str:
     parts = [f"{k}={v}" for k, v in sorted(change.labels.items())]
     if change.taints is not None:
         parts.append("taints=[" + ",".join(f"{t['key']}:{t.get('effect', '')}" for t in change.taints) + "]")
+    if change.finalizers is not None:
+        parts.append("finalizers=[" + ",".join(change.finalizers) + "]")
     return " ".join(parts)
 
 
@@ -612,7 +614,9 @@ class SimulatedCluster:
                 raise NodeGone(name)
             read_rv = rec.rv
             meta, spec = rec.raw.setdefault("metadata", {}), rec.raw.setdefault("spec", {})
-            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [])
+            change = patch.change(meta.get("labels") or {}, meta.get("annotations") or {}, spec.get("taints") or [],
+                                  meta.get("finalizers") or [], deleting=bool(meta.get("deletionTimestamp")),
+                                  owner_references=meta.get("ownerReferences") or [])
             if not change:
                 return self._model("Node", rec)
             self._competing_write(name)
@@ -635,6 +639,10 @@ class SimulatedCluster:
             meta["annotations"] = {**(meta.get("annotations") or {}), **change.annotations}
         if change.taints is not None:
             spec["taints"] = [dict(t) for t in change.taints]
+        if change.finalizers is not None:
+            meta["finalizers"] = list(change.finalizers)
+        if change.owner_references is not None:
+            meta["ownerReferences"] = [dict(o) for o in change.owner_references]
         self._record_change("MODIFIED", "Node", rec)
 
     def compete_for(self, name: str, writes: int = 1) -> None:

@@ -134,18 +134,30 @@ class Scale(YamlModel):
     replicas: int = Field(ge=0)
 
 
+class NodeTarget(YamlModel):
+    """Which launched nodes (or their NodeClaims) a delete step hits: the `count` oldest of a NodePool's
+    (of any NodePool's when unset), not being deleted already; their names are only known at run time."""
+
+    node_pool: str | None = None
+    count: int = Field(default=1, ge=1)
+
+
 class Delete(YamlModel):
     """Remove a workload (its pods go away), single pods, or a NodePool or EC2NodeClass by name
-    (`kubectl delete nodepool <name>`: `{nodepool: <name>}`, `{ec2nodeclass: <name>}`)."""
+    (`kubectl delete nodepool <name>`: `{nodepool: <name>}`, `{ec2nodeclass: <name>}`), or launched
+    NodeClaims or Nodes (`kubectl delete nodeclaim|node <name>`: `{nodeClaims: {nodePool: default}}`,
+    `{nodes: {count: 2}}`)."""
 
     deployment: str | None = None
     namespace: str = "default"
     pods: list[str] = Field(default_factory=list, description="namespace/name keys")
     nodepool: str | None = None
     ec2nodeclass: str | None = Field(default=None, alias="ec2nodeclass")
+    node_claims: NodeTarget | None = None
+    nodes: NodeTarget | None = None
 
     @model_validator(mode="after")
     def _something(self) -> Delete:
-        if not (self.deployment or self.pods or self.nodepool or self.ec2nodeclass):
-            raise ValueError("delete needs a deployment, pods, a nodepool or an ec2nodeclass")
+        if not (self.deployment or self.pods or self.nodepool or self.ec2nodeclass or self.node_claims or self.nodes):
+            raise ValueError("delete needs a deployment, pods, a nodepool, an ec2nodeclass, nodeClaims or nodes")
         return self

@@ -19,9 +19,10 @@ from typing import Any
 
 import yaml
 
-from carpool.karpenter_objects import EC2NODECLASS, NODEPOOL
+from carpool.karpenter_objects import EC2NODECLASS, NODECLAIM, NODEPOOL
+from carpool.labels import NODEPOOL as NODEPOOL_LABEL
 from carpool.sim.cluster.simulated import SimulatedCluster
-from carpool.sim.cluster.specs import Delete, Scale
+from carpool.sim.cluster.specs import Delete, NodeTarget, Scale
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 CONFIG_KINDS = ("NodePool", "EC2NodeClass")
@@ -119,6 +120,33 @@ class WorkloadDriver:
             self.cluster.delete_pod(pod if "/" in pod else f"default/{pod}")
             removed += 1
         return removed
+
+    def delete_nodes(self, step: Delete) -> list[str]:
+        """`kubectl delete nodeclaim|node` of the nodes a delete step names (`NodeTarget`): the objects'
+        deletion as the API server does it (held by their finalizers until carpool lets them go). Returns
+        what was deleted ("NodeClaim <name>", "Node <name>")."""
+        out = []
+        if step.node_claims is not None:
+            for name in self._oldest(self.cluster.list_objects(NODECLAIM).items, step.node_claims):
+                self.cluster.delete_object(NODECLAIM, name)
+                out.append(f"NodeClaim {name}")
+        if step.nodes is not None:
+            for name in self._oldest([rec.raw for rec in self.cluster.nodes.values()], step.nodes):
+                self.cluster.delete_node(name)
+                out.append(f"Node {name}")
+        return out
+
+    @staticmethod
+    def _oldest(objects: Iterable[Mapping[str, Any]], target: NodeTarget) -> list[str]:
+        """The names of the `target.count` oldest launched objects of its NodePool not being deleted."""
+        picked = []
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            pool = (meta.get("labels") or {}).get(NODEPOOL_LABEL)
+            if pool is None or meta.get("deletionTimestamp") or (target.node_pool and pool != target.node_pool):
+                continue
+            picked.append((str(meta.get("creationTimestamp") or ""), str(meta.get("name"))))
+        return [name for _created, name in sorted(picked)[: target.count]]
 
     def _find(self, name: str, namespace: str) -> str:
         for kind in WORKLOAD_KINDS:

@@ -395,9 +395,11 @@ class SimRunner:
             self.log.add("workload", f"scaled {step.scale.deployment} to {step.scale.replicas} ({delta:+d} pods)")
         elif action == "delete":
             assert step.delete is not None
+            nodes = self.driver.delete_nodes(step.delete)
             removed = self.driver.delete(step.delete)
             gone = [f"{kind} {name}" for kind, name in (("NodePool", step.delete.nodepool),
                                                        ("EC2NodeClass", step.delete.ec2nodeclass)) if name]
+            gone += nodes
             self.log.add("workload", f"deleted {removed} pods" + "".join(f", {g}" for g in gone))
         elif action == "spot_interruption":
             assert step.spot_interruption is not None

@@ -503,6 +503,9 @@ def _targets(scenario: Scenario) -> list[tuple[str, Any]]:
         for name in ("spot_interruption", "health_event", "termination_protection"):
             if (selector := getattr(step, name)) is not None:
                 out.append((f"{step.path}.{to_camel(name)}", selector))
+        if step.delete is not None:  # `kubectl delete nodeclaim|node` of a NodePool's nodes
+            out += [(f"{step.path}.delete.{to_camel(name)}", t) for name in ("node_claims", "nodes")
+                    if (t := getattr(step.delete, name)) is not None]
     return out
 
 
