@@ -67,11 +67,18 @@ class Launched:
     requirements: Requirements | None = None
 
 
+#: NodeClaim writes one disruption run makes at most (creates, patches, releases): the first run after an
+#: upgrade creates every node's NodeClaim over a few runs instead of spending the run's time on it
+MAX_WRITES_PER_RUN = 100
+
+
 @dataclass
 class ReconcileSummary:
     created: list[str] = field(default_factory=list)
     patched: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    #: writes due but left for the next runs (`MAX_WRITES_PER_RUN`)
+    deferred: int = 0
 
 
 # -- launch --------------------------------------------------------------------------------------------
@@ -183,6 +190,7 @@ def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetim
     by_node = {n.name: n for n in nodes}
     by_instance = {n.instance_id(): n for n in by_node.values() if n.instance_id()}
     catalog = deps.catalog.get(now).types
+    writes: list[tuple[str, Callable[[], object]]] = []
     for claim in claims:
         if claim.name in gone:
             continue
@@ -197,12 +205,24 @@ def _reconcile_all(deps: Dependencies, karpenter: KarpenterObjects, now: datetim
             node=by_node.get(claim.node_name or "") or by_instance.get(claim.instance_id),
             drift=nodeclaims.drift_reason(existing, claim, pool,
                                           drift.spec_hash(pool, nodeclass) if pool and nodeclass else None))
-        isolated(summary, "nodeclaim", f"NodeClaim {claim.name}",
-                 partial(_reconcile_one, karpenter, existing, facts, done))
+        if _due(existing, facts):
+            writes.append((f"NodeClaim {claim.name}", partial(_reconcile_one, karpenter, existing, facts, done)))
     for name, obj in sorted(current.items()):
         if _releasable(obj, deps, running):
-            isolated(summary, "release-nodeclaim", f"NodeClaim {name}",
-                     partial(_release_one, deps, name, done))
+            writes.append((f"NodeClaim {name}", partial(_release_one, deps, name, done)))
+    for subject, write in writes[:MAX_WRITES_PER_RUN]:
+        isolated(summary, "nodeclaim", subject, write)
+    if len(writes) > MAX_WRITES_PER_RUN:
+        done.deferred = len(writes) - MAX_WRITES_PER_RUN
+        log.info("%d NodeClaim writes left for the next runs (at most %d a run)", done.deferred, MAX_WRITES_PER_RUN)
+
+
+def _due(existing: Mapping[str, Any] | None, facts: ClaimFacts) -> bool:
+    """Whether the claim's NodeClaim needs a write: it is missing, or it lacks something (one being
+    deleted is the termination flow's now)."""
+    if existing is None:
+        return True
+    return not (existing.get("metadata") or {}).get("deletionTimestamp") and bool(nodeclaims.changes(existing, facts))
 
 
 def _reconcile_one(karpenter: KarpenterObjects, existing: Mapping[str, Any] | None, facts: ClaimFacts,
@@ -213,11 +233,8 @@ def _reconcile_one(karpenter: KarpenterObjects, existing: Mapping[str, Any] | No
         done.created.append(name)
         log.info("NodeClaim %s created for claim %s (it had none)", name, name)
         return
-    if (existing.get("metadata") or {}).get("deletionTimestamp"):
-        return  # being deleted: the termination flow owns it now
-    if nodeclaims.changes(existing, facts):
-        _bring_in_step(karpenter, existing, facts)
-        done.patched.append(name)
+    _bring_in_step(karpenter, existing, facts)
+    done.patched.append(name)
 
 
 def _releasable(obj: Mapping[str, Any], deps: Dependencies, running: set[str]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from tests.unit.app.test_app_register import CLUSTER, CONFIG, NOW, become_ready, deps_for, join, node, reserve
 
 from carpool import labels, nodeclaims
@@ -43,7 +44,7 @@ def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def registered_claim(deps: Dependencies, name: str, iid: str) -> Claim:
-    reserve(deps, name, iid)
+    reserve(deps, name, iid, pods=(f"default/web-{name}",))
     node_name = join(deps, iid, ready=True, taints=[])
     register.reconcile(node_name, deps, register.RegisterSummary())
     claim = deps.ledger.get(name)
@@ -230,3 +231,18 @@ def test_release_lets_a_deleted_nodeclaim_go() -> None:
 
     assert cluster.get_object(NODECLAIM, "c1") is None
     assert not sync.release_nodeclaim(deps, "c1")
+
+
+def test_a_run_writes_at_most_its_share_and_leaves_the_rest_to_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    deps, cluster = with_karpenter()
+    for n in (1, 2, 3):
+        registered_claim(deps, f"c{n}", f"i-{n}")
+        sync.release_nodeclaim(deps, f"c{n}")  # as after an upgrade: claims without NodeClaims
+    monkeypatch.setattr(sync, "MAX_WRITES_PER_RUN", 2)
+
+    first = reconcile(deps, {"i-1", "i-2", "i-3"})
+    second = reconcile(deps, {"i-1", "i-2", "i-3"})
+
+    assert (len(first.created), first.deferred) == (2, 1)
+    assert (len(second.created), second.deferred) == (1, 0)
+    assert all(cluster.get_object(NODECLAIM, f"c{n}") is not None for n in (1, 2, 3))
