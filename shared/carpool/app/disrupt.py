@@ -3,12 +3,13 @@ claims, instances and launch templates in step, then voluntary disruption.
 
 Karpenter splits the same work between its NodeClaim garbage collection and its disruption controller;
 here one scheduled Lambda does both, in this order, so the executor plans on claims the clean-up has
-already repaired or released.
+already repaired or released. Before both, the NodeClaims Karpenter left are adopted (`carpool.app.adopt`),
+so the orphan sweep never takes Karpenter's instances for orphans.
 """
 
 from __future__ import annotations
 
-from carpool.app import cleanup, disruption_executor, standstill
+from carpool.app import adopt, cleanup, disruption_executor, standstill
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.wiring import Dependencies
 from carpool.state.models import Claim
@@ -21,8 +22,9 @@ def run(deps: Dependencies) -> DisruptSummary:
     if summary.stood_still:
         return summary
     now = deps.clock()
+    nodes = adopt.run(deps, now, summary)
     claims: list[Claim] = []
-    decisions = cleanup.clean_up(deps, now, summary, read=claims.extend)
+    decisions = cleanup.clean_up(deps, now, summary, read=claims.extend, nodes=nodes)
     # The claims clean_up read are still the ledger's when it changed none of them (a provisioner's claim
     # created since is covered by the templates' grace period, as it would be between two reads).
     unchanged = None if cleanup.changed_claims(decisions) else claims
