@@ -39,7 +39,9 @@ from carpool.api.errors import did_you_mean, structural_type
 
 __all__ = [
     "KARPENTER_VERSION",
+    "Admitted",
     "Problem",
+    "admit",
     "check",
     "compact",
     "karpenter_kinds",
@@ -153,6 +155,69 @@ def check(api_version: str, kind: str, doc: Mapping[str, Any], model: type[BaseM
     root = {k: v for k, v in doc.items() if k not in _SKIPPED_ROOT_FIELDS}
     walk.node(schema, root, "", _model_support(model))
     return walk.problems
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What the API server makes of a custom resource it is given: the object as it would store it
+    (unknown fields pruned, defaults applied), the fields it pruned, and its refusals (none: stored)."""
+
+    obj: dict[str, Any]
+    pruned: list[str]
+    problems: list[Problem]
+
+
+def admit(api_version: str, kind: str, doc: Mapping[str, Any], *, with_status: bool = False) -> Admitted:
+    """`doc` as kube-apiserver admits a custom resource of Karpenter's CRD, knowing only the CRD (no
+    carpool verdicts): fields the schema does not name are pruned (`structural/pruning`; with no
+    `fieldValidation=Strict` the server drops them, at most warning), nulls of fields that are not
+    nullable are dropped, the schema's defaults are applied (`structural/defaulting`), then the schema and
+    its CEL rules judge what is left. `status` is judged only with `with_status` (the status
+    subresource's update); `metadata` is the API server's own, never pruned here. A kind without a schema
+    is admitted as it is."""
+    obj = json.loads(json.dumps(dict(doc), default=str))
+    schema = schema_of(api_version, kind)
+    if schema is None:
+        return Admitted(obj, [], [])
+    pruned: list[str] = []
+    for key in [k for k in obj if k not in ("apiVersion", "kind", "metadata")]:
+        if key not in (schema.get("properties") or {}):
+            pruned.append(key)
+            del obj[key]
+        else:
+            obj[key] = _defaulted(schema["properties"][key], obj[key], key, pruned)
+    for key, prop in (schema.get("properties") or {}).items():
+        if key not in obj and "default" in prop:
+            obj[key] = _defaulted(prop, json.loads(json.dumps(prop["default"])), key, pruned)
+    walk = _Walk(kind)
+    root = {k: v for k, v in obj.items() if with_status or k not in _SKIPPED_ROOT_FIELDS}
+    walk.node(schema, root, "", None)
+    return Admitted(obj, pruned, walk.problems)
+
+
+def _defaulted(schema: Mapping[str, Any], value: Any, path: str, pruned: list[str]) -> Any:
+    """`value` pruned and defaulted as the API server does it, top down: in an object, unknown fields and
+    nulls go, absent fields with a default get it (then are defaulted inside in turn)."""
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        values = schema.get("additionalProperties")
+        if properties is not None:
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key not in properties:
+                    pruned.append(_child(path, str(key)))
+                elif item is not None:
+                    out[key] = _defaulted(properties[key], item, _child(path, str(key)), pruned)
+            for key, prop in properties.items():
+                if key not in out and "default" in prop:
+                    out[key] = _defaulted(prop, json.loads(json.dumps(prop["default"])), _child(path, key), pruned)
+            return out
+        if isinstance(values, Mapping):
+            return {k: _defaulted(values, v, f"{path}[{k}]", pruned) for k, v in value.items() if v is not None}
+        return value
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [_defaulted(schema["items"], item, f"{path}[{i}]", pruned) for i, item in enumerate(value)]
+    return value
 
 
 def _show(value: Any) -> str:

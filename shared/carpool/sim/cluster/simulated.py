@@ -34,6 +34,7 @@ from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
 from carpool.k8s_events import KubeEvent
 from carpool.karpenter_lease import Lease
+from carpool.karpenter_objects import KARPENTER_KINDS, KindNotServed, ObjectKind, ObjectList
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -63,7 +64,9 @@ from carpool.sim.cluster.api_answers import (
 )
 from carpool.sim.cluster.capacity_stamps import CapacityStamps
 from carpool.sim.cluster.leader_election import lease_problem
+from carpool.sim.cluster.objects import KarpenterStore
 from carpool.sim.cluster.podfilters import PodCheck, PodFilters, expression_holds
+from carpool.sim.cluster.records import Record as _Record
 from carpool.sim.cluster.specs import Cni
 from carpool.taints import Taint, Toleration, untolerated
 
@@ -78,25 +81,19 @@ LIST_PAGE = 500
 #: 410 Gone, and the reader lists again.
 WATCH_HISTORY_SECONDS = 75.0
 
+#: what a watch's `resource_versions` may call each kind it watches (any case; Pod and Node are always watched)
+_WATCH_NAMES = {name: kind for kind, names in (("Pod", ("pod", "pods")), ("Node", ("node", "nodes")),
+                                               *((k.kind, (k.kind.lower(), k.plural)) for k in KARPENTER_KINDS))
+                for name in names}
+
+
+def _watched_kind(name: str) -> str:
+    """The kind a watch names ("pods", "NodePool", "ec2nodeclasses"); "" for one the cluster does not watch."""
+    return _WATCH_NAMES.get(name.lower(), "")
+
+
 #: Owner kinds whose pods come back (under a new name) when evicted or when their node goes away.
 _RECREATING_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
-
-
-@dataclass
-class _Record:
-    """One object: its JSON, the resource version of its last change, and values derived from it."""
-
-    raw: dict[str, Any]
-    rv: int
-    model: Any = None
-    #: the pod's `PodView` as of `rv` (disruption reads every pod, most of them unchanged since last time)
-    view: PodView | None = None
-    requests: res.Resources | None = None
-    signature: str | None = None
-    created_at: float = 0.0
-    controller: str | None = None
-    #: (rv, id of raw, JSON) of the last encoding, for the HTTP API server's lists
-    encoding: tuple[int, int, bytes] | None = None
 
 
 @dataclass
@@ -279,6 +276,9 @@ class SimulatedCluster:
         self.charge: Callable[[int], None] | None = None
         #: called with the node's name before a cordon is written (the simulation's `BindRace`s)
         self.before_cordon: Callable[[str], None] | None = None
+        #: Karpenter's NodePools, EC2NodeClasses and NodeClaims (`carpool.sim.cluster.objects`), on this
+        #: cluster's change log; `karpenter.installed` says which CRDs the scenario installed
+        self.karpenter = KarpenterStore(clock, self._record_change, lambda: self.resource_version)
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -299,6 +299,8 @@ class SimulatedCluster:
         self._log_times.append(self._elapsed())
 
     def _model(self, kind: str, rec: _Record) -> Any:
+        if kind in self.karpenter.stores:  # Karpenter's kinds cross as JSON, a copy for each reader
+            return json.loads(self.encoded(rec))
         if rec.model is None:
             models: dict[str, type[Any]] = {"Pod": Pod, "Node": Node, "DaemonSet": DaemonSet,
                                             "PodDisruptionBudget": PodDisruptionBudget, **STORAGE_MODELS}
@@ -622,15 +624,24 @@ class SimulatedCluster:
 
     def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float = 0.0,
               idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
-        """Changes since the given resource versions (keys: `Pod`/`pods`, `Node`/`nodes`, any case).
+        """Changes since the given resource versions (keys: `Pod`/`pods`, `Node`/`nodes`, and Karpenter's
+        `NodePool`/`nodepools`, `EC2NodeClass`/`ec2nodeclasses`, `NodeClaim`/`nodeclaims`; any case). Pods and
+        nodes are always watched, Karpenter's kinds when named (their objects as JSON copies; a kind whose
+        CRD is not installed is `KindNotServed`, as the API server's 404).
 
         A kind without a version starts like a fresh watch: ADDED for every current object. With a
         `waiter` installed (the simulation's loop: `carpool.sim.run.discrete.Processes.wait`), the stream
         follows simulated time as an API server's does: each change is delivered at the moment it
         happens, None after every `idle_seconds` without one, until `timeout_seconds` have passed.
         Without one (unit tests) it delivers what has happened and ends."""
-        since = {k.lower().rstrip("s"): int(v) for k, v in resource_versions.items() if str(v).isdigit()}
-        for kind, store in (("Pod", self.pods), ("Node", self.nodes)):
+        named = {_watched_kind(k): v for k, v in resource_versions.items()}
+        karpenter = [k for k in KARPENTER_KINDS if k.kind in named]
+        for kind in karpenter:
+            if kind not in self.karpenter.installed:
+                raise KindNotServed(kind)
+        since = {k.lower(): int(v) for k, v in named.items() if k and str(v).isdigit()}
+        fresh = [("Pod", self.pods), ("Node", self.nodes), *((k.kind, self.karpenter.stores[k.kind]) for k in karpenter)]
+        for kind, store in fresh:
             if kind.lower() not in since:
                 for rec in list(store.values()):
                     yield WatchEvent("ADDED", kind, self._model(kind, rec), str(rec.rv))
@@ -877,7 +888,7 @@ class SimulatedCluster:
         return {"Pod": self.pods, "Node": self.nodes, "DaemonSet": self.daemonsets,
                 "PodDisruptionBudget": self.pdbs, "PersistentVolumeClaim": self.claims,
                 "PersistentVolume": self.volumes, "StorageClass": self.storageclasses, "Event": self.events,
-                "Lease": self.leases}[kind]
+                "Lease": self.leases, **self.karpenter.stores}[kind]
 
     def merge_patch_node(self, name: str, patch: Mapping[str, Any]) -> ApiAnswer:
         """A JSON merge patch of a node as the API server applies it: 404 for a node that is gone, 409 when
@@ -910,6 +921,33 @@ class SimulatedCluster:
     def now(self) -> datetime:
         """The cluster's clock (what a controller's `metav1.Now()` reads)."""
         return self._clock()
+
+    # -- Karpenter's objects (`carpool.karpenter_objects.KarpenterObjects`, `carpool.sim.cluster.objects`) ---
+    def list_objects(self, kind: ObjectKind) -> ObjectList:
+        return self.karpenter.list_objects(kind)
+
+    def get_object(self, kind: ObjectKind, name: str) -> dict[str, Any] | None:
+        return self.karpenter.get_object(kind, name)
+
+    def create_object(self, kind: ObjectKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.actions.append((self._elapsed(), "create-object", f"{kind.kind}/{(obj.get('metadata') or {}).get('name')}"))
+        return self.karpenter.create_object(kind, obj)
+
+    def patch_object(self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *,
+                     resource_version: str | None = None) -> dict[str, Any]:
+        return self.karpenter.patch_object(kind, name, patch, resource_version=resource_version)
+
+    def patch_status(self, kind: ObjectKind, name: str, status: Mapping[str, Any], *,
+                     resource_version: str | None = None) -> dict[str, Any]:
+        return self.karpenter.patch_status(kind, name, status, resource_version=resource_version)
+
+    def delete_object(self, kind: ObjectKind, name: str) -> None:
+        self.actions.append((self._elapsed(), "delete-object", f"{kind.kind}/{name}"))
+        self.karpenter.delete_object(kind, name)
+
+    def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`)."""
+        return self.karpenter.apply_object(raw)
 
     # -- pods and controllers -----------------------------------------------------------------------
     def _remove_pod(self, key: str, recreate: bool) -> None:
