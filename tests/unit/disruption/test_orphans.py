@@ -259,7 +259,7 @@ def world(instances: list[dict[str, Any]], nodes: list[dict[str, Any]], claims: 
     for c in claims:
         ledger.reserve(c, None, c.created_at, 900)
         ledger.mark_launched(c)
-    return SimpleNamespace(cluster=cluster, compute=FakeEc2(cluster, instances), ledger=ledger, clock=lambda: now, cache={},
+    return SimpleNamespace(cluster=cluster, compute=FakeEc2(cluster, instances), ledger=ledger, clock=lambda: now, cache={}, karpenter=None,
                            settings=Settings(cluster_name=CLUSTER), catalog=StaticCatalogSource("us-east-1"))
 
 
