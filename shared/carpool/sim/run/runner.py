@@ -57,7 +57,7 @@ from carpool.sim.cluster.workload import WorkloadDriver
 from carpool.sim.localaws import lambda_runtime, motofast, spot_prices
 from carpool.sim.localaws.event_source import SqsEventSource
 from carpool.sim.localaws.requests import RequestRecorder, recording_wanted
-from carpool.sim.run import collector, decision_log, durations, time_to_capacity
+from carpool.sim.run import collector, decision_log, durations, karpenter_cluster, time_to_capacity
 from carpool.sim.run.discrete import Agenda, Processes, ProcessKilled
 from carpool.sim.run.faults import CapacityFaults, CrashFaults, TerminationDenials
 from carpool.sim.run.lambda_service import LambdaService
@@ -100,6 +100,8 @@ class SimRunner:
         self.progress = progress
         self.clock = SimClock()
         self.cluster = SimulatedCluster(self.clock, scenario.cluster.cni, elapsed=lambda: self.clock.elapsed)
+        #: the instances Karpenter launched before the run (`karpenterNodes`)
+        self.prebuilt: list[str] = []
         self.log = decision_log.DecisionLog(lambda: self.clock.elapsed)
         self.timeline: list[TimelinePoint] = []
         self.invocations: Counter[str] = Counter()
@@ -183,6 +185,9 @@ class SimRunner:
                                  lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents,
                                  launch_seconds=durations.CREATE_FLEET_SECONDS)
         self._seed_node_groups()
+        self.prebuilt = karpenter_cluster.seed(karpenter_cluster.World(
+            self.ec2, self.cluster, self.kubelets, sc.cluster.name, self.region, sc.cluster.zones, sc.truth),
+            sc.karpenter_nodes, list(self.driver.config_docs.values()))
         self.requests.install(self.account)
         self.usage.install(self.log)
         from carpool.adapters.aws import session
@@ -191,12 +196,14 @@ class SimRunner:
             events.register("before-call.eventbridge.PutEvents", self._charge_put_events,
                             unique_id=f"carpool-sim-put-events-{id(self)}")
         deps = build_from_env(settings, cluster=self.cluster)
-        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock)
+        # the simulated cluster is also its API server's Karpenter objects (`KarpenterObjects`)
+        deps = dataclasses.replace(deps, cluster=self.cluster, clock=self.clock, karpenter=self.cluster)
         wiring.use(deps)
         self.deps = deps
         # Each function is its own Lambda process with its own caches.
         self.requests.isolate(lambda: dataclasses.replace(
-            build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock))
+            build_from_env(settings, cluster=self.cluster), cluster=self.cluster, clock=self.clock,
+            karpenter=self.cluster))
         self.faults = CapacityFaults(sc.capacity, lambda: self.clock.elapsed, self._zone_of_subnet)
         self.faults.register(deps.compute.client)  # type: ignore[attr-defined]
         self.handlers = {name: lambda_runtime.load_handler(name) for name in lambda_runtime.HANDLERS}
@@ -572,13 +579,15 @@ class SimRunner:
         user = list(self.cluster.user_pods())
         scheduled = sum(1 for r in user if (r.raw.get("spec") or {}).get("nodeName"))
         waits = self.cluster.unbound_seconds or [0.0]
-        launches = [self._instance(iid, seen, inst) for iid, (seen, inst) in self.kubelets.launched.items()]
+        seen_instances = [self._instance(iid, seen, inst) for iid, (seen, inst) in self.kubelets.launched.items()]
+        # the instances Karpenter launched before the run are running ones, not carpool's launches
+        launches = [i for i in seen_instances if i.instance_id not in self.prebuilt]
         result = SimResult(
             scenario=sc.name, description=sc.description, duration_seconds=sc.duration,
             pods=PodCounts(total=len(user), scheduled=scheduled, pending=len(user) - scheduled,
                            max_unbound_seconds=max(waits), median_unbound_seconds=statistics.median(waits)),
             workloads=self._workloads(),
-            instances=[i for i in launches if i.terminated_at is None],
+            instances=[i for i in seen_instances if i.terminated_at is None],
             capacity_cache=self._capacity_cache(),
             launches=launches,
             launch_failures=[LaunchFailure(
