@@ -70,7 +70,6 @@ def run(deps: Dependencies, now: datetime, summary: DisruptSummary) -> list[Node
     for refused in decisions.refused:
         summary.failures.append(str(refused))
         log.error("%s: not adopted; fix or delete it (kubectl delete nodeclaim %s)", refused, refused.name)
-        observability.emit("NodeClaimsNotAdopted")
     for name, why in sorted(decisions.waiting.items()):
         log.info("NodeClaim %s not adopted for now: %s", name, why)
     return nodes
@@ -86,7 +85,7 @@ def _adopt(adopting: adoption.Adoption, deps: Dependencies, now: datetime, summa
     _own(claim, adopting.node, deps)
     summary.adopted.append(claim.instance_id or claim.name)
     summary.decisions.append(adopting.why)
-    observability.emit("NodeClaimsAdopted", nodepool=claim.nodepool)
+    observability.emit("Disruptions", reason="adopt-nodeclaim")  # as the orphan sweep counts its adoptions
     log.info(adopting.why)
 
 
