@@ -527,8 +527,9 @@ def _zone_problems(scenario: Scenario) -> list[str]:
 
 def _node_group_problems(scenario: Scenario) -> list[str]:
     """A node group's (or Karpenter's) instances are launched as listed: EC2 refuses a type it does not have."""
-    sections = [*((f"nodeGroups[{i}]", g) for i, g in enumerate(scenario.node_groups)),
-                *((f"karpenterNodes[{i}]", k) for i, k in enumerate(scenario.karpenter_nodes))]
+    sections: list[tuple[str, NodeGroup | KarpenterNodes]] = [
+        *((f"nodeGroups[{i}]", g) for i, g in enumerate(scenario.node_groups)),
+        *((f"karpenterNodes[{i}]", k) for i, k in enumerate(scenario.karpenter_nodes))]
     if not sections:
         return []
     from carpool.catalog import Catalog, SnapshotNotFound
