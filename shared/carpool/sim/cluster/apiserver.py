@@ -11,8 +11,12 @@ API server's answers for what carpool calls:
   away is `410 Expired` "The provided continue parameter is too old..." with an inconsistent token to
   resume at the latest revision (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/errors.go`);
   `expire_next_continue` is the hook that makes a compaction land between two pages;
-- node GET / PATCH (JSON merge patch, `metadata.resourceVersion` as a precondition: 409) / DELETE, and
-  404 `nodes "<name>" not found` for a node that is gone;
+- node GET / PATCH (JSON merge patch, `metadata.resourceVersion` as a precondition: 409) / DELETE (200
+  with the node while finalizers hold it, a `Status` once it is gone), and 404 `nodes "<name>" not found`
+  for a node that is gone;
+- Karpenter's NodePools, EC2NodeClasses and NodeClaims under `/apis/<group>/v1/<plural>`: lists and
+  watches as above, the rest in `carpool.sim.cluster.objects_http` (404 for a kind whose CRD the scenario
+  did not install);
 - pod DELETE with `gracePeriodSeconds` (200 with the pod, 404 when gone; no budget is consulted);
 - the Eviction subresource (`SimulatedCluster.eviction`: 201, 404, 429, and 500 for a pod covered by
   more than one PodDisruptionBudget, as `pkg/registry/core/pod/storage/eviction.go` answers);
@@ -37,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from carpool.karpenter_objects import KARPENTER_KINDS, ObjectKind
 from carpool.sim.cluster.api_answers import (
     ApiAnswer,
     LabelTerm,
@@ -45,6 +50,7 @@ from carpool.sim.cluster.api_answers import (
     not_found,
     parse_label_selector,
 )
+from carpool.sim.cluster.objects_http import NOT_SERVED, karpenter_kind_at, object_answer, served
 
 if TYPE_CHECKING:
     from carpool.sim.cluster.simulated import SimulatedCluster
@@ -77,7 +83,9 @@ BOOKMARK_BODIES: dict[str, dict[str, Any]] = {
 #: list kinds by URL resource name
 LIST_KINDS = {"pods": "Pod", "nodes": "Node", "poddisruptionbudgets": "PodDisruptionBudget", "daemonsets": "DaemonSet",
               "persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
-              "storageclasses": "StorageClass", "events": "Event"}
+              "storageclasses": "StorageClass", "events": "Event", **{k.plural: k.kind for k in KARPENTER_KINDS}}
+#: the apiVersion of each list that is not core/v1's (Karpenter's custom resources)
+LIST_API_VERSIONS = {k.plural: k.api_version for k in KARPENTER_KINDS}
 
 
 
@@ -166,6 +174,9 @@ def bookmark_object(kind: str, resource_version: str) -> dict[str, Any]:
     """A BOOKMARK's object as kube-apiserver sends it: `cacheWatcher` makes the kind's empty object and
     sets only its resource version, and the encoder writes every field that has no `omitempty`
     (`metadata.creationTimestamp` as null, a pod's `spec.containers` as null)."""
+    custom = next((k for k in KARPENTER_KINDS if k.kind == kind), None)
+    if custom is not None:  # an `unstructured.Unstructured`: only what was set
+        return {"kind": kind, "apiVersion": custom.api_version, "metadata": {"resourceVersion": resource_version}}
     return {"kind": kind, "apiVersion": "v1",
             "metadata": {"resourceVersion": resource_version, "creationTimestamp": None},
             **json.loads(json.dumps(BOOKMARK_BODIES.get(kind, {})))}
@@ -236,7 +247,7 @@ class ListPages:
             body = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                     "items": [partial_metadata(json.loads(raw)) for raw in page]}
             return ApiAnswer(200, body)
-        head = {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta}
+        head = {"kind": f"{kind}List", "apiVersion": LIST_API_VERSIONS.get(resource, "v1"), "metadata": meta}
         data = json.dumps(head).encode()[:-1] + b', "items": [' + b",".join(page) + b"]}"
         return ApiAnswer(200, {**head, "items": EncodedItems(page)}, data)
 
@@ -374,9 +385,14 @@ class SimApiServer:
         send (a watcher takes a DELETED of a pod it does not hold as nothing)."""
         parts = urlsplit(url)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        resource = [s for s in parts.path.split("/") if s][-1]
+        segments = [s for s in parts.path.split("/") if s]
+        resource = segments[-1]
         with self._lock:
             self.requests.append(("GET", parts.path))
+            custom = karpenter_kind_at(segments)
+            if custom is not None and not served(self.cluster, custom):
+                self.log.append(Served("GET", parts.path, query, "", 404))
+                return api_status(404, NOT_SERVED, "NotFound"), iter(())
             try:
                 terms = parse_field_selector(resource, query.get("fieldSelector", ""))
             except ValueError as e:
@@ -448,6 +464,9 @@ class SimApiServer:
     def _route(self, method: str, seg: list[str], query: dict[str, str], content_type: str, body: bytes,
                accept: str = "") -> ApiAnswer:
         path = "/".join(seg)
+        custom = karpenter_kind_at(seg)
+        if custom is not None:
+            return self._karpenter(method, custom, seg, query, content_type, body, accept)
         if method == "GET" and seg and seg[-1] in LIST_KINDS and "watch" not in query:
             if len(seg) >= 3 and seg[-3] == "namespaces":  # a namespaced list: filter by namespace
                 query["fieldSelector"] = ",".join(filter(None, [query.get("fieldSelector"),
@@ -470,6 +489,20 @@ class SimApiServer:
             found = self.cluster.store("DaemonSet").get(f"{seg[3]}/{seg[6]}")
             return ApiAnswer(200, found.raw) if found is not None else not_found("daemonsets.apps", seg[6])
         return api_status(404, "the server could not find the requested resource", "NotFound")
+
+    def _karpenter(self, method: str, kind: ObjectKind, seg: list[str], query: dict[str, str], content_type: str,
+                   body: bytes, accept: str) -> ApiAnswer:
+        """Karpenter's kinds (`carpool.sim.cluster.objects_http`): the collection's list as every other
+        kind's, the rest there; 404 for every path of a kind whose CRD is not installed."""
+        if not served(self.cluster, kind) or len(seg) > 6 or (len(seg) == 6 and seg[5] != "status"):
+            return api_status(404, NOT_SERVED, "NotFound")
+        if len(seg) == 4 and method == "GET":
+            limit = int(query["limit"]) if query.get("limit") else None
+            return self.lists.page(kind.plural, limit, query.get("continue"), query.get("fieldSelector", ""),
+                                   metadata_only=PARTIAL_METADATA in accept,
+                                   label_selector=query.get("labelSelector", ""))
+        return object_answer(self.cluster, method, kind, seg[4] if len(seg) > 4 else None, len(seg) == 6,
+                             content_type, body)
 
     def _event(self, method: str, namespace: str, name: str | None, content_type: str, body: bytes) -> ApiAnswer:
         """core/v1 Events of one namespace: POST creates (409 for a name taken), GET and merge PATCH one."""
@@ -508,10 +541,16 @@ class SimApiServer:
             raw = self.cluster.node_raw(name)
             return ApiAnswer(200, json.loads(json.dumps(raw))) if raw is not None else not_found("nodes", name)
         if method == "DELETE":
-            if self.cluster.node_raw(name) is None:
+            before = self.cluster.node_raw(name)
+            if before is None:
                 return not_found("nodes", name)
+            uid = (before.get("metadata") or {}).get("uid", "")
             self.cluster.delete_node(name)
-            return ApiAnswer(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            held = self.cluster.node_raw(name)  # finalizers keep it, being deleted: the answer is the node
+            if held is not None:
+                return ApiAnswer(200, json.loads(json.dumps(held)))
+            return ApiAnswer(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                   "details": {"name": name, "kind": "nodes", "uid": uid}})
         if method == "PATCH":
             if content_type not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
                 return api_status(415, f"the body of the request was in an unknown format: {content_type}",

@@ -21,8 +21,8 @@ servers (v1.25 on; the v1.24 test server has them behind a feature gate that is 
 
 Every object is one of the cluster's `Record`s and every change goes through the cluster's change log
 (`record_change`): one resourceVersion sequence for every kind, and the cluster's watch and HTTP API server
-serve these kinds as they serve pods. Each object gone for good is reported (`on_gone`) so the garbage
-collector can delete its dependents (`SimulatedCluster.collect_garbage`).
+serve these kinds as they serve pods; the cluster's garbage collector (`carpool.sim.cluster.garbage`) hears
+of each change there.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ from carpool.karpenter_objects import (
 from carpool.sim.cluster.api_answers import merge_patch
 from carpool.sim.cluster.records import Record
 
-__all__ = ["GENERATE_NAME_ALPHABET", "KarpenterStore", "field_errors", "invalid_message"]
+__all__ = ["GENERATE_NAME_ALPHABET", "AlreadyExists", "KarpenterStore", "ObjectInvalidProblems", "field_errors",
+           "invalid_message"]
 
 #: `k8s.io/apimachinery/pkg/util/rand.String`'s alphabet (no vowels, no 0, 1, 3: no words, no look-alikes)
 GENERATE_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
@@ -98,6 +99,13 @@ def invalid_message(problems: list[Problem]) -> str:
     return parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
 
 
+class AlreadyExists(ObjectConflict):
+    """The 409 of a create whose name is taken (reason AlreadyExists, not Conflict)."""
+
+    def __init__(self, kind: ObjectKind, name: str) -> None:
+        super().__init__(kind, name, f'{kind.plural}.{kind.group} "{name}" already exists')
+
+
 class ObjectInvalidProblems(ObjectInvalid):
     """`ObjectInvalid` with the field errors it was made of (the HTTP API server's `details.causes`)."""
 
@@ -116,16 +124,14 @@ def _at(obj: Mapping[str, Any], path: str) -> Any:
 class KarpenterStore:
     """The three kinds' objects by name, kept as the cluster's records.
 
-    `record_change(type, kind, record)` is the cluster's change log (it sets the resourceVersion);
-    `on_gone(kind, raw)` hears of each object deleted for good (the garbage collector's cue)."""
+    `record_change(type, kind, record)` is the cluster's change log (it sets the resourceVersion, and the
+    cluster's garbage collector hears of each change there)."""
 
     def __init__(self, clock: Callable[[], datetime], record_change: Callable[[str, str, Record], None],
-                 resource_version: Callable[[], str],
-                 on_gone: Callable[[ObjectKind, Mapping[str, Any]], None] | None = None, seed: int = 0) -> None:
+                 resource_version: Callable[[], str], seed: int = 0) -> None:
         self._clock = clock
         self._record_change = record_change
         self._resource_version = resource_version
-        self.on_gone = on_gone
         self._random = random.Random(seed)  # generated names and uids repeat from run to run
         self.stores: dict[str, dict[str, Record]] = {k.kind: {} for k in KARPENTER_KINDS}
         #: the kinds whose CRDs are installed (all three unless a scenario says otherwise)
@@ -157,7 +163,7 @@ class KarpenterStore:
                 "Invalid value: " + json.dumps(str(meta["resourceVersion"]))
                 + ": must be empty (resourceVersion should not be set on objects to be created)"))])
         if name in store:
-            raise ObjectConflict(kind, name, f'{kind.plural}.{kind.group} "{name}" already exists')
+            raise AlreadyExists(kind, name)
         raw.pop("status", None)
         raw["apiVersion"], raw["kind"] = kind.api_version, kind.kind
         raw["metadata"] = {k: meta[k] for k in _CLIENT_METADATA if meta.get(k) is not None} | {
@@ -228,7 +234,7 @@ class KarpenterStore:
             patched["status"] = copy.deepcopy(old["status"])
         else:
             patched.pop("status", None)
-        problems = self._finalizer_problems(old["metadata"], patched["metadata"])
+        problems = self.finalizer_problems(old["metadata"], patched["metadata"])
         if problems:
             raise ObjectInvalidProblems(kind, name, problems)
         new = self._admitted(kind, patched, name, old=old)
@@ -246,7 +252,7 @@ class KarpenterStore:
         return out
 
     @staticmethod
-    def _finalizer_problems(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Problem]:
+    def finalizer_problems(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Problem]:
         """`ValidateNoNewFinalizers`: an object being deleted may lose finalizers, never gain one."""
         if not old.get("deletionTimestamp"):
             return []
@@ -275,10 +281,12 @@ class KarpenterStore:
         new["metadata"]["resourceVersion"] = rec.raw["metadata"].get("resourceVersion")
         if new == rec.raw:
             return copy.deepcopy(rec.raw)
-        rec.raw = new
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            # `deleteWithoutFinalizers`: the update is not stored; the DELETED event carries the object as
+            # it was, the answer the object as the client sent it
             self._remove(kind, new["metadata"]["name"])
             return copy.deepcopy(new)
+        rec.raw = new
         self._record_change("MODIFIED", kind.kind, rec)
         return copy.deepcopy(rec.raw)
 
@@ -306,8 +314,6 @@ class KarpenterStore:
     def _remove(self, kind: ObjectKind, name: str) -> None:
         rec = self.stores[kind.kind].pop(name)
         self._record_change("DELETED", kind.kind, rec)
-        if self.on_gone is not None:
-            self.on_gone(kind, rec.raw)
 
     # -- what the simulation and its scenarios drive ------------------------------------------------------
     def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from carpool.disruption import podview
 from carpool.disruption.podview import PodView, Shapes
 from carpool.k8s_events import KubeEvent
 from carpool.karpenter_lease import Lease
-from carpool.karpenter_objects import KARPENTER_KINDS, KindNotServed, ObjectKind, ObjectList
+from carpool.karpenter_objects import KARPENTER_KINDS, KindNotServed, ObjectKind, ObjectList, kind_named
 from carpool.ports import (
     EvictionBlocked,
     NodeChange,
@@ -63,8 +63,9 @@ from carpool.sim.cluster.api_answers import (
     selects_something,
 )
 from carpool.sim.cluster.capacity_stamps import CapacityStamps
+from carpool.sim.cluster.garbage import GarbageCollector, Owned
 from carpool.sim.cluster.leader_election import lease_problem
-from carpool.sim.cluster.objects import KarpenterStore
+from carpool.sim.cluster.objects import KarpenterStore, field_errors, invalid_message
 from carpool.sim.cluster.podfilters import PodCheck, PodFilters, expression_holds
 from carpool.sim.cluster.records import Record as _Record
 from carpool.sim.cluster.specs import Cni
@@ -197,6 +198,19 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
                for e in selector.get("matchExpressions") or [])
 
 
+def _finalized(raw: Mapping[str, Any]) -> bool:
+    """Being deleted with no finalizer left: what the API server deletes when an update leaves it so."""
+    meta = raw.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
+
+
+#: what a client's update cannot change (`rest.BeforeUpdate` keeps the stored values)
+_SERVER_METADATA = frozenset({"resourceVersion", "uid", "creationTimestamp", "deletionTimestamp",
+                              "deletionGracePeriodSeconds", "generation"})
+#: the kinds that have owners here (what the garbage collector is told of)
+_GARBAGE_KINDS = frozenset({"Node", *(k.kind for k in KARPENTER_KINDS)})
+
+
 def _node_admits(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     return node_matches(spec, (node.get("metadata") or {}).get("labels") or {})
 
@@ -279,6 +293,8 @@ class SimulatedCluster:
         #: Karpenter's NodePools, EC2NodeClasses and NodeClaims (`carpool.sim.cluster.objects`), on this
         #: cluster's change log; `karpenter.installed` says which CRDs the scenario installed
         self.karpenter = KarpenterStore(clock, self._record_change, lambda: self.resource_version)
+        #: kube-controller-manager's garbage collector (background propagation, at once)
+        self.garbage = GarbageCollector(self._garbage_kinds(), self._owner_exists)
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -290,6 +306,9 @@ class SimulatedCluster:
         return str(self._last_rv)
 
     def _record_change(self, etype: str, kind: str, rec: _Record) -> None:
+        if kind == "Node" and etype == "MODIFIED" and _finalized(rec.raw):
+            self._node_gone(rec.raw["metadata"]["name"])  # its last finalizer removed: the update deletes it
+            return
         rv = self._next_rv()
         rec.rv = rv
         rec.raw.setdefault("metadata", {})["resourceVersion"] = str(rv)
@@ -297,6 +316,45 @@ class SimulatedCluster:
         self._log_rvs.append(rv)
         self._log.append((etype, kind, rec))
         self._log_times.append(self._elapsed())
+        if kind in _GARBAGE_KINDS:
+            self._collect_garbage(etype, kind, rec.raw)
+
+    def _collect_garbage(self, etype: str, kind: str, raw: Mapping[str, Any]) -> None:
+        """The garbage collector, told of each change as its informers are (`carpool.sim.cluster.garbage`):
+        a Karpenter object gone takes its dependents with it; a dependent written naming only owners that
+        do not exist goes too."""
+        meta = raw.get("metadata") or {}
+        if etype == "DELETED":
+            if kind != "Node":
+                self.garbage.owner_gone(str(meta.get("uid") or ""))
+        elif meta.get("ownerReferences"):
+            self.garbage.attempt_to_delete(kind, str(meta.get("name")))
+
+    def _owner_exists(self, kind: str, name: str, uid: str) -> bool | None:
+        """Whether the owner a reference names is there (same name and uid); None for a kind the garbage
+        collector does not resolve (not kept here, or a Karpenter kind whose CRD is not installed)."""
+        if kind == "Node":
+            found = self.nodes.get(name)
+        elif kind in self.karpenter.stores and kind_named(kind) in self.karpenter.installed:
+            found = self.karpenter.stores[kind].get(name)
+        else:
+            return None
+        return found is not None and (found.raw.get("metadata") or {}).get("uid") == uid
+
+    def _garbage_kinds(self) -> dict[str, Owned]:
+        """How the garbage collector reaches each kind that has owners here."""
+        def karpenter(kind: ObjectKind) -> Owned:
+            def set_owners(name: str, refs: list[dict[str, Any]]) -> None:
+                self.karpenter.patch_object(kind, name, {"metadata": {"ownerReferences": refs}})
+
+            return Owned(lambda: self.karpenter.stores[kind.kind], lambda name: self.karpenter.delete_object(kind, name),
+                         set_owners)
+
+        def set_node_owners(name: str, refs: list[dict[str, Any]]) -> None:
+            self.update_node(name, lambda raw: raw["metadata"].update(ownerReferences=refs) is None)
+
+        return {**{k.kind: karpenter(k) for k in KARPENTER_KINDS},
+                "Node": Owned(lambda: self.nodes, self._node_deletion, set_node_owners)}
 
     def _model(self, kind: str, rec: _Record) -> Any:
         if kind in self.karpenter.stores:  # Karpenter's kinds cross as JSON, a copy for each reader
@@ -616,11 +674,28 @@ class SimulatedCluster:
         return ApiAnswer(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 
     def delete_node(self, node_name: str) -> None:
-        """Delete the Node object; pod garbage collection removes its pods (controllers recreate them)."""
+        """DELETE of the Node object (`_node_deletion`): with finalizers it stays, being deleted, until they
+        are removed; once it is gone, pod garbage collection removes its pods (controllers recreate them)."""
         if node_name not in self.nodes:
             return
         self.actions.append((self._elapsed(), "delete-node", node_name))
-        self.remove_node(node_name)
+        self._node_deletion(node_name)
+
+    def _node_deletion(self, name: str) -> None:
+        """A DELETE of a Node as the API server does it (`Store.Delete`): without finalizers the node goes;
+        with them `markAsDeleting` sets `deletionTimestamp` and `deletionGracePeriodSeconds: 0` (MODIFIED)
+        and the node stays, taking no new pods, until an update removes the last one (`_record_change`
+        then deletes it); a second DELETE changes nothing."""
+        rec = self.nodes.get(name)
+        if rec is None:
+            return
+        meta = rec.raw.setdefault("metadata", {})
+        if not meta.get("finalizers"):
+            self._node_gone(name)
+        elif not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = _iso(self._clock())
+            meta["deletionGracePeriodSeconds"] = 0
+            self._record_change("MODIFIED", "Node", rec)
 
     def watch(self, resource_versions: Mapping[str, str], timeout_seconds: float = 0.0,
               idle_seconds: float | None = None) -> Iterator[WatchEvent | None]:
@@ -636,9 +711,9 @@ class SimulatedCluster:
         Without one (unit tests) it delivers what has happened and ends."""
         named = {_watched_kind(k): v for k, v in resource_versions.items()}
         karpenter = [k for k in KARPENTER_KINDS if k.kind in named]
-        for kind in karpenter:
-            if kind not in self.karpenter.installed:
-                raise KindNotServed(kind)
+        for served in karpenter:
+            if served not in self.karpenter.installed:
+                raise KindNotServed(served)
         since = {k.lower(): int(v) for k, v in named.items() if k and str(v).isdigit()}
         fresh = [("Pod", self.pods), ("Node", self.nodes), *((k.kind, self.karpenter.stores[k.kind]) for k in karpenter)]
         for kind, store in fresh:
@@ -858,6 +933,13 @@ class SimulatedCluster:
             self._record_change("MODIFIED", "Node", rec)
 
     def remove_node(self, name: str) -> None:
+        """The cloud node lifecycle controller's DELETE of a node whose instance is gone: the same deletion
+        as any client's (`_node_deletion`), so a node with finalizers stays until they are removed."""
+        self._node_deletion(name)
+
+    def _node_gone(self, name: str) -> None:
+        """The Node object is deleted for good (DELETED); the pod garbage collector then deletes the pods
+        bound to it (`gcOrphaned`: at once here, after 40 s of quarantine in kube-controller-manager)."""
         rec = self.nodes.pop(name, None)
         if rec is None:
             return
@@ -903,8 +985,13 @@ class SimulatedCluster:
             return api_status(409, f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
                               "please apply your changes to the latest version and try again", "Conflict",
                               {"name": name, "kind": "nodes"})
-        rec.raw = merge_patch(rec.raw, {k: v for k, v in patch.items() if k != "metadata"} | {
-            "metadata": {k: v for k, v in (patch.get("metadata") or {}).items() if k != "resourceVersion"}})
+        patched = merge_patch(rec.raw, {k: v for k, v in patch.items() if k != "metadata"} | {
+            "metadata": {k: v for k, v in (patch.get("metadata") or {}).items() if k not in _SERVER_METADATA}})
+        problems = KarpenterStore.finalizer_problems(rec.raw["metadata"], patched["metadata"])
+        if problems:
+            return api_status(422, f'Node "{name}" is invalid: {invalid_message(problems)}', "Invalid",
+                              {"name": name, "kind": "Node", "causes": field_errors(problems)})
+        rec.raw = patched
         self.actions.append((self._elapsed(), "patch-node", name))
         self.stamps.node_changed(name, rec.raw, self._elapsed())
         self._record_change("MODIFIED", "Node", rec)
@@ -942,8 +1029,13 @@ class SimulatedCluster:
         return self.karpenter.patch_status(kind, name, status, resource_version=resource_version)
 
     def delete_object(self, kind: ObjectKind, name: str) -> None:
+        self.object_deletion(kind, name)
+
+    def object_deletion(self, kind: ObjectKind, name: str) -> tuple[dict[str, Any], bool] | None:
+        """A client's DELETE of a Karpenter object (`KarpenterStore.delete`: the object after it and whether
+        it is gone; None when there was none), in `actions` as carpool's."""
         self.actions.append((self._elapsed(), "delete-object", f"{kind.kind}/{name}"))
-        self.karpenter.delete_object(kind, name)
+        return self.karpenter.delete(kind, name)
 
     def apply_object(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """`kubectl apply` of a NodePool, EC2NodeClass or NodeClaim (`KarpenterStore.apply_object`)."""
