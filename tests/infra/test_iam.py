@@ -279,7 +279,7 @@ def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
     pods evicted and deleted (a NodePool's terminationGracePeriod), events written, the rest read."""
     import yaml
 
-    role, lease_role = yaml.safe_load_all((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
+    lease_role, role = yaml.safe_load_all((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
     assert (role["kind"], role["metadata"]["name"]) == ("ClusterRole", "carpool-controller")
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}

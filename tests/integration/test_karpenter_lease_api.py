@@ -130,7 +130,7 @@ def bound(real: Api) -> Iterator[tuple[Api, str]]:
     """`infra/rbac.yaml` as `KubernetesAccessSetup` applies it, under names of its own: the ClusterRole bound
     to carpool's group, and the Lease Role in a namespace of its own (Karpenter's, `-c karpenterNamespace`)
     bound there. Yields the API and that namespace."""
-    cluster_role, role = yaml.safe_load_all((ROOT / "infra" / "rbac.yaml").read_text())
+    role, cluster_role = yaml.safe_load_all((ROOT / "infra" / "rbac.yaml").read_text())
     assert (cluster_role["kind"], role["kind"]) == ("ClusterRole", "Role") and "namespace" not in role["metadata"]
     name = f"carpool-controller-{uuid.uuid4().hex[:8]}"
     ns = f"karpenter-{uuid.uuid4().hex[:8]}"
