@@ -76,13 +76,14 @@ def test_the_nodeclaims_are_adopted_once_karpenter_is_scaled_to_zero(run: Any) -
     adopted = [d for d in result.decisions if "created by Karpenter: adopted" in d.message]
     assert len(adopted) == 3 and all(RELEASED_AT <= d.at <= RELEASED_AT + 60 for d in adopted)
     assert all("in step with its NodePool and EC2NodeClass" in d.message for d in adopted)
+    karpenters = {d.message.split()[1] for d in adopted}  # "NodeClaim <name> (NodePool ..."
     nodeclaims = {o["metadata"]["name"] for o in runner.cluster.list_objects(NODECLAIM).items}
-    assert len(nodeclaims) == 3  # Karpenter's objects stay, for a hand-back
+    assert len(karpenters) == 3 and karpenters <= nodeclaims  # Karpenter's objects stay, for a hand-back
     assert result.status is not None
     claims = {c.name: c for c in result.status.claims}
-    assert nodeclaims <= set(claims)
-    assert {claims[n].instance_id for n in nodeclaims} == set(runner.prebuilt)
-    assert all(claims[n].node is not None for n in nodeclaims)
+    assert karpenters <= set(claims)
+    assert {claims[n].instance_id for n in karpenters} == set(runner.prebuilt)
+    assert all(claims[n].node is not None for n in karpenters)
     # charged against the pool: the three adopted nodes and the one carpool launched
     (pool,) = [p for p in result.status.pools if p.name == "default"]
     assert pool.usage["nodes"] == 3 + len([i for i in result.launches if i.terminated_at is None])
