@@ -13,19 +13,21 @@ What Karpenter froze onto the NodeClaim at its creation travels with the claim (
 `NodeClaimOrigin`): expiry counts the NodeClaim's own `spec.expireAfter` from its `creationTimestamp`
 (Karpenter's `pkg/controllers/nodeclaim/expiration/controller.go`).
 
-Static drift is judged as Karpenter judges it, by its hash annotations, without computing Karpenter's
-hash (a hashstructure digest of Go structs carpool does not reproduce): Karpenter's
-`pkg/controllers/nodeclaim/disruption/drift.go` `areStaticFieldsDrifted` compares the NodeClaim's
-`karpenter.sh/nodepool-hash` with the NodePool's, and the AWS provider's `pkg/cloudprovider/drift.go` the
-NodeClaim's `karpenter.k8s.aws/ec2nodeclass-hash` with the EC2NodeClass's, each only when both carry the
-same hash version. Those annotations on the NodePool and EC2NodeClass are what Karpenter last wrote, true
-only while the object's `metadata.generation` is the one its status conditions observed (no spec change
-since). So at adoption (`drift_baseline`): with both pairs present, of one version, and both objects
-observed at their generation, equal hashes mean the node is in step with its pool and class as they are
-now: the claim stores carpool's own spec hash of them (`carpool.disruption.drift.spec_hash`), and a later
-edit drifts it as it drifts a node carpool launched; a differing hash means Karpenter would call it
-drifted, and the claim stores `KARPENTER_DRIFTED`, which no spec hash equals. In any other case carpool
-cannot tell, and static drift is not checked for that node (requirement and AMI drift still are).
+Static drift is judged as Karpenter judges it: Karpenter's `pkg/controllers/nodeclaim/disruption/drift.go`
+`areStaticFieldsDrifted` compares the NodeClaim's `karpenter.sh/nodepool-hash` with the NodePool's, and
+the AWS provider's `pkg/cloudprovider/drift.go` the NodeClaim's `karpenter.k8s.aws/ec2nodeclass-hash` with
+the EC2NodeClass's, each only when both carry the same hash version. carpool computes the NodePool's hash
+as Karpenter does (`carpool.karpenter_hash`, hash version v3), so a NodePool edited since Karpenter stopped
+counts; it trusts its own figure only where it agrees with the hash Karpenter wrote on the NodePool for
+the same generation. Where it has no figure, and for the EC2NodeClass (whose hash carpool does not
+compute), the object's annotation stands for its hash: what Karpenter last wrote, true only while the
+object's `metadata.generation` is the one its status conditions observed (no spec change since). So at
+adoption (`drift_baseline`): both verdicts known and equal hashes mean the node is in step with its pool
+and class as they are now: the claim stores carpool's own spec hash of them
+(`carpool.disruption.drift.spec_hash`), and a later edit drifts it as it drifts a node carpool launched;
+a differing hash means Karpenter would call it drifted, and the claim stores `KARPENTER_DRIFTED`, which no
+spec hash equals. In any other case carpool cannot tell, and static drift is not checked for that node
+(requirement and AMI drift still are).
 
 Which NodeClaims are adopted, and when (`decide`):
 - one the ledger knows by name or by instance is carpool's already (the NodeClaims carpool writes for
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from carpool import labels, resources
+from carpool import karpenter_hash, labels, resources
 from carpool.api.durations import DurationError, parse_duration
 from carpool.api.k8s import Node
 from carpool.quantity import QuantityError
@@ -176,7 +178,7 @@ def drift_baseline(nodeclaim: Mapping[str, Any], nodepool: Mapping[str, Any] | N
                    nodeclass: Mapping[str, Any] | None, spec_hash_now: str | None) -> tuple[str | None, str]:
     """The spec hash an adopted claim stores (see the module docstring: carpool's hash of its pool and class
     now, `KARPENTER_DRIFTED`, or None: static drift not checked) and a sentence saying why."""
-    verdicts = [_hash_verdict(nodeclaim, nodepool, "NodePool", HASH_ANNOTATION, HASH_VERSION_ANNOTATION),
+    verdicts = [_nodepool_verdict(nodeclaim, nodepool),
                 _hash_verdict(nodeclaim, nodeclass, "EC2NodeClass", NODECLASS_HASH_ANNOTATION,
                               NODECLASS_HASH_VERSION_ANNOTATION)]
     unknown = [why for same, why in verdicts if same is None]
@@ -187,7 +189,28 @@ def drift_baseline(nodeclaim: Mapping[str, Any], nodepool: Mapping[str, Any] | N
         return KARPENTER_DRIFTED, f"statically drifted as Karpenter judges it ({'; '.join(drifted)})"
     if spec_hash_now is None:
         return None, "static drift not checked (carpool's config has no such NodePool and EC2NodeClass)"
-    return spec_hash_now, "in step with its NodePool and EC2NodeClass (Karpenter's hashes agree)"
+    agree = "; ".join(why for _same, why in verdicts)
+    return spec_hash_now, f"in step with its NodePool and EC2NodeClass (Karpenter's hashes agree: {agree})"
+
+
+def _nodepool_verdict(nodeclaim: Mapping[str, Any], nodepool: Mapping[str, Any] | None) -> tuple[bool | None, str]:
+    """The NodeClaim's `karpenter.sh/nodepool-hash` against Karpenter's hash of the NodePool as it is now,
+    computed (`carpool.karpenter_hash`), so an edit since Karpenter stopped counts. Computed only for the
+    NodeClaim's hash version, and trusted only where it agrees with the hash Karpenter itself wrote on the
+    NodePool for this generation; otherwise the NodePool's annotation decides (`_hash_verdict`)."""
+    theirs: Mapping[str, str] = (nodeclaim.get("metadata") or {}).get("annotations") or {}
+    computed = karpenter_hash.nodepool_hash(nodepool) if nodepool is not None else None
+    if (nodepool is None or computed is None or not theirs.get(HASH_ANNOTATION)
+            or theirs.get(HASH_VERSION_ANNOTATION) != karpenter_hash.NODEPOOL_HASH_VERSION):
+        return _hash_verdict(nodeclaim, nodepool, "NodePool", HASH_ANNOTATION, HASH_VERSION_ANNOTATION)
+    name = (nodepool.get("metadata") or {}).get("name")
+    stamped: Mapping[str, str] = (nodepool.get("metadata") or {}).get("annotations") or {}
+    if (stamped.get(HASH_VERSION_ANNOTATION) == karpenter_hash.NODEPOOL_HASH_VERSION and _observed(nodepool)
+            and stamped.get(HASH_ANNOTATION) not in (None, computed)):
+        return _hash_verdict(nodeclaim, nodepool, "NodePool", HASH_ANNOTATION, HASH_VERSION_ANNOTATION)
+    if theirs[HASH_ANNOTATION] != computed:
+        return False, f"{HASH_ANNOTATION} {theirs[HASH_ANNOTATION]} is not NodePool {name}'s {computed} (computed)"
+    return True, f"NodePool {name} hash {computed} (computed)"
 
 
 def _hash_verdict(nodeclaim: Mapping[str, Any], owner: Mapping[str, Any] | None, kind: str, key: str,

@@ -7,7 +7,8 @@ The NodePool, EC2NodeClass and NodeClaim are written as Karpenter v1.14.1 writes
 subresource) and a Node as its registration leaves it; the server applies the CRDs' defaults and refuses what
 their schema refuses, so the shapes the simulation seeds are held to the real CRDs. What the server then
 answers is what `carpool.adoption` reads: a REGISTERED claim from the NodeClaim's fields, in step with its
-pool and class (Karpenter's hashes agree, the generations observed). Every object is named `migration-...`
+pool (Karpenter's hash of it, computed from the object as the server holds it, defaults applied) and class
+(its annotation, the generation observed); and a pool edited afterwards judged by its hash anew. Every object is named `migration-...`
 and deleted after."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from carpool import adoption
+from carpool import adoption, karpenter_hash
 from carpool import labels as L
 from carpool.api.k8s import Node
 from carpool.karpenter_objects import EC2NODECLASS, NODECLAIM, NODEPOOL, ObjectKind
@@ -37,6 +38,7 @@ ENDPOINT = os.environ.get("KUBE_ENDPOINT", "")
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 IID = "i-0abc1234567890def"
 MERGE = {"Content-Type": "application/merge-patch+json"}
+NODECLASS_HASH = "1234567890123456"
 
 
 class Api:
@@ -86,14 +88,18 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
         yield Api(ENDPOINT, http, os.environ["KUBE_TOKEN"])
 
 
-def _as_karpenter_left_it(api: Api, kind: ObjectKind, doc: dict[str, Any], hashes: dict[str, str]) -> dict[str, Any]:
-    """Create the object with its hash annotations, then a Ready condition observed at its generation."""
-    prefix = "karpenter.sh/" if kind is NODEPOOL else "karpenter.k8s.aws/"
-    doc["metadata"]["annotations"] = {k: v for k, v in hashes.items() if k.startswith(prefix)}
+def _as_karpenter_left_it(api: Api, kind: ObjectKind, doc: dict[str, Any]) -> dict[str, Any]:
+    """Create the object, then its hash annotations (a NodePool's: Karpenter's hash of its template as the
+    server holds it, defaults applied) and a Ready condition observed at its generation."""
     stored = api.create(kind.path, doc)
+    figure = karpenter_hash.nodepool_hash(stored) if kind is NODEPOOL else ""
+    prefix = "karpenter.sh/" if kind is NODEPOOL else "karpenter.k8s.aws/"
+    hashes = {k: v for k, v in kb.hash_annotations(figure or "", NODECLASS_HASH).items() if k.startswith(prefix)}
+    name = doc["metadata"]["name"]
+    api.patch(f"{kind.path}/{name}", {"metadata": {"annotations": hashes}})
     condition = {"type": "Ready", "status": "True", "reason": "Ready", "message": "",
                  "lastTransitionTime": "2026-05-01T11:00:00Z", "observedGeneration": stored["metadata"]["generation"]}
-    return api.patch(f"{kind.path}/{doc['metadata']['name']}/status", {"status": {"conditions": [condition]}})
+    return api.patch(f"{kind.path}/{name}/status", {"status": {"conditions": [condition]}})
 
 
 @pytest.fixture
@@ -103,20 +109,21 @@ def karpenters(api: Api) -> Iterator[tuple[Api, str]]:
     suffix = uuid.uuid4().hex[:6]
     pool_name, class_name, claim_name, node_name = (f"migration-{suffix}", f"migration-{suffix}",
                                                     f"migration-{suffix}-x7k2p", f"migration-{suffix}.ec2.internal")
-    hashes = kb.hash_annotations("6543210987654321", "1234567890123456")
     created: list[str] = []
     try:
         klass = {"apiVersion": EC2NODECLASS.api_version, "kind": EC2NODECLASS.kind, "metadata": {"name": class_name},
                  "spec": {"role": "KarpenterNodeRole-migration", "amiSelectorTerms": [{"alias": "al2023@latest"}],
                           "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "migration"}}],
                           "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "migration"}}]}}
-        _as_karpenter_left_it(api, EC2NODECLASS, klass, hashes)
+        _as_karpenter_left_it(api, EC2NODECLASS, klass)
         created.append(f"{EC2NODECLASS.path}/{class_name}")
         pool = {"apiVersion": NODEPOOL.api_version, "kind": NODEPOOL.kind, "metadata": {"name": pool_name},
                 "spec": {"template": {"spec": {
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class_name},
                     "requirements": [{"key": L.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}]}}}}
-        stored_pool = _as_karpenter_left_it(api, NODEPOOL, pool, hashes)
+        stored_pool = _as_karpenter_left_it(api, NODEPOOL, pool)
+        # the NodeClaim stamped with its pool's and class's hashes of the moment, as Karpenter creates it
+        hashes = kb.hash_annotations(stored_pool["metadata"]["annotations"][adoption.HASH_ANNOTATION], NODECLASS_HASH)
         created.append(f"{NODEPOOL.path}/{pool_name}")
         claim = api.create(NODECLAIM.path, kb.nodeclaim(claim_name, stored_pool, "m5.xlarge", "us-east-1b",
                                                         "on-demand", hashes))
@@ -168,15 +175,21 @@ def test_a_karpenter_nodeclaim_as_the_server_holds_it_is_adopted_in_step_and_reg
     assert claim.adopted is not None and claim.adopted.uid == nodeclaim["metadata"]["uid"]
     assert claim.adopted.expire_after == "720h"
     assert claim.spec_hash == "carpool-spec-hash" and "Karpenter's hashes agree" in adopting.why
+    assert f"hash {karpenter_hash.nodepool_hash(pools[mine])} (computed)" in adopting.why
 
 
-def test_a_nodepool_edited_after_karpenter_stopped_leaves_static_drift_unchecked(karpenters: tuple[Api, str]) -> None:
+def test_a_nodepool_edited_after_karpenter_stopped_is_judged_by_karpenters_hash_of_it(
+        karpenters: tuple[Api, str]) -> None:
+    """The pool's annotation is stale once its spec changed (Karpenter no longer runs to rewrite it); carpool's
+    own figure of Karpenter's hash sees a template change as drift and a change elsewhere as none."""
     api, suffix = karpenters
     mine = f"migration-{suffix}"
-    edited = api.patch(f"{NODEPOOL.path}/{mine}", {"spec": {"template": {"metadata": {"labels": {"team": "a"}}}}})
-    assert edited["metadata"]["generation"] == 2  # a spec change: the server bumps it, the conditions saw 1
     (nodeclaim,) = [o for o in api.request("GET", NODECLAIM.path).json()["items"]
                     if o["metadata"]["name"].startswith(mine)]
     klass = api.request("GET", f"{EC2NODECLASS.path}/{mine}").json()
+    limited = api.patch(f"{NODEPOOL.path}/{mine}", {"spec": {"limits": {"cpu": "1000"}}})
+    assert limited["metadata"]["generation"] == 2  # a spec change: the server bumps it, the conditions saw 1
+    assert adoption.drift_baseline(nodeclaim, limited, klass, "carpool-spec-hash")[0] == "carpool-spec-hash"
+    edited = api.patch(f"{NODEPOOL.path}/{mine}", {"spec": {"template": {"metadata": {"labels": {"team": "a"}}}}})
     spec_hash, why = adoption.drift_baseline(nodeclaim, edited, klass, "carpool-spec-hash")
-    assert spec_hash is None and "generation not observed" in why
+    assert spec_hash == adoption.KARPENTER_DRIFTED and "(computed)" in why

@@ -9,12 +9,13 @@ import re
 import shlex
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from infra.settings import DEFAULT_KARPENTER_NAMESPACE, DEFAULT_KUBERNETES_GROUP, KNOWN_KEYS
 from infra.stack import kubernetes_access_setup
 from tests.unit.cli.test_readme_commands import carpool_commands, code_blocks
 
-from carpool import adoption
+from carpool import adoption, karpenter_hash
 from carpool import labels as L
 from carpool.api.k8s import Node
 from carpool.app import standstill
@@ -75,11 +76,14 @@ def test_the_files_and_commands_it_names_exist() -> None:
 
 
 def test_the_adoption_line_it_quotes_is_the_one_adoption_writes() -> None:
-    hashes = kb.hash_annotations("1", "2")
     observed = {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}]}
-    pool = {"metadata": {"name": "default", "uid": "p", "generation": 1, "annotations": hashes}, "status": observed,
-            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                                            "name": "default"}}}}}
+    pool: dict[str, Any] = {
+        "metadata": {"name": "default", "uid": "p", "generation": 1}, "status": observed,
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                        "name": "default"}, "expireAfter": "720h"}}}}
+    figure = karpenter_hash.nodepool_hash(pool) or ""
+    hashes = kb.hash_annotations(figure, "5763643673275251833")
+    pool["metadata"]["annotations"] = hashes
     nodeclass = {"metadata": {"name": "default", "generation": 1, "annotations": hashes}, "status": observed}
     nc = kb.nodeclaim("default-x7k2p", pool, "m5.xlarge", "us-east-1b", "on-demand", hashes)
     nc["status"] = kb.nodeclaim_status("i-0abc1234567890def", "us-east-1b", "ami-1", "ip-10-0-1-17.ec2.internal",
@@ -89,4 +93,5 @@ def test_the_adoption_line_it_quotes_is_the_one_adoption_writes() -> None:
     around = adoption.Surroundings({"default": pool}, {"default": nodeclass}, {("default", "default"): "h"})
     (adopting,) = adoption.decide([nc], [], [node], datetime(2026, 1, 2, tzinfo=UTC), around).adoptions
     quoted = next(line for line in commands() if line.startswith("NodeClaim default-x7k2p"))
-    assert quoted == adopting.why.replace("i-0abc1234567890def", "i-0abc...")
+    # the doc shows a pool's figure of its own (EKS Auto Mode's, tests/unit/test_karpenter_hash.py)
+    assert quoted == adopting.why.replace("i-0abc1234567890def", "i-0abc...").replace(figure, "4012513481623584108")

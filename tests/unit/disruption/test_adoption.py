@@ -5,6 +5,7 @@ decides expiry and static drift."""
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 from typing import Any
 
@@ -17,22 +18,25 @@ from carpool.api.k8s import Node
 from carpool.app import adopt, cleanup
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.disruption import candidates, drift, expiry
+from carpool.karpenter_hash import nodepool_hash
 from carpool.karpenter_objects import EC2NODECLASS, NODECLAIM, NODEPOOL
 from carpool.sim.cluster import karpenter_built as kb
 from carpool.state.models import Claim, ClaimStatus
 
 IID = "i-0abc1234567890def"
 NODE = "ip-10-0-1-17.ec2.internal"
-POOL = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default", "uid": "pool-uid", "generation": 1,
-                     "annotations": kb.hash_annotations("1111", "2222")},
-        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                                        "name": "default"},
-                                       "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
-                                                         "values": ["on-demand"]}],
-                                       "expireAfter": "168h"}}},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}]}}
-CLASS = {"metadata": {"name": "default", "generation": 3, "annotations": kb.hash_annotations("1111", "2222")},
+POOL: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid", "generation": 1},
+    "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                                   "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                     "values": ["on-demand"]}],
+                                   "expireAfter": "168h"}}},
+    "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}]}}
+#: Karpenter's hash of the pool's template, as its hash controller wrote it on the pool and its NodeClaims
+POOL_HASH = nodepool_hash(POOL) or ""
+HASHES = kb.hash_annotations(POOL_HASH, "2222")
+POOL["metadata"]["annotations"] = HASHES
+CLASS = {"metadata": {"name": "default", "generation": 3, "annotations": HASHES},
          "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 3}]}}
 CAPACITY = {"cpu": "4", "memory": "15896Mi", "pods": "58", "ephemeral-storage": "20Gi"}
 ALLOCATABLE = {"cpu": "3920m", "memory": "14962Mi", "pods": "58", "ephemeral-storage": "17Gi"}
@@ -40,7 +44,7 @@ ALLOCATABLE = {"cpu": "3920m", "memory": "14962Mi", "pods": "58", "ephemeral-sto
 
 def karpenters_nodeclaim(name: str = "default-x7k2p", iid: str = IID, *, registered: bool = True,
                          created: Any = None) -> dict[str, Any]:
-    nc = kb.nodeclaim(name, POOL, "m5.xlarge", "us-east-1b", "on-demand", kb.hash_annotations("1111", "2222"))
+    nc = kb.nodeclaim(name, POOL, "m5.xlarge", "us-east-1b", "on-demand", HASHES)
     nc["metadata"]["uid"] = f"uid-{name}"
     nc["metadata"]["creationTimestamp"] = (created or T0 - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     nc["status"] = kb.nodeclaim_status(iid, "us-east-1b", "ami-0karp", NODE, CAPACITY, ALLOCATABLE,
@@ -85,7 +89,7 @@ def test_a_registered_nodeclaim_becomes_a_registered_claim_read_from_the_nodecla
                               "nodes": 1}
     assert claim.allocatable["cpu"] == 3920 and claim.spec_hash is None and claim.pods == []
     assert claim.adopted is not None and claim.adopted.expire_after == "168h"
-    assert (claim.adopted.uid, claim.adopted.nodepool_hash) == ("uid-default-x7k2p", "1111")
+    assert (claim.adopted.uid, claim.adopted.nodepool_hash) == ("uid-default-x7k2p", POOL_HASH)
 
 
 def test_a_nodeclaim_whose_node_has_not_registered_is_launched_for_the_registrar_to_finish() -> None:
@@ -130,20 +134,46 @@ def test_what_the_ledger_knows_is_left_alone_and_what_has_no_instance_waits() ->
     assert "status.providerID is empty" in decisions.waiting["no-instance"]
 
 
+def _with(obj: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], **meta}}
+
+
 def test_static_drift_follows_karpenters_hashes_or_is_not_checked() -> None:
     nc = karpenters_nodeclaim()
-    assert adoption.drift_baseline(nc, POOL, CLASS, "carpool-hash")[0] == "carpool-hash"  # in step: baseline now
-    edited = {**POOL, "metadata": {**POOL["metadata"], "annotations": kb.hash_annotations("9999", "2222")}}
-    assert adoption.drift_baseline(nc, edited, CLASS, "carpool-hash")[0] == adoption.KARPENTER_DRIFTED
-    unobserved = {**POOL, "metadata": {**POOL["metadata"], "generation": 2}}  # edited after Karpenter stopped
-    spec_hash, why = adoption.drift_baseline(nc, unobserved, CLASS, "carpool-hash")
-    assert spec_hash is None and "generation not observed" in why
-    bare = {**nc, "metadata": {**nc["metadata"], "annotations": {}}}
+    spec_hash, why = adoption.drift_baseline(nc, POOL, CLASS, "carpool-hash")
+    assert spec_hash == "carpool-hash" and f"NodePool default hash {POOL_HASH} (computed)" in why  # in step
+    # the NodePool edited after Karpenter stopped: its annotation is stale, Karpenter's hash of it is not
+    tainted = copy.deepcopy(_with(POOL, generation=2))
+    tainted["spec"]["template"]["spec"]["taints"] = [{"key": "team", "effect": "NoSchedule"}]
+    spec_hash, why = adoption.drift_baseline(nc, tainted, CLASS, "carpool-hash")
+    assert spec_hash == adoption.KARPENTER_DRIFTED and "(computed)" in why
+    # edited where the hash does not look (limits, requirements): still in step
+    limited = copy.deepcopy(_with(POOL, generation=2))
+    limited["spec"]["limits"] = {"cpu": "1000"}
+    assert adoption.drift_baseline(nc, limited, CLASS, "carpool-hash")[0] == "carpool-hash"
+    # the EC2NodeClass's hash is its annotation's, trusted only at an observed generation
+    assert adoption.drift_baseline(nc, POOL, _with(CLASS, annotations=kb.hash_annotations(POOL_HASH, "9999")),
+                                   "carpool-hash")[0] == adoption.KARPENTER_DRIFTED
+    spec_hash, why = adoption.drift_baseline(nc, POOL, _with(CLASS, generation=4), "carpool-hash")
+    assert spec_hash is None and "EC2NodeClass default changed since Karpenter last hashed it" in why
+    bare = _with(nc, annotations={})
     spec_hash, why = adoption.drift_baseline(bare, POOL, CLASS, "carpool-hash")
     assert spec_hash is None and "the NodeClaim has no karpenter.sh/nodepool-hash" in why
-    other_version = {**CLASS, "metadata": {**CLASS["metadata"], "annotations": {
-        **CLASS["metadata"]["annotations"], "karpenter.k8s.aws/ec2nodeclass-hash-version": "v6"}}}
-    assert adoption.drift_baseline(nc, POOL, other_version, "carpool-hash")[0] is None
+
+
+def test_carpools_hash_is_trusted_only_where_it_agrees_with_the_one_karpenter_wrote() -> None:
+    """A NodePool whose own annotation, at an observed generation, is not carpool's figure for the same
+    spec: carpool's walk missed something of that template, so the annotations decide, as before it."""
+    nc = _with(karpenters_nodeclaim(), annotations=kb.hash_annotations("1111", "2222"))
+    other = _with(POOL, annotations=kb.hash_annotations("1111", "2222"))
+    spec_hash, why = adoption.drift_baseline(nc, other, CLASS, "carpool-hash")
+    assert spec_hash == "carpool-hash" and "NodePool default hash 1111" in why and "(computed)" not in why
+    spec_hash, why = adoption.drift_baseline(nc, _with(other, generation=2), CLASS, "carpool-hash")
+    assert spec_hash == adoption.KARPENTER_DRIFTED  # not observed: carpool's figure, not the NodeClaim's 1111
+    unhashable = copy.deepcopy(_with(other, generation=2))
+    unhashable["spec"]["template"]["spec"]["taints"] = [{"key": "a", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:00:00Z"}]
+    spec_hash, why = adoption.drift_baseline(nc, unhashable, CLASS, "carpool-hash")
+    assert spec_hash is None and "NodePool default changed since Karpenter last hashed it" in why
 
 
 def test_an_adopted_node_expires_by_its_nodeclaims_expire_after_from_its_creation() -> None:

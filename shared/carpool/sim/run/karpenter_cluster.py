@@ -2,7 +2,7 @@
 simulated cluster as Karpenter leaves them when its controller is scaled to zero.
 
 For each node: its NodePool and EC2NodeClass exist as objects carrying the hash annotations Karpenter's
-hash controllers wrote (and status conditions observed at their generation); an instance of the type in
+hash controllers wrote (the NodePool's is Karpenter's real hash of its template, `carpool.karpenter_hash`) (and status conditions observed at their generation); an instance of the type in
 the zone, launched from the image the node class's alias selects for its architecture (the newest), tagged
 as the AWS provider tags it; a NodeClaim of the pool, as Karpenter created it and as its lifecycle
 controller left its status; and the Ready, initialized Node that joined from the instance, owned by the
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from carpool import karpenter_hash
 from carpool.karpenter_objects import EC2NODECLASS, NODECLAIM, NODEPOOL, ObjectKind
 from carpool.sim.cluster import karpenter_built as kb
 from carpool.sim.cluster.kubelet import Boot, InstanceFacts, Kubelets, static_node
@@ -27,10 +28,9 @@ from carpool.sim.cluster.objects import GENERATE_NAME_ALPHABET
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.sim.cluster.specs import KarpenterNodes, Truth
 
-__all__ = ["NODECLASS_HASH", "NODEPOOL_HASH", "seed"]
+__all__ = ["NODECLASS_HASH", "World", "seed"]
 
-#: the hashes Karpenter wrote on the pools, the classes and their NodeClaims (equal: nothing had drifted)
-NODEPOOL_HASH = "6543210987654321"
+#: the EC2NodeClass hash Karpenter wrote on the classes and their NodeClaims (equal: nothing had drifted)
 NODECLASS_HASH = "1234567890123456"
 _ARCH = {"amd64": "x86_64", "arm64": "arm64"}
 
@@ -54,12 +54,13 @@ def seed(world: World, nodes: Sequence[KarpenterNodes], docs: Sequence[Mapping[s
         return []
     pools = {d["metadata"]["name"]: d for d in docs if d.get("kind") == NODEPOOL.kind}
     classes = {d["metadata"]["name"]: d for d in docs if d.get("kind") == EC2NODECLASS.kind}
-    hashes = kb.hash_annotations(NODEPOOL_HASH, NODECLASS_HASH)
     out: list[str] = []
     for entry in nodes:
-        pool = _as_karpenter_left_it(world.cluster, NODEPOOL, pools[entry.node_pool], hashes)
+        pool = _as_karpenter_left_it(world.cluster, NODEPOOL, pools[entry.node_pool])
         ref = pool["spec"]["template"]["spec"]["nodeClassRef"]["name"]
-        _as_karpenter_left_it(world.cluster, EC2NODECLASS, classes[ref], hashes)
+        nodeclass = _as_karpenter_left_it(world.cluster, EC2NODECLASS, classes[ref])
+        stamped = {**pool["metadata"]["annotations"], **nodeclass["metadata"]["annotations"]}
+        hashes = {k: stamped[k] for k in kb.hash_annotations("", "")}  # what the NodeClaims are stamped with
         facts = InstanceFacts.from_ec2(
             world.ec2.describe_instance_types(InstanceTypes=[entry.instance_type])["InstanceTypes"][0])
         image = _image(world.ec2, classes[ref], facts.arch)
@@ -112,15 +113,20 @@ def _launch(world: World, entry: KarpenterNodes, nodeclass: str, image: str, zon
     return dict(world.ec2.describe_instances(InstanceIds=[inst["InstanceId"]])["Reservations"][0]["Instances"][0])
 
 
-def _as_karpenter_left_it(cluster: SimulatedCluster, kind: ObjectKind, doc: Mapping[str, Any],
-                          hashes: Mapping[str, str]) -> dict[str, Any]:
+def _as_karpenter_left_it(cluster: SimulatedCluster, kind: ObjectKind, doc: Mapping[str, Any]) -> dict[str, Any]:
     """The object in the cluster, with the hash annotations of its kind and a Ready condition observed at
-    its generation (what Karpenter's hash and status controllers last wrote)."""
+    its generation (what Karpenter's hash and status controllers last wrote). A NodePool's hash is Karpenter's
+    of its template as the server holds it, defaults applied (`carpool.karpenter_hash`); an EC2NodeClass's
+    a fixed figure (carpool does not compute that one)."""
     name = doc["metadata"]["name"]
-    if cluster.get_object(kind, name) is None:
-        cluster.create_object(kind, doc)
-    prefix = "karpenter.sh/" if kind is NODEPOOL else "karpenter.k8s.aws/"
-    mine = {k: v for k, v in hashes.items() if k.startswith(prefix)}
+    current = cluster.get_object(kind, name) or cluster.create_object(kind, doc)
+    if kind is NODEPOOL:
+        figure = karpenter_hash.nodepool_hash(current)
+        if figure is None:
+            raise ValueError(f"karpenterNodes: NodePool {name}'s template has no Karpenter hash carpool computes")
+        mine = {k: v for k, v in kb.hash_annotations(figure, NODECLASS_HASH).items() if k.startswith("karpenter.sh/")}
+    else:
+        mine = {k: v for k, v in kb.hash_annotations("", NODECLASS_HASH).items() if k.startswith("karpenter.k8s.aws/")}
     stored = cluster.patch_object(kind, name, {"metadata": {"annotations": mine}})
     at = cluster.now().strftime("%Y-%m-%dT%H:%M:%SZ")
     generation = stored["metadata"]["generation"]
