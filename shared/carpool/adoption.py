@@ -18,8 +18,8 @@ Static drift is judged as Karpenter judges it: Karpenter's `pkg/controllers/node
 the AWS provider's `pkg/cloudprovider/drift.go` the NodeClaim's `karpenter.k8s.aws/ec2nodeclass-hash` with
 the EC2NodeClass's, each only when both carry the same hash version. carpool computes the NodePool's hash
 as Karpenter does (`carpool.karpenter_hash`, hash version v3), so a NodePool edited since Karpenter stopped
-counts; it trusts its own figure only where it agrees with the hash Karpenter wrote on the NodePool for
-the same generation. Where it has no figure, and for the EC2NodeClass (whose hash carpool does not
+counts; where its figure disagrees with the hash Karpenter wrote on the NodePool for the same generation it
+gives no verdict (a wrong "drifted" would replace the pool's every node). Where it has no figure, and for the EC2NodeClass (whose hash carpool does not
 compute), the object's annotation stands for its hash: what Karpenter last wrote, true only while the
 object's `metadata.generation` is the one its status conditions observed (no spec change since). So at
 adoption (`drift_baseline`): both verdicts known and equal hashes mean the node is in step with its pool
@@ -196,8 +196,9 @@ def drift_baseline(nodeclaim: Mapping[str, Any], nodepool: Mapping[str, Any] | N
 def _nodepool_verdict(nodeclaim: Mapping[str, Any], nodepool: Mapping[str, Any] | None) -> tuple[bool | None, str]:
     """The NodeClaim's `karpenter.sh/nodepool-hash` against Karpenter's hash of the NodePool as it is now,
     computed (`carpool.karpenter_hash`), so an edit since Karpenter stopped counts. Computed only for the
-    NodeClaim's hash version, and trusted only where it agrees with the hash Karpenter itself wrote on the
-    NodePool for this generation; otherwise the NodePool's annotation decides (`_hash_verdict`)."""
+    NodeClaim's hash version, and not trusted where it disagrees with the hash Karpenter itself wrote on the
+    NodePool for this generation (then no verdict). Where carpool has no figure (a template it cannot hash),
+    the NodePool's annotation decides (`_hash_verdict`)."""
     theirs: Mapping[str, str] = (nodeclaim.get("metadata") or {}).get("annotations") or {}
     computed = karpenter_hash.nodepool_hash(nodepool) if nodepool is not None else None
     if (nodepool is None or computed is None or not theirs.get(HASH_ANNOTATION)
@@ -207,7 +208,11 @@ def _nodepool_verdict(nodeclaim: Mapping[str, Any], nodepool: Mapping[str, Any] 
     stamped: Mapping[str, str] = (nodepool.get("metadata") or {}).get("annotations") or {}
     if (stamped.get(HASH_VERSION_ANNOTATION) == karpenter_hash.NODEPOOL_HASH_VERSION and _observed(nodepool)
             and stamped.get(HASH_ANNOTATION) not in (None, computed)):
-        return _hash_verdict(nodeclaim, nodepool, "NodePool", HASH_ANNOTATION, HASH_VERSION_ANNOTATION)
+        # carpool's figure is not the one Karpenter wrote for this generation: either carpool's walk missed
+        # something of this template, or the annotation is stale under conditions another writer observed;
+        # neither can be told apart, and a wrong "drifted" would replace every node of the pool
+        return None, (f"NodePool {name}'s {HASH_ANNOTATION} {stamped[HASH_ANNOTATION]} is not carpool's figure "
+                      f"{computed} of its template")
     if theirs[HASH_ANNOTATION] != computed:
         return False, f"{HASH_ANNOTATION} {theirs[HASH_ANNOTATION]} is not NodePool {name}'s {computed} (computed)"
     return True, f"NodePool {name} hash {computed} (computed)"

@@ -161,18 +161,23 @@ def test_static_drift_follows_karpenters_hashes_or_is_not_checked() -> None:
     assert spec_hash is None and "the NodeClaim has no karpenter.sh/nodepool-hash" in why
 
 
-def test_carpools_hash_is_trusted_only_where_it_agrees_with_the_one_karpenter_wrote() -> None:
+def test_carpools_hash_gives_no_verdict_where_it_disagrees_with_the_one_karpenter_wrote() -> None:
     """A NodePool whose own annotation, at an observed generation, is not carpool's figure for the same
-    spec: carpool's walk missed something of that template, so the annotations decide, as before it."""
+    spec: carpool's walk missed something of that template, or the annotation is stale; no verdict, as a
+    wrong "drifted" would replace every node of the pool. Where carpool has no figure, the annotation
+    decides."""
     nc = _with(karpenters_nodeclaim(), annotations=kb.hash_annotations("1111", "2222"))
     other = _with(POOL, annotations=kb.hash_annotations("1111", "2222"))
     spec_hash, why = adoption.drift_baseline(nc, other, CLASS, "carpool-hash")
-    assert spec_hash == "carpool-hash" and "NodePool default hash 1111" in why and "(computed)" not in why
-    spec_hash, why = adoption.drift_baseline(nc, _with(other, generation=2), CLASS, "carpool-hash")
-    assert spec_hash == adoption.KARPENTER_DRIFTED  # not observed: carpool's figure, not the NodeClaim's 1111
-    unhashable = copy.deepcopy(_with(other, generation=2))
-    unhashable["spec"]["template"]["spec"]["taints"] = [{"key": "a", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:00:00Z"}]
+    assert spec_hash is None and f"is not carpool's figure {POOL_HASH}" in why
+    # not observed: the annotation is not Karpenter's for this spec; carpool's figure is not the NodeClaim's
+    assert adoption.drift_baseline(nc, _with(other, generation=2), CLASS, "carpool-hash")[0] == adoption.KARPENTER_DRIFTED
+    unhashable = copy.deepcopy(other)
+    unhashable["spec"]["template"]["spec"]["taints"] = [{"key": "a", "effect": "NoSchedule",
+                                                         "timeAdded": "2026-01-01T00:00:00Z"}]
     spec_hash, why = adoption.drift_baseline(nc, unhashable, CLASS, "carpool-hash")
+    assert spec_hash == "carpool-hash" and "NodePool default hash 1111" in why and "(computed)" not in why
+    spec_hash, why = adoption.drift_baseline(nc, _with(unhashable, generation=2), CLASS, "carpool-hash")
     assert spec_hash is None and "NodePool default changed since Karpenter last hashed it" in why
 
 
