@@ -314,3 +314,27 @@ spec:
     edited = load_config([NamedText("config.yaml", text.replace("spec:\n      nodeClassRef",
                                                                   "spec:\n      taints: [{key: team, effect: NoSchedule}]\n      nodeClassRef"))])
     assert drift.spec_hash(edited.nodepools[0], klass) != adopting.claim.spec_hash
+
+
+def test_the_registrar_finishes_the_registration_karpenter_began_on_an_adopted_claim() -> None:
+    """A NodeClaim Karpenter launched whose node had not registered when Karpenter stopped: adopted as
+    LAUNCHED, its node (still `karpenter.sh/unregistered`) is registered by carpool's registrar as its own
+    nodes are (Karpenter's `lifecycle/registration.go` would have done the same)."""
+    from tests.unit.app.test_app_register import UNREGISTERED, deps_for, join
+
+    from carpool.app import register
+
+    deps = deps_for()
+    nc = karpenters_nodeclaim(registered=False, iid="i-1")
+    name = join(deps, "i-1", ready=True, owned=False, taints=[UNREGISTERED])
+    claim = adoption.adopted_claim(nc, deps.cluster.get_node(name), T0)
+    assert claim.status == ClaimStatus.LAUNCHED
+    deps.ledger.reserve(claim, None, T0, 900)
+    summary = register.RegisterSummary()
+    register.reconcile(name, deps, summary)
+    node = deps.cluster.get_node(name)
+    assert node is not None and summary.registered == [name]
+    assert L.UNREGISTERED_TAINT not in [t.key for t in node.spec.taints]
+    assert node.labels[L.CLAIM] == claim.name and node.labels[L.OWNED_BY] == "demo"
+    stored = deps.ledger.get(claim.name)
+    assert stored is not None and stored.status == ClaimStatus.REGISTERED and stored.node_name == name
