@@ -73,6 +73,7 @@ __all__ = [
     "Adoption",
     "Decisions",
     "Refusal",
+    "Surroundings",
     "adopted_claim",
     "decide",
     "drift_baseline",
@@ -103,8 +104,8 @@ class Refusal(Exception):
 
 @dataclass(frozen=True)
 class Adoption:
-    """Adopt `claim` (built from the NodeClaim `nodeclaim`); `node` is the node that joined from its
-    instance (None while it boots)."""
+    """Adopt `claim` (built from a NodeClaim, `adopted_claim`); `node` is the node that joined from its
+    instance (None while it boots); `why` is the decision's sentence for the log."""
 
     claim: Claim
     node: str | None
