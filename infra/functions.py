@@ -401,6 +401,8 @@ class Functions(Construct):
             "CARPOOL_EVENT_BUS": routing.bus.event_bus_name,
             "CARPOOL_NODE_ROLE_ARN": cluster.node_role.role_arn,
             "CARPOOL_INSTANCE_PROFILE": cluster.instance_profile.instance_profile_name,
+            # where Karpenter's leader-election Lease is read (`carpool.app.standstill`)
+            "CARPOOL_KARPENTER_NAMESPACE": settings.karpenter_namespace,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "LOG_LEVEL": settings.log_level,

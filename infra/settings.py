@@ -30,6 +30,10 @@ DEFAULT_KUBERNETES_GROUP = "carpool-controller"
 KUBERNETES_ACCESS = ("group", "clusterAdmin")
 _K8S_GROUP = re.compile(r"^(?!system:)[a-z0-9]([-a-z0-9:.]*[a-z0-9])?$")
 _K8S_VERSION = re.compile(r"^1\.\d{1,3}$")
+#: a Kubernetes namespace name (a DNS-1123 label)
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: where Karpenter's Helm release runs (its leader-election Lease is there), unless ``-c karpenterNamespace``
+DEFAULT_KARPENTER_NAMESPACE = "kube-system"
 IP_FAMILIES = ("ipv4", "ipv6")
 
 #: CloudWatch Logs accepts only these retention values.
@@ -44,7 +48,7 @@ KNOWN_KEYS = frozenset(
         "clusterSecurityGroupId", "clusterEndpoint", "clusterCa", "accessEntries", "kubernetesGroup",
         "kubernetesAccess",
         "alarmEmail", "logRetentionDays", "logLevel", "reservedConcurrency",
-        "retainState", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily",
+        "retainState", "clusterVersion", "serviceCidr", "clusterDns", "ipFamily", "karpenterNamespace",
     }
 ) | frozenset({"ebsKmsKeyArns", "instanceProfileRoleArns", "nodeClassRoles"})  # fmt: skip
 
@@ -98,6 +102,9 @@ class Settings:
     service_cidr: str | None = None
     cluster_dns: str | None = None
     ip_family: str | None = None
+    #: ``-c karpenterNamespace``: the namespace of Karpenter's Helm release, where the functions read its
+    #: leader-election Lease (``CARPOOL_KARPENTER_NAMESPACE``; ``infra/rbac.yaml``'s Role is bound there)
+    karpenter_namespace: str = DEFAULT_KARPENTER_NAMESPACE
 
     @property
     def stack_name(self) -> str:
@@ -156,6 +163,8 @@ class Settings:
             service_cidr=_network(context, "serviceCidr"),
             cluster_dns=_address(context, "clusterDns"),
             ip_family=_ip_family(context),
+            karpenter_namespace=_matching(context, "karpenterNamespace", _NAMESPACE, "karpenter")
+            or DEFAULT_KARPENTER_NAMESPACE,
         )._checked()
 
     def _check_network_facts(self) -> None:

@@ -24,14 +24,17 @@ from infra.layer import LAYER_DIR
 from infra.monitoring import Monitoring
 from infra.nag import add_suppressions
 from infra.nodeclasses import check, needs_of
-from infra.settings import Settings
+from infra.settings import DEFAULT_KARPENTER_NAMESPACE, Settings
 from infra.state import StateTables
 
 
-def kubernetes_access_setup(group: str) -> str:
-    """The command that grants the functions' Kubernetes group what carpool uses (`infra/rbac.yaml`)."""
-    return (f"kubectl apply -f infra/rbac.yaml && kubectl create clusterrolebinding carpool-controller "
-            f"--clusterrole=carpool-controller --group={group}")
+def kubernetes_access_setup(group: str, karpenter_namespace: str = DEFAULT_KARPENTER_NAMESPACE) -> str:
+    """The command that grants the functions' Kubernetes group what carpool uses (`infra/rbac.yaml`): its
+    ClusterRole, and its Role on Karpenter's Lease in `karpenter_namespace`."""
+    return (f"kubectl apply -f infra/rbac.yaml --namespace {karpenter_namespace} && "
+            f"kubectl create clusterrolebinding carpool-controller --clusterrole=carpool-controller --group={group} && "
+            f"kubectl create rolebinding carpool-karpenter-lease --namespace {karpenter_namespace} "
+            f"--role=carpool-karpenter-lease --group={group}")
 
 
 class CarpoolStack(Stack):
@@ -127,7 +130,8 @@ class CarpoolStack(Stack):
         if self.monitoring.topic is not None:
             outputs["AlarmTopicArn"] = (self.monitoring.topic.topic_arn, "subscribe here for alarms")
         if self.settings.access_entries and self.settings.kubernetes_group:
-            outputs["KubernetesAccessSetup"] = (kubernetes_access_setup(self.settings.kubernetes_group),
+            outputs["KubernetesAccessSetup"] = (kubernetes_access_setup(self.settings.kubernetes_group,
+                                                                        self.settings.karpenter_namespace),
                                                 "run once, from the carpool checkout: the functions' RBAC")
         for name, (value, description) in outputs.items():
             CfnOutput(self, name, value=value, description=description)

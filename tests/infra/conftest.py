@@ -140,12 +140,14 @@ def full(synth: Callable[..., Synth], pools_file: Path) -> Synth:
 
 @pytest.fixture(scope="session")
 def rbac(synth: Callable[..., Synth]) -> Synth:
-    """Least-privilege Kubernetes access through a group, no reserved concurrency, SNS topic only."""
+    """Least-privilege Kubernetes access through a group, no reserved concurrency, SNS topic only, Karpenter
+    installed in a namespace of its own."""
     return synth(
         {
             "clusterName": "rbac_cluster",
             "kubernetesGroup": "carpool-controller",
             "reservedConcurrency": "false",
+            "karpenterNamespace": "karpenter",
         }
     )
 

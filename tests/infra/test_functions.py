@@ -46,10 +46,23 @@ def test_function_environment(default: Synth, name: str) -> None:
         "CARPOOL_EVENT_BUS": "${" + default.logical_id(stack.routing.bus) + "}",
         "CARPOOL_NODE_ROLE_ARN": "${" + default.logical_id(stack.cluster.node_role) + ".Arn}",
         "CARPOOL_INSTANCE_PROFILE": "${" + default.logical_id(stack.cluster.instance_profile) + "}",
+        "CARPOOL_KARPENTER_NAMESPACE": "kube-system",
         "POWERTOOLS_SERVICE_NAME": "carpool",
         "POWERTOOLS_METRICS_NAMESPACE": "Carpool",
         "LOG_LEVEL": "INFO",
     }
+
+
+def test_karpenters_namespace_is_a_context_key_every_function_and_the_rbac_command_follow(rbac: Synth) -> None:
+    """`-c karpenterNamespace`: where each function reads Karpenter's Lease, and where the printed command
+    applies and binds `infra/rbac.yaml`'s Lease Role."""
+    for name in NAMES:
+        variables = flatten(function_props(rbac, name)["Environment"]["Variables"])
+        assert variables["CARPOOL_KARPENTER_NAMESPACE"] == "karpenter"
+    setup = rbac.template.to_json()["Outputs"]["KubernetesAccessSetup"]["Value"]
+    assert setup.startswith("kubectl apply -f infra/rbac.yaml --namespace karpenter && ")
+    assert setup.endswith("kubectl create rolebinding carpool-karpenter-lease --namespace karpenter "
+                          "--role=carpool-karpenter-lease --group=carpool-controller")
 
 
 def test_bus_name_resolves_to_what_the_contract_says(default: Synth) -> None:

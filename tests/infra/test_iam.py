@@ -270,7 +270,9 @@ def test_access_entries_map_the_functions_to_the_least_privilege_group_by_defaul
     assert len(standard) == 5
     assert all(e["KubernetesGroups"] == ["carpool-controller"] and "AccessPolicies" not in e for e in standard)
     setup = default.template.to_json()["Outputs"]["KubernetesAccessSetup"]["Value"]
-    assert setup.startswith("kubectl apply -f infra/rbac.yaml") and "--group=carpool-controller" in setup
+    assert setup.startswith("kubectl apply -f infra/rbac.yaml --namespace kube-system")
+    assert ("kubectl create rolebinding carpool-karpenter-lease --namespace kube-system "
+            "--role=carpool-karpenter-lease --group=carpool-controller") in setup
 
 
 def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
@@ -278,7 +280,7 @@ def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
     pods evicted and deleted (a NodePool's terminationGracePeriod), events written, the rest read."""
     import yaml
 
-    role = yaml.safe_load((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
+    lease_role, role = yaml.safe_load_all((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
     assert (role["kind"], role["metadata"]["name"]) == ("ClusterRole", "carpool-controller")
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
@@ -287,10 +289,12 @@ def test_the_rbac_file_grants_what_carpools_functions_do_to_the_api() -> None:
                    ("apps", "daemonsets", "get"), ("policy", "poddisruptionbudgets", "list")]:
         assert wanted in granted, wanted
     assert not any(v in {"*", "escalate", "bind", "impersonate"} for _g, _r, v in granted)
-    # Karpenter's leader-election Lease, read only, and no other Lease (`carpool.app.standstill`)
-    (lease_rule,) = [r for r in role["rules"] if "leases" in r["resources"]]
-    assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                          "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}
+    # Karpenter's leader-election Lease, read only, and no other Lease (`carpool.app.standstill`): a Role with
+    # no namespace of its own, applied and bound in Karpenter's (`KubernetesAccessSetup`)
+    assert not [r for r in role["rules"] if "leases" in r["resources"]]
+    assert (lease_role["kind"], lease_role["metadata"]) == ("Role", {"name": "carpool-karpenter-lease"})
+    assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                    "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}]
 
 
 def test_the_rbac_file_grants_exactly_what_carpool_does_to_karpenters_objects() -> None:

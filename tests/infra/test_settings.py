@@ -18,6 +18,14 @@ def test_only_cluster_name_is_required() -> None:
     assert settings.access_entries and settings.reserved_concurrency and settings.retain_state
     assert settings.log_retention_days == 30 and settings.log_level == "INFO"
     assert settings.alarm_email is None
+    assert settings.karpenter_namespace == "kube-system"
+
+
+@pytest.mark.parametrize("namespace", ["Karpenter", "kube_system", "-karpenter", "a" * 64])
+def test_karpenters_namespace_must_be_a_namespace_name(namespace: str) -> None:
+    with pytest.raises(SettingsError, match=r"karpenterNamespace=.* is malformed; expected something like karpenter"):
+        Settings.from_context({"clusterName": "demo", "karpenterNamespace": namespace})
+    assert Settings.from_context({"clusterName": "demo", "karpenterNamespace": "karpenter"}).karpenter_namespace == "karpenter"
 
 
 def test_missing_cluster_name_says_how_to_pass_it() -> None:

@@ -470,3 +470,18 @@ def test_concurrent_capacity_observations_lose_no_sample(repos: Repos, now: date
     record = repos.capacity.all(now)[("m5.large", "ami-1")]
     assert record.samples == threads_n * each
     assert record.capacity["memory"] == min(memories) * 1024 * 1024
+
+
+def test_an_adopted_claim_keeps_what_its_karpenter_nodeclaim_froze(repos: Repos, now: datetime) -> None:
+    """`Claim.adopted` (`carpool.adoption`): stored and read back whole, so expiry and static drift keep
+    following the NodeClaim after the disruption run that adopted it."""
+    from carpool.state.models import NodeClaimOrigin
+
+    origin = NodeClaimOrigin(uid="6f1e2d3c", expire_after="168h", nodepool_hash="6543210987654321",
+                             nodepool_hash_version="v3", adopted_at=now)
+    c = claim("default-x7k2p", [], now, status=ClaimStatus.REGISTERED, instance_id="i-0abc", node_name="ip-1",
+              registered_at=now, adopted=origin)
+    repos.ledger.reserve(c, None, now, TTL_SECONDS)
+    stored = repos.ledger.get("default-x7k2p")
+    assert stored is not None and stored.adopted == origin
+    assert [a.adopted for a in repos.ledger.active()] == [origin]

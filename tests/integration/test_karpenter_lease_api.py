@@ -5,8 +5,9 @@ side: against the simulated API server (always), and against the real kube-apise
 The same answers from both: no Lease is None; a Lease created through the API is read with its holder and
 its MicroTime `renewTime`; a time without microseconds is refused (400). On the real server only (the
 simulated one has no RBAC): carpool's own user (`carpool-limited-token`, group `carpool-controller`) is
-refused with 403 until `infra/rbac.yaml`'s ClusterRole is bound to its group, and the adapter says so as
-`LeaseForbidden` naming the permission; bound, it reads Karpenter's Lease and no other."""
+refused with 403 until `infra/rbac.yaml`'s Lease Role is bound to its group in Karpenter's namespace, and
+the adapter says so as `LeaseForbidden` naming the permission; bound, it reads Karpenter's Lease there and
+no other."""
 
 from __future__ import annotations
 
@@ -125,20 +126,29 @@ def test_a_renew_time_without_microseconds_is_refused(api: Api, namespace: str) 
 
 # -- RBAC, on the real server ----------------------------------------------------------------------------------
 @pytest.fixture
-def bound(real: Api) -> Iterator[Api]:
-    """`infra/rbac.yaml`'s ClusterRole, under a name of its own, bound to carpool's group."""
-    role = yaml.safe_load((ROOT / "infra" / "rbac.yaml").read_text())
+def bound(real: Api) -> Iterator[tuple[Api, str]]:
+    """`infra/rbac.yaml` as `KubernetesAccessSetup` applies it, under names of its own: the ClusterRole bound
+    to carpool's group, and the Lease Role in a namespace of its own (Karpenter's, `-c karpenterNamespace`)
+    bound there. Yields the API and that namespace."""
+    role, cluster_role = yaml.safe_load_all((ROOT / "infra" / "rbac.yaml").read_text())
+    assert (cluster_role["kind"], role["kind"]) == ("ClusterRole", "Role") and "namespace" not in role["metadata"]
     name = f"carpool-controller-{uuid.uuid4().hex[:8]}"
-    role["metadata"] = {"name": name}
+    ns = f"karpenter-{uuid.uuid4().hex[:8]}"
     rbac = "/apis/rbac.authorization.k8s.io/v1"
-    assert real.request("POST", f"{rbac}/clusterroles", role).status_code == 201
-    binding = {"metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                       "name": name},
-               "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "carpool-controller"}]}
-    assert real.request("POST", f"{rbac}/clusterrolebindings", binding).status_code == 201
-    yield real
+    group = [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "carpool-controller"}]
+    assert real.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}).status_code == 201
+    cluster_role["metadata"] = {"name": name}
+    role["metadata"] = {"name": name, "namespace": ns}
+    assert real.request("POST", f"{rbac}/clusterroles", cluster_role).status_code == 201
+    assert real.request("POST", f"{rbac}/namespaces/{ns}/roles", role).status_code == 201
+    for path, kind in ((f"{rbac}/clusterrolebindings", "ClusterRole"), (f"{rbac}/namespaces/{ns}/rolebindings", "Role")):
+        binding = {"metadata": {"name": name}, "subjects": group,
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}}
+        assert real.request("POST", path, binding).status_code == 201
+    yield real, ns
     real.request("DELETE", f"{rbac}/clusterrolebindings/{name}")
     real.request("DELETE", f"{rbac}/clusterroles/{name}")
+    real.request("DELETE", f"/api/v1/namespaces/{ns}")
 
 
 def _eventually(read: Any) -> Any:
@@ -161,17 +171,14 @@ def test_without_the_rbac_rule_a_read_is_refused_as_lease_forbidden(real: Api) -
     assert "infra/rbac.yaml" in str(refused.value)
 
 
-def test_the_readme_cluster_role_reads_karpenters_lease_and_no_other(bound: Api) -> None:
-    ns = f"karpenter-{uuid.uuid4().hex[:8]}"
-    assert bound.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}).status_code == 201
-    try:
-        assert bound.create_lease(ns, lease_body()).status_code == 201
-        assert bound.create_lease(ns, lease_body(name="someone-else")).status_code == 201
-        limited = bound.adapter("carpool-limited-token")
-        read = _eventually(lambda: limited.get_lease(ns, LEASE_NAME))
-        assert read is not None and read.holder == HOLDER
-        assert limited.get_lease(f"{ns}-none", LEASE_NAME) is None  # Karpenter's name in any namespace
-        with pytest.raises(LeaseForbidden):
-            limited.get_lease(ns, "someone-else")
-    finally:
-        bound.request("DELETE", f"/api/v1/namespaces/{ns}")
+def test_the_rbac_file_reads_karpenters_lease_in_its_namespace_and_no_other_lease(bound: tuple[Api, str]) -> None:
+    api, ns = bound
+    assert api.create_lease(ns, lease_body()).status_code == 201
+    assert api.create_lease(ns, lease_body(name="someone-else")).status_code == 201
+    limited = api.adapter("carpool-limited-token")
+    read = _eventually(lambda: limited.get_lease(ns, LEASE_NAME))
+    assert read is not None and read.holder == HOLDER
+    with pytest.raises(LeaseForbidden):
+        limited.get_lease(ns, "someone-else")
+    with pytest.raises(LeaseForbidden):  # the Role is Karpenter's namespace's alone
+        limited.get_lease("default", LEASE_NAME)

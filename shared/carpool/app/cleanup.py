@@ -43,15 +43,17 @@ LAUNCH_TEMPLATE_GRACE = timedelta(hours=1)
 
 def clean_up(deps: Dependencies, now: datetime, summary: DisruptSummary,
              read: Callable[[list[Claim]], None] | None = None,
-             seen: Callable[[list[Node], set[str]], None] | None = None) -> orphans.Decisions:
+             seen: Callable[[list[Node], set[str]], None] | None = None,
+             nodes: list[Node] | None = None) -> orphans.Decisions:
     """Read claims, instances, nodes (and pods when an instance is unclaimed), decide, act. `read` is
     handed the active claims as read, before any decision is acted on; `seen` the nodes and the ids of
-    carpool's running instances, as read."""
+    carpool's running instances, as read; `nodes`, the nodes when the run read them already
+    (`carpool.app.adopt`)."""
     claims = deps.ledger.active()
     if read is not None:
         read(claims)
     instances = [orphans.InstanceView.from_ec2(i) for i in deps.compute.describe_instances(_owned_filters(deps))]
-    nodes = deps.cluster.list_nodes()
+    nodes = deps.cluster.list_nodes() if nodes is None else nodes
     if seen is not None:
         seen(nodes, {i.instance_id for i in instances})
     # pods are listed only when a node's pods can change a decision (an unclaimed or timed-out instance)

@@ -10,7 +10,7 @@ already repaired or released.
 from __future__ import annotations
 
 from carpool.api.k8s import Node
-from carpool.app import cleanup, config_guard, disruption_executor, karpenter_status, nodeclaims, standstill
+from carpool.app import adopt, cleanup, config_guard, disruption_executor, karpenter_status, nodeclaims, standstill
 from carpool.app.disruption_summary import DisruptSummary
 from carpool.app.isolation import isolated
 from carpool.app.wiring import Dependencies
@@ -26,9 +26,12 @@ def run(deps: Dependencies) -> DisruptSummary:
     if summary.stood_still:
         return summary
     now = deps.clock()
+    # Karpenter's NodeClaims become carpool's claims before the orphan sweep could take their instances
+    listed = adopt.run(deps, now, summary)
     claims: list[Claim] = []
     seen: list[tuple[list[Node], set[str]]] = []
-    decisions = cleanup.clean_up(deps, now, summary, read=claims.extend, seen=lambda *read: seen.append(read))
+    decisions = cleanup.clean_up(deps, now, summary, read=claims.extend, seen=lambda *read: seen.append(read),
+                                 nodes=listed)
     # The claims clean_up read are still the ledger's when it changed none of them (a provisioner's claim
     # created since is covered by the templates' grace period, as it would be between two reads).
     unchanged = None if cleanup.changed_claims(decisions) else claims

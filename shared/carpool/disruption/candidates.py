@@ -35,7 +35,7 @@ from carpool.disruption import podview, protection
 from carpool.disruption.podview import PodView
 from carpool.resources import CPU, MEMORY, Resources
 from carpool.scheduling import inputs as si
-from carpool.state.models import Claim, ClaimStatus
+from carpool.state.models import Claim, ClaimStatus, NodeClaimOrigin
 
 DELETION_COST = podview.DELETION_COST
 
@@ -79,6 +79,9 @@ class Candidate:
     disrupting: bool = False
     #: why it must stay for now (it is the replacement of a disrupting node, or pods are nominated to it)
     reserved: str | None = None
+    #: the Karpenter NodeClaim its claim was adopted from (`carpool.adoption`): expiry and static drift
+    #: follow what the NodeClaim says; None for nodes carpool launched
+    adopted: NodeClaimOrigin | None = None
 
     @property
     def empty(self) -> bool:
@@ -229,6 +232,7 @@ def _candidate(node: Node, claim: Claim, on_node: list[PodView], allocatable: Re
         node_protected=node_protected,
         disrupting=claim.disruption is not None,
         reserved=reserved,
+        adopted=claim.adopted,
     )
 
 

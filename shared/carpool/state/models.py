@@ -84,6 +84,27 @@ class DisruptionProgress(BaseModel):
     termination_deadline: datetime | None = None
 
 
+class NodeClaimOrigin(BaseModel):
+    """What a claim adopted from a Karpenter-created NodeClaim keeps of that object (`carpool.adoption`).
+
+    Why on the claim: the node was launched by Karpenter from the NodePool as it was then, and Karpenter
+    froze some of it onto the NodeClaim at its creation, so the node is judged by what the NodeClaim says,
+    not by carpool's own launch facts: expiry follows the NodeClaim's `spec.expireAfter` from its
+    creation, and static drift its `karpenter.sh/nodepool-hash` (`carpool.disruption.drift`)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    #: the NodeClaim's `metadata.uid` (a NodeClaim deleted and created again under the name is another one)
+    uid: str = ""
+    #: its `spec.expireAfter` as written ("720h", "Never"); "" when it has none
+    expire_after: str = ""
+    #: its `karpenter.sh/nodepool-hash` and `karpenter.sh/nodepool-hash-version` annotations ("" if absent)
+    nodepool_hash: str = ""
+    nodepool_hash_version: str = ""
+    #: when carpool adopted it
+    adopted_at: datetime | None = None
+
+
 class Claim(BaseModel):
     """One node carpool decided to launch (Karpenter's NodeClaim)."""
 
@@ -142,6 +163,9 @@ class Claim(BaseModel):
     #: node is not decided on again (Karpenter's simulation refuses to rely on an uninitialized node, so it
     #: decides anew only once the replacement is gone)
     abandoned_for: list[str] = Field(default_factory=list)
+    #: the Karpenter NodeClaim this claim was adopted from (`carpool.adoption`); None for claims carpool
+    #: launched (or adopted from an instance alone, `carpool.disruption.orphans`)
+    adopted: NodeClaimOrigin | None = None
 
     @model_validator(mode="before")
     @classmethod

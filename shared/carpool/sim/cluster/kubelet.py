@@ -279,6 +279,9 @@ class Kubelets:
     gone: list[str] = field(default_factory=list)
     #: (node, agent, taint) removed by DaemonSet agents this tick
     lifted: list[tuple[str, str, str]] = field(default_factory=list)
+    #: instances that ran and joined before the run began (a cluster Karpenter built,
+    #: `carpool.sim.run.karpenter_cluster`): known as booted, watched by id until carpool's tag names them
+    prebuilt: set[str] = field(default_factory=set)
 
     def tick(self) -> list[str]:
         """Poll EC2 and move every instance along; returns the names of nodes registered this tick.
@@ -333,10 +336,14 @@ class Kubelets:
         return min(due, default=None)
 
     def _instances(self) -> dict[str, dict[str, Any]]:
-        """Every instance carpool's cluster tag marks, whatever its state (moto keeps terminated ones)."""
+        """Every instance carpool's cluster tag marks, whatever its state (moto keeps terminated ones), and
+        the `prebuilt` ones it does not mark yet."""
         out: dict[str, dict[str, Any]] = {}
         pages = self.ec2.get_paginator("describe_instances").paginate(Filters=[
             {"Name": f"tag:{L.TAG_MANAGED_BY}", "Values": [self.cluster_name]}])
+        unmarked = [iid for iid in sorted(self.prebuilt) if iid not in self.terminated]
+        if unmarked:
+            pages = [*pages, *self.ec2.get_paginator("describe_instances").paginate(InstanceIds=unmarked)]
         for page in pages:
             for reservation in page.get("Reservations", []):
                 for inst in reservation.get("Instances", []):

@@ -36,6 +36,21 @@ class KarpenterController(YamlModel):
         return self
 
 
+class KarpenterNodes(YamlModel):
+    """Nodes Karpenter launched before the run starts (a cluster to migrate from): `count` NodeClaims of
+    NodePool `nodePool`, each with its instance, tagged as Karpenter tags it, and its joined, initialized
+    node (`sim/cluster/karpenter_built.py`). The pool and its EC2NodeClass carry the hash annotations
+    Karpenter wrote, and so do the NodeClaims. Pair it with a `karpenter` controller that stops, so carpool
+    stands still until Karpenter is scaled to zero, then adopts them."""
+
+    node_pool: str
+    instance_type: str
+    count: int = Field(default=1, ge=1)
+    #: the zone of every node (unset: the cluster's zones in turn)
+    zone: str | None = None
+    capacity_type: Literal["spot", "on-demand"] = "on-demand"
+
+
 class Cni(YamlModel):
     """The cluster's VPC CNI settings, as the `aws-node` DaemonSet env would show them."""
 

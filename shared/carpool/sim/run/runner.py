@@ -55,7 +55,7 @@ from carpool.sim.cluster.workload import WorkloadDriver
 from carpool.sim.localaws import lambda_runtime, motofast, spot_prices
 from carpool.sim.localaws.event_source import SqsEventSource
 from carpool.sim.localaws.requests import RequestRecorder, recording_wanted
-from carpool.sim.run import collector, decision_log, durations, time_to_capacity
+from carpool.sim.run import collector, decision_log, durations, karpenter_cluster, time_to_capacity
 from carpool.sim.run.discrete import Agenda, Processes, ProcessKilled
 from carpool.sim.run.faults import CapacityFaults, CrashFaults, TerminationDenials
 from carpool.sim.run.lambda_service import LambdaService
@@ -98,6 +98,8 @@ class SimRunner:
         self.progress = progress
         self.clock = SimClock()
         self.cluster = SimulatedCluster(self.clock, scenario.cluster.cni, elapsed=lambda: self.clock.elapsed)
+        #: the instances Karpenter launched before the run (`karpenterNodes`)
+        self.prebuilt: list[str] = []
         self.log = decision_log.DecisionLog(lambda: self.clock.elapsed)
         self.timeline: list[TimelinePoint] = []
         self.invocations: Counter[str] = Counter()
@@ -181,6 +183,9 @@ class SimRunner:
                                  lambda: self.clock.elapsed, faults=sc.kubelets, agents=self.agents,
                                  launch_seconds=durations.CREATE_FLEET_SECONDS)
         self._seed_node_groups()
+        self.prebuilt = karpenter_cluster.seed(karpenter_cluster.World(
+            self.ec2, self.cluster, self.kubelets, sc.cluster.name, self.region, sc.cluster.zones, sc.truth),
+            sc.karpenter_nodes, list(self.driver.config_docs.values()))
         self.requests.install(self.account)
         self.usage.install(self.log)
         from carpool.adapters.aws import session
@@ -570,13 +575,15 @@ class SimRunner:
         user = list(self.cluster.user_pods())
         scheduled = sum(1 for r in user if (r.raw.get("spec") or {}).get("nodeName"))
         waits = self.cluster.unbound_seconds or [0.0]
-        launches = [self._instance(iid, seen, inst) for iid, (seen, inst) in self.kubelets.launched.items()]
+        seen_instances = [self._instance(iid, seen, inst) for iid, (seen, inst) in self.kubelets.launched.items()]
+        # the instances Karpenter launched before the run are running ones, not carpool's launches
+        launches = [i for i in seen_instances if i.instance_id not in self.prebuilt]
         result = SimResult(
             scenario=sc.name, description=sc.description, duration_seconds=sc.duration,
             pods=PodCounts(total=len(user), scheduled=scheduled, pending=len(user) - scheduled,
                            max_unbound_seconds=max(waits), median_unbound_seconds=statistics.median(waits)),
             workloads=self._workloads(),
-            instances=[i for i in launches if i.terminated_at is None],
+            instances=[i for i in seen_instances if i.terminated_at is None],
             capacity_cache=self._capacity_cache(),
             launches=launches,
             launch_failures=[LaunchFailure(

@@ -27,7 +27,16 @@ from pydantic.alias_generators import to_camel
 
 from carpool.amis.aliases import AL2, AL2023, BOTTLEROCKET, LATEST, Alias, alias_paths
 from carpool.api.loader import strict_yaml_documents
-from carpool.sim.cluster.specs import Agent, Cni, Delete, KarpenterController, KubeletFault, Scale, Truth
+from carpool.sim.cluster.specs import (
+    Agent,
+    Cni,
+    Delete,
+    KarpenterController,
+    KarpenterNodes,
+    KubeletFault,
+    Scale,
+    Truth,
+)
 from carpool.sim.cluster.workload import WORKLOAD_KINDS, controller_id
 from carpool.sim.run.scenario_manifests import (
     ManifestCheck,
@@ -331,6 +340,8 @@ class Scenario(YamlModel):
     termination_denials: list[TerminationDenial] = Field(default_factory=list)
     #: Karpenter controllers running beside carpool, each leading through its Lease (`KarpenterController`)
     karpenter: list[KarpenterController] = Field(default_factory=list)
+    #: nodes Karpenter built before the run (NodeClaims, instances, nodes) for carpool to adopt (`KarpenterNodes`)
+    karpenter_nodes: list[KarpenterNodes] = Field(default_factory=list)
     duration: float = Field(default=600.0, gt=0)
     #: how often the timeline is recorded; nothing is invoked on a tick: every function runs on its deployed
     #: trigger (`carpool.sim.run.lambda_service`), so a scenario cannot set a schedule of its own
@@ -495,6 +506,7 @@ def _manifest_problems(scenario: Scenario, seen: _Applied) -> list[str]:
 def _targets(scenario: Scenario) -> list[tuple[str, Any]]:
     """(path, section) of every section that picks nodes or offerings by zone or NodePool."""
     out: list[tuple[str, Any]] = [(f"nodeGroups[{i}]", g) for i, g in enumerate(scenario.node_groups)]
+    out += [(f"karpenterNodes[{i}]", k) for i, k in enumerate(scenario.karpenter_nodes)]
     out += [(f"capacity[{i}]", c) for i, c in enumerate(scenario.capacity)]
     out += [(f"agents[{i}].nodes", a.nodes) for i, a in enumerate(scenario.agents)]
     out += [(f"kubelets[{i}]", k) for i, k in enumerate(scenario.kubelets)]
@@ -522,8 +534,11 @@ def _zone_problems(scenario: Scenario) -> list[str]:
 
 
 def _node_group_problems(scenario: Scenario) -> list[str]:
-    """A node group's instances are launched as listed: EC2 refuses a type it does not have."""
-    if not scenario.node_groups:
+    """A node group's (or Karpenter's) instances are launched as listed: EC2 refuses a type it does not have."""
+    sections: list[tuple[str, NodeGroup | KarpenterNodes]] = [
+        *((f"nodeGroups[{i}]", g) for i, g in enumerate(scenario.node_groups)),
+        *((f"karpenterNodes[{i}]", k) for i, k in enumerate(scenario.karpenter_nodes))]
+    if not sections:
         return []
     from carpool.catalog import Catalog, SnapshotNotFound
 
@@ -531,9 +546,9 @@ def _node_group_problems(scenario: Scenario) -> list[str]:
         catalog = Catalog.snapshot(scenario.cluster.region)
     except SnapshotNotFound:
         return []  # no offline catalog to check against: local EC2 says it
-    return [f"nodeGroups[{i}].instanceType: {g.instance_type!r} is not an EC2 instance type"
+    return [f"{path}.instanceType: {g.instance_type!r} is not an EC2 instance type"
             + (f" (did you mean {', '.join(close)}?)" if (close := catalog.suggest(g.instance_type)) else "")
-            for i, g in enumerate(scenario.node_groups) if g.instance_type not in catalog.types]
+            for path, g in sections if g.instance_type not in catalog.types]
 
 
 def _applied(applied: set[str], name: str, namespace: str) -> str | None:
