@@ -143,7 +143,7 @@ def _wait_established(api: RealApi, name: str) -> None:
 def bound_cluster_role(api: RealApi) -> Iterator[str]:
     """`infra/rbac.yaml`'s ClusterRole under a name of its own, bound to carpool's group; both deleted after.
     Answers the role's name."""
-    role = yaml.safe_load((ROOT / "infra" / "rbac.yaml").read_text())
+    role = next(d for d in yaml.safe_load_all((ROOT / "infra" / "rbac.yaml").read_text()) if d["kind"] == "ClusterRole")
     name = unique("carpool-controller")
     role["metadata"] = {"name": name}
     assert api.request("POST", f"{RBAC}/clusterroles", role).status_code == 201
