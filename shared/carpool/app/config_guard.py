@@ -44,5 +44,5 @@ def unusable_config(deps: Dependencies, function: str) -> str:
     else:
         return ""
     log.error("%s: %s", function, reason)
-    observability.emit(METRIC, function=function)
+    observability.emit("ConfigInvalid", function=function)
     return reason
