@@ -303,7 +303,8 @@ def test_the_rbac_file_grants_exactly_what_carpool_does_to_karpenters_objects() 
     Nothing more: no write of a NodePool's or EC2NodeClass's spec, no delete of either, no wildcard."""
     import yaml
 
-    role = yaml.safe_load((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
+    _lease_role, role = yaml.safe_load_all((Path(__file__).resolve().parents[2] / "infra" / "rbac.yaml").read_text())
+    assert (role["kind"], role["metadata"]["name"]) == ("ClusterRole", "carpool-controller")
     karpenter_groups = {"karpenter.sh", "karpenter.k8s.aws"}
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] if g in karpenter_groups
                for r in rule["resources"] for v in rule["verbs"]}

@@ -110,13 +110,6 @@ def api(request: pytest.FixtureRequest) -> Api:
     return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
 
 
-def differs_on_the_simulated_server(api: Api, request: pytest.FixtureRequest, how: str) -> None:
-    """Mark the simulated side of a test as a known difference from the real server (strict: once the
-    simulated server answers as the real one, the mark must go). Reported to the coordinator."""
-    if not api.is_real:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"simulated API server: {how}"))
-
-
 def nodepool(name: str, **spec: Any) -> dict[str, Any]:
     return {"metadata": {"name": name},
             "spec": {"template": {"spec": {"nodeClassRef": CLASS_REF, "requirements": []}}, **spec}}
@@ -347,11 +340,9 @@ def test_the_watch_of_a_nodepool_sees_it_added_modified_and_deleted(api: Api) ->
     assert events[1].obj["spec"]["weight"] == 4  # type: ignore[index]
 
 
-def test_the_watch_delivers_every_change_even_in_quick_succession(api: Api, request: pytest.FixtureRequest) -> None:
+def test_the_watch_delivers_every_change_even_in_quick_succession(api: Api) -> None:
     """kube-apiserver's watch cache streams each change with the object as it was then; a watcher never
     misses a state because the next came soon after (the NodeClaim that is marked deleting, then goes)."""
-    differs_on_the_simulated_server(api, request, "its watch sends each object once per poll, in its latest "
-                                    "state (`SimulatedCluster.changes_since`): changes within one poll coalesce")
     name = api.name("quick")
 
     def changes() -> None:
@@ -368,9 +359,7 @@ def test_the_watch_delivers_every_change_even_in_quick_succession(api: Api, requ
 
 
 # -- kubectl get nodeclaims -----------------------------------------------------------------------------------
-def test_kubectl_get_nodeclaims_prints_karpenters_columns(api: Api, request: pytest.FixtureRequest) -> None:
-    differs_on_the_simulated_server(api, request, "it answers a NodeClaimList, not a Table, to "
-                                    "`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`")
+def test_kubectl_get_nodeclaims_prints_karpenters_columns(api: Api) -> None:
     name = api.name("table")
     api.create(NODECLAIM, nodeclaim(name, {"node.kubernetes.io/instance-type": "m5.large",
                                            "karpenter.sh/capacity-type": "spot",
