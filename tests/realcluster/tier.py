@@ -1,0 +1,321 @@
+"""`RealTier`: carpool deployed against a real control plane, on the wall clock.
+
+What runs, in the order it starts (and stops in reverse):
+1. local AWS (`carpool.sim.localaws.server.LocalAws`, moto on 127.0.0.1) set up as the stack sets it up:
+   state tables, bus, rules and queues (visibility timeouts as deployed), the scenario's network and
+   AMIs, one IAM role per function (the stack's `<Name>Role`), each function's credentials those of an
+   AssumeRole of its role, as Lambda gives an execution role's;
+2. the EKS authenticator (`authenticator.py`) with one access entry per function role mapped to
+   carpool's group, as the stack's access entries do;
+3. the control plane (`controlplane.py`) with that authenticator as its token webhook, Karpenter's CRDs
+   and `infra/rbac.yaml` bound to the group;
+4. the scenario's NodePools and EC2NodeClasses applied with kubectl, as Karpenter's Getting Started does;
+5. the instance bridge: every instance local EC2 runs becomes a hollow kubelet a boot time later
+   (`instances.InstanceBridge` once h/boot lands; until then `_MinimalBridge` below);
+6. the Lambda service (`lambda_service.WallClockLambda`) running the five handlers as deployed.
+
+The scenario file (`examples/*.yaml`, `carpool simulate`'s format) gives the cluster's name, region,
+version, zones, AMIs and the Karpenter objects, so the tier and the simulation run the same input.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from carpool import delivery
+from carpool.sim.localaws import lambda_runtime
+from carpool.sim.localaws.server import LocalAws
+from carpool.sim.run.scenario import CapacityFailure, Scenario, load_scenario
+from tests.realcluster.authenticator import AccessEntry, Authenticator, AuthenticatorServer, moto_secret
+from tests.realcluster.controlplane import ROOT, ControlPlane, free_port, stop_processes
+from tests.realcluster.lambda_service import WallClockLambda
+
+DEFAULT_SCENARIO = ROOT / "examples" / "flex-first.yaml"
+#: what Karpenter's Getting Started applies; the rest of a scenario's manifests are the workload's
+KARPENTER_KINDS = ("NodePool", "EC2NodeClass")
+#: a realistic EC2 boot to kubelet start (the scenarios' `truth.bootSeconds` default)
+BOOT_SECONDS = 40.0
+SQS_FUNCTIONS = tuple(delivery.BY_FUNCTION)
+
+
+class RealTier:
+    """carpool against a real control plane. Use as a context manager; see the module docstring."""
+
+    def __init__(self, scenario: str | Path = DEFAULT_SCENARIO, *, boot_seconds: float = BOOT_SECONDS,
+                 node_monitor_grace_seconds: float = 40.0, run_lambda: bool = True,
+                 capacity_errors: Iterable[CapacityFailure] = ()) -> None:
+        self.scenario: Scenario = load_scenario(scenario)
+        self.cluster = self.scenario.cluster.name
+        self.region = self.scenario.cluster.region
+        self.boot_seconds = boot_seconds
+        self.node_monitor_grace_seconds = node_monitor_grace_seconds
+        self.capacity_errors = list(capacity_errors)
+        self._run_lambda = run_lambda
+        self._stack = ExitStack()
+        self.started = 0.0
+        self.aws: LocalAws
+        self.plane: ControlPlane
+        self.authenticator: Authenticator
+        self.lambdas: WallClockLambda
+        self.bridge: Any
+        self.function_env: dict[str, dict[str, str]] = {}
+
+    # -- lifecycle
+
+    def __enter__(self) -> RealTier:
+        try:
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start(self) -> None:
+        self.aws = self._stack.enter_context(LocalAws(cluster=self.cluster, region=self.region, export=False))
+        self._set_up_aws()
+        self.authenticator = Authenticator(self.cluster, self.aws.endpoint, moto_secret(self.aws.account))
+        server = self._stack.enter_context(AuthenticatorServer(self.authenticator))
+        roles = self._function_roles()
+        self.plane = self._stack.enter_context(ControlPlane(
+            token_webhook_url=server.url, node_monitor_grace_seconds=self.node_monitor_grace_seconds))
+        self._functions_env(roles)
+        self.apply([d for d in self.scenario.manifests if d.get("kind") in KARPENTER_KINDS])
+        self.bridge = self._stack.enter_context(_bridge(self))
+        if self._run_lambda:
+            self._inject_capacity_errors()
+            self.lambdas = WallClockLambda(self.function_env, self._queues(), self.aws.client("sqs"),
+                                           region=self.region, account=self.aws.account)
+            self._stack.enter_context(self.lambdas)
+        self.started = time.time()
+
+    def _set_up_aws(self) -> None:
+        sc = self.scenario
+        self.aws.create_state(self.cluster)
+        self.path = self.aws.create_event_path(
+            self.cluster, {name: delivery.visibility_timeout_seconds(name) for name in SQS_FUNCTIONS})
+        self.network = self.aws.seed_network(self.cluster, sc.cluster.zones)
+        if sc.amis:
+            self.aws.seed_amis([a.model_dump(by_alias=True, exclude_none=True) for a in sc.amis])
+        iam = self.aws.client("iam")
+        iam.create_role(RoleName="carpool-node", AssumeRolePolicyDocument=_trust("ec2.amazonaws.com"))
+        iam.create_instance_profile(InstanceProfileName="carpool-node")
+        iam.add_role_to_instance_profile(InstanceProfileName="carpool-node", RoleName="carpool-node")
+
+    def _function_roles(self) -> dict[str, dict[str, str]]:
+        """Each function's role, its access entry, and credentials of an AssumeRole of it."""
+        iam, sts = self.aws.client("iam"), self.aws.client("sts")
+        credentials = {}
+        for name in lambda_runtime.HANDLERS:
+            role = iam.create_role(RoleName=f"carpool-{self.cluster}-{name}",
+                                   AssumeRolePolicyDocument=_trust("lambda.amazonaws.com"))["Role"]["Arn"]
+            self.authenticator.add_entry(AccessEntry(role, ("carpool-controller",)))
+            given = sts.assume_role(RoleArn=role, RoleSessionName=f"carpool-{name}")["Credentials"]
+            credentials[name] = {"AWS_ACCESS_KEY_ID": given["AccessKeyId"],
+                                 "AWS_SECRET_ACCESS_KEY": given["SecretAccessKey"],
+                                 "AWS_SESSION_TOKEN": given["SessionToken"]}
+        return credentials
+
+    def _functions_env(self, credentials: Mapping[str, Mapping[str, str]]) -> None:
+        """What `infra/functions.py` `_environment` gives every function, on this tier's cluster."""
+        sc = self.scenario.cluster
+        common = {**self.aws.env, "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
+                  "CARPOOL_CLUSTER_NAME": self.cluster, "CARPOOL_CLUSTER_VERSION": sc.version,
+                  "CARPOOL_CLUSTER_ENDPOINT": self.plane.endpoint, "CARPOOL_CLUSTER_CA": self.plane.ca_data,
+                  "CARPOOL_CLUSTER_CIDR": "10.100.0.0/16", "CARPOOL_CLUSTER_DNS": "10.100.0.10",
+                  "CARPOOL_CLUSTER_IP_FAMILY": "ipv4", "CARPOOL_KARPENTER_NAMESPACE": self.plane.karpenter_namespace,
+                  "CARPOOL_NODE_ROLE_ARN": f"arn:aws:iam::{self.aws.account}:role/carpool-node",
+                  "CARPOOL_INSTANCE_PROFILE": "carpool-node", "POWERTOOLS_SERVICE_NAME": "carpool",
+                  "POWERTOOLS_METRICS_NAMESPACE": "carpool", "POWERTOOLS_TRACE_DISABLED": "true",
+                  "LOG_LEVEL": "WARNING"}
+        self.function_env = {name: {**common, **credentials[name]} for name in lambda_runtime.HANDLERS}
+
+    def _queues(self) -> dict[str, tuple[str, str]]:
+        sqs = self.aws.client("sqs")
+        return {name: (url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+                for name, url in self.path.queues.items()}
+
+    def _inject_capacity_errors(self) -> None:
+        """The scenario format's capacity errors (`carpool.sim.run.faults.CapacityFaults`), on the
+        provisioner's EC2 requests, timed from the tier's start."""
+        if not self.capacity_errors:
+            return
+        from carpool import environment
+        from carpool.adapters.aws import session
+        from carpool.sim.run.faults import CapacityFaults
+
+        zones = {s: z for z, ids in self.network.subnets.items() for s in ids}
+        faults = CapacityFaults(self.capacity_errors, lambda: time.time() - self.started, zones.get)
+        with environment.using(self.function_env["provisioner"]):
+            events = session.session().events
+            events.register("before-parameter-build.ec2.CreateFleet", faults.before_parameter_build)
+            events.register("before-call.ec2.CreateFleet", faults.before_call)
+            events.register("after-call.ec2.CreateFleet", faults.after_call)
+        self.faults = faults
+
+    # -- what users do
+
+    def apply(self, docs: Iterable[Mapping[str, Any]]) -> str:
+        """`kubectl apply -f -` of the documents, as a user does (answers kubectl's output)."""
+        text = yaml.safe_dump_all([dict(d) for d in docs])
+        return self.plane.kubectl("apply", "-f", "-", input_text=text).stdout
+
+    def kubectl(self, *args: str) -> str:
+        return self.plane.kubectl(*args).stdout
+
+    def deployment(self, name: str, replicas: int, *, cpu: str = "100m", memory: str = "128Mi",
+                   namespace: str = "default", spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A Deployment of pause pods asking `cpu`/`memory` each (`spec` merges into the pod spec)."""
+        pod_spec = {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
+                                    "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **(spec or {})}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                         "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}}}
+
+    def scale(self, name: str, replicas: int, namespace: str = "default") -> None:
+        self.kubectl("scale", f"deployment/{name}", f"--replicas={replicas}", "-n", namespace)
+
+    # -- what users see
+
+    def get(self, resource: str, *, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
+        """`kubectl get RESOURCE -o json` items (all namespaces unless one is named)."""
+        args = ["get", resource, "-o", "json"]
+        args += ["-n", namespace] if namespace else ["-A"]
+        if selector:
+            args += ["-l", selector]
+        return list(json.loads(self.kubectl(*args))["items"])
+
+    def pods(self, selector: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self.get("pods", namespace=namespace, selector=selector)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"])
+
+    def nodeclaims(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.kubectl("get", "nodeclaims.karpenter.sh", "-o", "json"))["items"])
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        found = self.get("events")
+        return [e for e in found if reason is None or e.get("reason") == reason]
+
+    def instances(self, states: tuple[str, ...] = ("pending", "running")) -> list[dict[str, Any]]:
+        """Local EC2's instances of this cluster in `states`."""
+        pages = self.aws.client("ec2").get_paginator("describe_instances").paginate(
+            Filters=[{"Name": "instance-state-name", "Values": list(states)}])
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+    def wait_for(self, what: str, check: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
+        """Poll `check` until it answers something true; fail naming `what`, the Lambda errors so far and
+        the time waited."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = check()
+            if answer:
+                return answer
+            if time.monotonic() > deadline:
+                errors = [e.error for e in self.lambdas.errors()][-3:] if self._run_lambda else []
+                raise AssertionError(f"not so after {timeout:g} s: {what}; Lambda errors: {errors}")
+            alive = self.plane.alive()
+            if not all(alive.values()):
+                raise AssertionError(f"a control plane component died: {alive}")
+            time.sleep(every)
+
+
+def _trust(service: str) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]})
+
+
+@contextmanager
+def _bridge(tier: RealTier) -> Iterator[Any]:
+    """h/boot's `InstanceBridge` when it is there, else the minimal stand-in."""
+    try:
+        from tests.realcluster.instances import InstanceBridge  # type: ignore[import-not-found]
+    except ImportError:
+        bridge: Any = _MinimalBridge(tier)
+    else:
+        bridge = InstanceBridge(tier)
+    with bridge:
+        yield bridge
+
+
+class _MinimalBridge:
+    """Until h/boot's `InstanceBridge` lands: a hollow kubelet per running instance, `boot_seconds` after
+    its launch, stopped when the instance leaves running. Not faithful where h/boot's is: it does not read
+    the user data (labels and taints are what carpool's NodeClaim template gives every node:
+    `karpenter.sh/nodepool` from the instance's tag, `karpenter.sh/unregistered:NoExecute`) and the
+    machine is kubemark's (1 CPU, 3840Mi). The identity is EC2's: the private DNS name, and an
+    `aws:///ZONE/ID` providerID written by the node itself creating its Node before the kubelet starts
+    (the unpatched kubelet would write `kubemark://NAME`, which it keeps on a Node that exists)."""
+
+    def __init__(self, tier: RealTier) -> None:
+        self.tier = tier
+        self.kubelets: dict[str, subprocess.Popen[bytes]] = {}
+        self.started_at: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="instance-bridge", daemon=True)
+
+    def __enter__(self) -> _MinimalBridge:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        stop_processes(list(self.kubelets.values()))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self._step()
+            except Exception as exc:  # a failed poll is retried; the test's wait reports what is missing
+                print(f"instance bridge: {type(exc).__name__}: {exc}")
+
+    def _step(self) -> None:
+        running = {i["InstanceId"]: i for i in self.tier.instances(("running",))}
+        for iid, proc in list(self.kubelets.items()):
+            if iid not in running:
+                stop_processes([proc])
+                del self.kubelets[iid]
+        for iid, inst in running.items():
+            launched = inst["LaunchTime"].timestamp()
+            if iid not in self.kubelets and time.time() - launched >= self.tier.boot_seconds:
+                self.kubelets[iid] = self._boot(inst)
+                self.started_at[iid] = time.time()
+
+    def _boot(self, inst: Mapping[str, Any]) -> subprocess.Popen[bytes]:
+        from tests.realcluster.controlplane import BIN
+
+        name = inst["PrivateDnsName"]
+        zone = inst["Placement"]["AvailabilityZone"]
+        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+        labels = {"karpenter.sh/nodepool": tags.get("karpenter.sh/nodepool", ""),
+                  "node.kubernetes.io/instance-type": inst["InstanceType"],
+                  "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": self.tier.region}
+        labels = {k: v for k, v in labels.items() if v}
+        kubeconfig = self.tier.plane.node_kubeconfig(name)
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                "spec": {"providerID": f"aws:///{zone}/{inst['InstanceId']}",
+                         "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]}}
+        subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "create", "-f", "-"], input=json.dumps(node),
+                       text=True, capture_output=True, timeout=60)
+        log = (self.tier.plane.run_dir / f"kubelet-{name}.log").open("wb")
+        flags = [f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}",
+                 "--register-with-taints=karpenter.sh/unregistered=:NoExecute", "--max-pods=29"]
+        proc = subprocess.Popen([str(BIN / "kubemark"), "--morph=kubelet", f"--name={name}",
+                                 f"--kubeconfig={kubeconfig}", f"--kubelet-port={free_port()}",
+                                 "--kubelet-read-only-port=0", "--use-host-image-service=false", *flags],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        return proc
