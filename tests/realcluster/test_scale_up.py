@@ -10,7 +10,6 @@ import os
 from collections.abc import Iterator
 
 import pytest
-
 from tests.realcluster.controlplane import require_binaries
 from tests.realcluster.tier import RealTier
 

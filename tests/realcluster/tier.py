@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tests.realcluster.authenticator import AccessEntry, Authenticator, AuthenticatorServer, moto_secret
+from tests.realcluster.controlplane import ROOT, ControlPlane, free_port, stop_processes
+from tests.realcluster.lambda_service import WallClockLambda
 
 from carpool import delivery
 from carpool.sim.localaws import lambda_runtime
 from carpool.sim.localaws.server import LocalAws
 from carpool.sim.run.scenario import CapacityFailure, Scenario, load_scenario
-from tests.realcluster.authenticator import AccessEntry, Authenticator, AuthenticatorServer, moto_secret
-from tests.realcluster.controlplane import ROOT, ControlPlane, free_port, stop_processes
-from tests.realcluster.lambda_service import WallClockLambda
 
 DEFAULT_SCENARIO = ROOT / "examples" / "flex-first.yaml"
 #: what Karpenter's Getting Started applies; the rest of a scenario's manifests are the workload's
