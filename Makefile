@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 
-.PHONY: setup demo test conformance bench synth lint layer-lock clean
+.PHONY: setup demo test e2e-real conformance bench synth lint layer-lock clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,14 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/infra tests/integration \
 		tests/unit tests/conformance
+
+# The real-cluster tier (tests/realcluster/): carpool's handlers against a real etcd, kube-apiserver,
+# kube-scheduler, kube-controller-manager and hollow kubelets, on the wall clock. It builds nothing: where a
+# binary is missing it says what to build (README, "A real control plane") and every test skips. One file
+# at a time: each starts its own control plane, and the machine's two cores are its kubelets'.
+e2e-real: setup
+	@$(BIN)/python -m tests.realcluster.controlplane --check || true
+	$(BIN)/python -m pytest -rs tests/realcluster
 
 # Karpenter's own scheduling and provider test cases, ported as data (tests/conformance/README.md)
 conformance: setup

@@ -495,3 +495,18 @@ def _until(check: Any, what: str, seconds: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise ControlPlaneError(f"not so after {seconds:g} s: {what}")
         time.sleep(0.2)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tests.realcluster.controlplane --check`: say whether the tier can run here (exit 0) or
+    what to build (exit 1). `make e2e-real` and `.ci/run` print it."""
+    reason = skip_reason()
+    print(reason or "real-cluster tier: every binary is built (" + ", ".join(
+        str(p) for p in binary_paths().values()) + ")")
+    return 1 if reason else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
