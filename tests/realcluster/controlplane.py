@@ -257,9 +257,14 @@ class ControlPlane:
         apply_carpool_rbac(self)
 
     def stop(self) -> None:
-        """Every process stopped (TERM, then KILL: a scheduler whose API server is gone may ignore TERM),
-        in reverse order of start; the run directory removed when the plane made it."""
-        stop_processes([self._processes.pop(name) for name in reversed(list(self._processes))])
+        """Every process stopped (TERM, then KILL after `STOP_SECONDS`), the controllers first; the run
+        directory removed when the plane made it (unless `CARPOOL_TIER_KEEP` is set)."""
+        scheduler = self._processes.pop("kube-scheduler", None)
+        if scheduler is not None and scheduler.poll() is None:
+            scheduler.kill()  # this build's scheduler ignores TERM (seen here, as ../kube-control-plane/start.sh notes)
+            scheduler.wait(STOP_SECONDS)
+        for name in reversed(list(self._processes)):  # one by one: an API server whose etcd is gone lingers
+            stop_processes([self._processes.pop(name)])
         if self._http is not None:
             self._http.close()
             self._http = None

@@ -1,16 +1,24 @@
 """The tier's control plane is EKS's where carpool depends on it: nodes authenticate as `system:node:NAME`
 and NodeRestriction refuses what EKS refuses, carpool's group has `infra/rbac.yaml` and no more, Karpenter's
-kinds are served, and the real scheduler and controller manager act on a Deployment."""
+kinds are served, the real scheduler and controller manager act on a Deployment, and a function's EKS token
+authenticates through the webhook as its access entry says (and only so)."""
 
 from __future__ import annotations
 
 import ssl
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
-from tests.realcluster.controlplane import ControlPlane
+import pytest
+from botocore.credentials import Credentials
+from tests.realcluster.authenticator import AccessEntry, Authenticator, AuthenticatorServer, moto_secret
+from tests.realcluster.controlplane import CARPOOL_GROUP, ControlPlane, require_binaries
+
+from carpool.adapters.k8s.token import eks_token
+from carpool.sim.localaws.server import LocalAws
 
 NODES = "/api/v1/nodes"
 
@@ -100,3 +108,50 @@ def test_the_real_controllers_and_scheduler_act_on_a_deployment(control_plane: C
         time.sleep(0.5)
     assert len(unschedulable) == 2, unschedulable
     assert all("nodes are available" in m for m in unschedulable), unschedulable
+
+
+# --- EKS tokens through the authenticator webhook ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def eks_plane() -> Iterator[tuple[ControlPlane, Authenticator, Credentials, str]]:
+    """A plane whose token webhook is the EKS authenticator on local STS, one role mapped to carpool's
+    group by an access entry; answers the plane, the authenticator, the role's credentials, its ARN."""
+    require_binaries(("etcd", "kube-apiserver"))
+    with LocalAws(cluster="eks-auth", export=False) as aws:
+        role = aws.client("iam").create_role(RoleName="carpool-eks-auth-watcher",
+                                             AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        given = aws.client("sts").assume_role(RoleArn=role, RoleSessionName="carpool-watcher")["Credentials"]
+        credentials = Credentials(given["AccessKeyId"], given["SecretAccessKey"], given["SessionToken"])
+        authenticator = Authenticator("eks-auth", aws.endpoint, moto_secret(aws.account))
+        authenticator.add_entry(AccessEntry(role, (CARPOOL_GROUP,)))
+        with AuthenticatorServer(authenticator) as server, ControlPlane(
+                token_webhook_url=server.url, scheduler=False, controller_manager=False) as plane:
+            yield plane, authenticator, credentials, role
+
+
+def test_a_functions_eks_token_gets_carpools_group(eks_plane: tuple[ControlPlane, Authenticator, Credentials, str]) -> None:
+    plane, _authenticator, credentials, _role = eks_plane
+    token = eks_token("eks-auth", "us-east-1", credentials)
+    assert plane.request("GET", "/api/v1/nodes", token=token).status_code == 200
+    # and no more than the group's ClusterRole: it may not list secrets
+    assert plane.request("GET", "/api/v1/secrets", token=token).status_code == 403
+
+
+def test_a_token_signed_for_another_cluster_is_refused(eks_plane: tuple[ControlPlane, Authenticator, Credentials, str]) -> None:
+    plane, authenticator, credentials, _role = eks_plane
+    token = eks_token("another-cluster", "us-east-1", credentials)
+    assert plane.request("GET", "/api/v1/nodes", token=token).status_code == 401
+    assert authenticator.decisions[-1] == (None, "sts getCallerIdentity failed: SignatureDoesNotMatch")
+
+
+def test_an_unmapped_role_is_refused(eks_plane: tuple[ControlPlane, Authenticator, Credentials, str]) -> None:
+    plane, authenticator, _credentials, role = eks_plane
+    del authenticator.entries[role]
+    time.sleep(1.1)  # a token of another second: the API server caches each token's answer (2 minutes)
+    try:
+        fresh = eks_token("eks-auth", "us-east-1", _credentials)
+        assert plane.request("GET", "/api/v1/nodes", token=fresh).status_code == 401
+        assert (authenticator.decisions[-1][1] or "").startswith("ARN is not mapped")
+    finally:
+        authenticator.add_entry(AccessEntry(role, (CARPOOL_GROUP,)))

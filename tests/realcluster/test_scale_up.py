@@ -60,3 +60,7 @@ def test_a_deployment_scaled_up_is_served_on_carpools_nodes(tier: RealTier) -> N
     reasons = {e.get("reason") for e in tier.events()}
     assert "Launched" in reasons or "Nominated" in reasons, reasons
     assert not [e for e in tier.lambdas.errors()], [e.error for e in tier.lambdas.errors()][:2]
+    # the functions reached the API server with their EKS tokens, each as its own role
+    callers = {arn for arn, refused in tier.authenticator.decisions if not refused}
+    assert {arn.split("/")[1] for arn in callers} >= {f"carpool-{tier.cluster}-{f}" for f in ("watcher", "registrar")}
+    assert not [why for _arn, why in tier.authenticator.decisions if why]
