@@ -23,6 +23,7 @@ invoke them, in real seconds (the simulated-clock counterpart is `carpool.sim.ru
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 import traceback
@@ -95,12 +96,12 @@ class WallClockLambda:
 
     def start(self) -> WallClockLambda:
         for name, period in self._schedules.items():
-            self._spawn(f"schedule-{name}", lambda n=name, p=period: self._schedule(n, p))
+            self._spawn(f"schedule-{name}", functools.partial(self._schedule, name, period))
         for name, (url, arn) in self._queues.items():
-            self._spawn(f"poller-{name}", lambda n=name, u=url, a=arn: self._poll(n, u, a))
+            self._spawn(f"poller-{name}", functools.partial(self._poll, name, url, arn))
         return self
 
-    def stop(self, wait_seconds: float = 30.0) -> None:
+    def stop(self, wait_seconds: float = 5.0) -> None:
         """No new invocation starts; running ones are waited for up to `wait_seconds` (a watcher mid-watch
         ends at its deadline, so a test's teardown may cut it short: its thread is a daemon)."""
         self._stopping.set()
@@ -130,7 +131,7 @@ class WallClockLambda:
         next_at = time.monotonic()
         while not self._stopping.is_set():
             event = lambda_runtime.scheduled_event(f"carpool-{name}", datetime.now(UTC), self._region, self._account)
-            self._spawn(f"{name}-run", lambda e=event: self.invoke(name, e))
+            self._spawn(f"{name}-run", functools.partial(self.invoke, name, event))
             next_at += period
             self._stopping.wait(max(0.0, next_at - time.monotonic()))
 
@@ -145,7 +146,7 @@ class WallClockLambda:
             if not records:
                 slots.release()
                 continue
-            self._spawn(f"{name}-batch", lambda r=records: self._batch(name, url, r, slots))
+            self._spawn(f"{name}-batch", functools.partial(self._batch, name, url, records, slots))
 
     def _gather(self, url: str, arn: str, mapping: delivery.Delivery) -> list[dict[str, Any]]:
         """Records until the batch is full or the window has passed since the first arrived."""

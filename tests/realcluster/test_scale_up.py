@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.realcluster.controlplane import require_binaries
-from tests.realcluster.tier import RealTier
+from tests.realcluster.tier import RealTier, percentiles
 
 #: boot to kubelet start; shorter than EC2's ~40 s so the test stays short (`CARPOOL_TIER_BOOT_SECONDS`)
 BOOT_SECONDS = float(os.environ.get("CARPOOL_TIER_BOOT_SECONDS", "10"))
@@ -64,3 +64,14 @@ def test_a_deployment_scaled_up_is_served_on_carpools_nodes(tier: RealTier) -> N
     callers = {arn for arn, refused in tier.authenticator.decisions if not refused}
     assert {arn.split("/")[1] for arn in callers} >= {f"carpool-{tier.cluster}-{f}" for f in ("watcher", "registrar")}
     assert not [why for _arn, why in tier.authenticator.decisions if why]
+
+
+def test_every_pod_has_its_time_to_capacity_stamped(tier: RealTier) -> None:
+    """Each served pod waited for a node launched for it: its steps are stamped, in order (runs after the
+    scale-up test, on the same tier)."""
+    tier.wait_for("the scale-up served", lambda: _running(tier), SERVED_WITHIN)
+    steps = tier.stamps.steps()
+    served = {f"default/{p['metadata']['name']}" for p in _running(tier)}
+    assert served <= set(steps), (served - set(steps), tier.stamps.pending, tier.stamps.bound)
+    assert all(v >= 0 for pod in steps.values() for v in pod.values()), steps
+    print("time to capacity on the real control plane (s):", percentiles(steps))

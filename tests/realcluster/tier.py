@@ -21,6 +21,7 @@ version, zones, AMIs and the Karpenter objects, so the tier and the simulation r
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import threading
 import time
@@ -91,9 +92,11 @@ class RealTier:
         self.plane = self._stack.enter_context(ControlPlane(
             token_webhook_url=server.url, node_monitor_grace_seconds=self.node_monitor_grace_seconds))
         self._functions_env(roles)
-        self.apply([d for d in self.scenario.manifests if d.get("kind") in KARPENTER_KINDS])
+        self.apply(self.manifests(KARPENTER_KINDS))
         self.bridge = self._stack.enter_context(_bridge(self))
+        self.stamps = self._stack.enter_context(Stamps(self.plane))
         if self._run_lambda:
+            self._on_provisioner_ec2("after-call.ec2.CreateFleet", self.stamps.after_create_fleet)
             self._inject_capacity_errors()
             self.lambdas = WallClockLambda(self.function_env, self._queues(), self.aws.client("sqs"),
                                            region=self.region, account=self.aws.account)
@@ -151,20 +154,30 @@ class RealTier:
         provisioner's EC2 requests, timed from the tier's start."""
         if not self.capacity_errors:
             return
-        from carpool import environment
-        from carpool.adapters.aws import session
         from carpool.sim.run.faults import CapacityFaults
 
         zones = {s: z for z, ids in self.network.subnets.items() for s in ids}
         faults = CapacityFaults(self.capacity_errors, lambda: time.time() - self.started, zones.get)
-        with environment.using(self.function_env["provisioner"]):
-            events = session.session().events
-            events.register("before-parameter-build.ec2.CreateFleet", faults.before_parameter_build)
-            events.register("before-call.ec2.CreateFleet", faults.before_call)
-            events.register("after-call.ec2.CreateFleet", faults.after_call)
+        self._on_provisioner_ec2("before-parameter-build.ec2.CreateFleet", faults.before_parameter_build)
+        self._on_provisioner_ec2("before-call.ec2.CreateFleet", faults.before_call)
+        self._on_provisioner_ec2("after-call.ec2.CreateFleet", faults.after_call)
         self.faults = faults
 
+    def _on_provisioner_ec2(self, event: str, hook: Callable[..., Any]) -> None:
+        """A botocore hook on the provisioner's session, before its cold start builds its EC2 client (a
+        client copies its session's hooks when it is made)."""
+        from carpool import environment
+        from carpool.adapters.aws import session
+
+        with environment.using(self.function_env["provisioner"]):
+            session.session().events.register(event, hook)
+
     # -- what users do
+
+    def manifests(self, kinds: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The scenario's manifests (inline or from files, as `carpool simulate` reads them), of `kinds`."""
+        docs = [d for _label, text in self.scenario.manifest_texts() for d in yaml.safe_load_all(text) if d]
+        return [d for d in docs if kinds is None or d.get("kind") in kinds]
 
     def apply(self, docs: Iterable[Mapping[str, Any]]) -> str:
         """`kubectl apply -f -` of the documents, as a user does (answers kubectl's output)."""
@@ -216,8 +229,8 @@ class RealTier:
         return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
 
     def wait_for(self, what: str, check: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
-        """Poll `check` until it answers something true; fail naming `what`, the Lambda errors so far and
-        the time waited."""
+        """Poll `check` until it answers something true; fail naming `what`, the Lambda errors so far,
+        the time waited and what the cluster shows (`describe`)."""
         deadline = time.monotonic() + timeout
         while True:
             answer = check()
@@ -225,11 +238,27 @@ class RealTier:
                 return answer
             if time.monotonic() > deadline:
                 errors = [e.error for e in self.lambdas.errors()][-3:] if self._run_lambda else []
-                raise AssertionError(f"not so after {timeout:g} s: {what}; Lambda errors: {errors}")
+                raise AssertionError(f"not so after {timeout:g} s: {what}; Lambda errors: {errors}\n{self.describe()}")
             alive = self.plane.alive()
             if not all(alive.values()):
                 raise AssertionError(f"a control plane component died: {alive}")
             time.sleep(every)
+
+
+    def describe(self) -> str:
+        """Nodes (taints, Ready) and pods not Running (phase, the scheduler's message): what a failed wait
+        shows, as `kubectl get` would."""
+        lines = []
+        for node in self.nodes():
+            ready = {c["type"]: c["status"] for c in node["status"].get("conditions") or []}.get("Ready")
+            taints = [t["key"] for t in node["spec"].get("taints") or []]
+            lines.append(f"node {node['metadata']['name']} Ready={ready} taints={taints}")
+        for pod in self.pods():
+            if pod["status"].get("phase") != "Running":
+                why = [c.get("message", "") for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+                lines.append(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']} "
+                             f"{pod['status'].get('phase')} {why}")
+        return "\n".join(lines[:40])
 
 
 def _trust(service: str) -> str:
@@ -319,3 +348,107 @@ class _MinimalBridge:
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         return proc
+
+
+class Stamps:
+    """When each step of a pod's way to capacity happened, on the wall clock, as the real objects show it
+    (`carpool simulate`'s steps, `carpool.sim.run.time_to_capacity`): a pod marked Unschedulable by the
+    real scheduler, the CreateFleet answer that launched its node's instance (a hook on the provisioner's
+    EC2 requests), the Node created, `karpenter.sh/unregistered` lifted, the pod bound. Read from watches
+    of pods and nodes (`time.time()` when each change arrived: the API's own stamps have whole seconds)."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self._plane = plane
+        self.pending: dict[str, float] = {}
+        self.bound: dict[str, tuple[float, str]] = {}
+        self.node_created: dict[str, float] = {}
+        self.node_lifted: dict[str, float] = {}
+        self.node_instance: dict[str, str] = {}
+        self.launched: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._follow, args=(path, handle), daemon=True, name=f"stamps-{path}")
+                         for path, handle in (("/api/v1/pods", self._pod), ("/api/v1/nodes", self._node))]
+
+    def __enter__(self) -> Stamps:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def after_create_fleet(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
+        """botocore's `after-call.ec2.CreateFleet`: each instance id answered, stamped now."""
+        now = time.time()
+        for group in (parsed or {}).get("Instances") or []:
+            for iid in group.get("InstanceIds") or []:
+                self.launched.setdefault(iid, now)
+
+    def _follow(self, path: str, handle: Callable[[dict[str, Any], float], None]) -> None:
+        version = ""
+        while not self._stop.is_set():
+            try:
+                params = {"watch": "1", "timeoutSeconds": "60", **({"resourceVersion": version} if version else {})}
+                with self._plane.http.stream("GET", f"{self._plane.endpoint}{path}", params=params, timeout=90,
+                                             headers={"Authorization": f"Bearer {self._plane.admin_token}"}) as answer:
+                    for line in answer.iter_lines():
+                        event = json.loads(line)
+                        if event.get("type") == "ERROR":
+                            version = ""
+                            break
+                        version = event["object"]["metadata"].get("resourceVersion", version)
+                        handle(event["object"], time.time())
+                        if self._stop.is_set():
+                            return
+            except Exception:  # a broken watch resumes (the plane stopping ends the loop)
+                self._stop.wait(0.5)
+
+    def _pod(self, pod: dict[str, Any], now: float) -> None:
+        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        if pod["spec"].get("nodeName"):
+            self.bound.setdefault(key, (now, pod["spec"]["nodeName"]))
+        elif any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                 for c in pod["status"].get("conditions") or []):
+            self.pending.setdefault(key, now)
+
+    def _node(self, node: dict[str, Any], now: float) -> None:
+        name = node["metadata"]["name"]
+        self.node_created.setdefault(name, now)
+        provider = node["spec"].get("providerID", "")
+        if provider.startswith("aws:///"):
+            self.node_instance[name] = provider.rsplit("/", 1)[-1]
+        if not [t for t in node["spec"].get("taints") or [] if t["key"] == "karpenter.sh/unregistered"]:
+            self.node_lifted.setdefault(name, now)
+
+    def steps(self) -> dict[str, dict[str, float]]:
+        """Per pod that waited for a node launched while it was pending: seconds of each step
+        (`pending->CreateFleet`, `CreateFleet->Node`, `Node->lifted`, `lifted->bound`, `pending->bound`)."""
+        out = {}
+        for pod, pending in self.pending.items():
+            if pod not in self.bound:
+                continue
+            bound, node = self.bound[pod]
+            launched = self.launched.get(self.node_instance.get(node, ""))
+            created, lifted = self.node_created.get(node), self.node_lifted.get(node)
+            if launched is None or created is None or lifted is None or launched < pending:
+                continue
+            out[pod] = {"pending->CreateFleet": launched - pending, "CreateFleet->Node": created - launched,
+                        "Node->lifted": lifted - created, "lifted->bound": bound - lifted,
+                        "pending->bound": bound - pending}
+        return out
+
+
+def percentiles(steps: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """p50 / p99 / max of each step over the pods (nearest rank, as `carpool simulate` reports them)."""
+    out: dict[str, dict[str, float]] = {}
+    names = sorted({step for pod in steps.values() for step in pod})
+    for step in names:
+        values = sorted(pod[step] for pod in steps.values() if step in pod)
+        out[step] = {"p50": round(_rank(values, 0.5), 2), "p99": round(_rank(values, 0.99), 2),
+                     "max": round(values[-1], 2)}
+    return out
+
+
+def _rank(values: list[float], q: float) -> float:
+    """The nearest-rank percentile of sorted `values`."""
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
