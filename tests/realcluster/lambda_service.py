@@ -13,9 +13,10 @@ invoke them, in real seconds (the simulated-clock counterpart is `carpool.sim.ru
   the handlers' own requests are served at the same moment by other threads, which the backend is not
   safe for.
 - Execution environments: an invocation takes an idle warm environment of its function or starts a new
-  one (a cold start: the handler's `wiring.get()` builds its dependencies there). An environment is a
-  `contextvars.Context` of its own, so what a cold start built (clients, caches, its EKS token) serves
-  that environment's later invocations and no other's, as in Lambda.
+  one (a cold start: the handler's `wiring.get()` builds its dependencies there), retired as the
+  simulation retires them (`carpool.sim.run.lambda_service.Containers`, here on `time.monotonic()`). An
+  environment is a `contextvars.Context` of its own, so what a cold start built (clients, caches, its EKS
+  token) serves that environment's later invocations and no other's, as in Lambda.
 - Each invocation runs with the function's environment installed (`carpool.environment.using`) and a
   context counting down from the deployed timeout on the wall clock (`LambdaContext.deployed`).
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 from carpool import delivery, environment
 from carpool.sim.localaws import lambda_runtime
-from carpool.sim.run.lambda_service import failed_ids
+from carpool.sim.run.lambda_service import Containers, failed_ids
 
 #: the longest ReceiveMessage long poll the poller waits in one request (short: stopping is prompt)
 POLL_SECONDS = 1
@@ -56,17 +57,13 @@ class Invocation:
 
 
 @dataclass
-class _Environment:
-    context: contextvars.Context
-    started: float
-
-
-@dataclass
 class _Function:
     name: str
     handler: Callable[[dict[str, Any], Any], Any]
     env: Mapping[str, str]
-    idle: list[_Environment] = field(default_factory=list)
+    containers: Containers = field(default_factory=Containers)
+    #: environment number -> what its process holds (a retired one's is dropped when it is next reused)
+    contexts: dict[int, contextvars.Context] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -185,19 +182,19 @@ class WallClockLambda:
         """Run `name`'s handler now, in a warm environment or a new one; an exception is the answer
         Lambda records as a failed invocation (None here), never the end of the service."""
         function = self._functions[name]
-        environment_, cold = self._acquire(function)
+        number, process, cold = self._acquire(function)
         record = Invocation(name, time.time(), len(event.get("Records", [])), cold)
         with self._lock:
             self.invocations.append(record)
-        context = lambda_runtime.LambdaContext.deployed(name, self._region, self._account)
+        context = lambda_runtime.LambdaContext.deployed(name, self._region, self._account, environment=number)
         try:
-            record.answer = environment_.context.run(self._run, function, dict(event), context)
+            record.answer = process.run(self._run, function, dict(event), context)
         except Exception as exc:  # the function failed; Lambda logs it and the trigger retries
             record.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         finally:
             record.ended = time.time()
             with function.lock:
-                function.idle.append(environment_)
+                function.containers.release(time.monotonic(), number)
         return record.answer
 
     @staticmethod
@@ -206,11 +203,15 @@ class WallClockLambda:
             return function.handler(event, context)
 
     @staticmethod
-    def _acquire(function: _Function) -> tuple[_Environment, bool]:
+    def _acquire(function: _Function) -> tuple[int, contextvars.Context, bool]:
+        """An environment: its number, its process state, whether it is new (a cold start)."""
         with function.lock:
-            if function.idle:
-                return function.idle.pop(), False
-        return _Environment(contextvars.Context(), time.monotonic()), True
+            number, cold = function.containers.acquire(time.monotonic())
+            if cold:
+                function.contexts[number] = contextvars.Context()
+                alive = set(function.containers.busy) | {n for _idle, _born, n in function.containers.idle}
+                function.contexts = {n: c for n, c in function.contexts.items() if n in alive}
+            return number, function.contexts[number], cold
 
     # -- what tests read
 
