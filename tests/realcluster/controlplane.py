@@ -374,7 +374,9 @@ class ControlPlane:
 
     def _scheduler_args(self) -> list[str]:
         k = str(self.admin_kubeconfig)
-        return [str(BIN / "kube-scheduler"), "--kubeconfig", k, "--authentication-kubeconfig", k,
+        # CARPOOL_TIER_SCHEDULER: another build of the scheduler (to measure a patched one against this one)
+        binary = os.environ.get("CARPOOL_TIER_SCHEDULER") or str(BIN / "kube-scheduler")
+        return [binary, "--kubeconfig", k, "--authentication-kubeconfig", k,
                 "--authorization-kubeconfig", k, "--bind-address", "127.0.0.1",
                 "--secure-port", str(self.ports["scheduler"]), "--leader-elect=false"]
 
