@@ -61,7 +61,7 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 SHARED = "/work/shared"
 #: what to build, by the binary that is missing (the skip message names it)
 HOW_TO_BUILD = {
-    "etcd": f"{SHARED}/kube-apiserver/build.sh (etcd under {ETCD.parent})",
+    "etcd": f"Debian's etcd-server unpacked (dpkg -x) under {ETCD.parents[2]}, as {SHARED}/kube-apiserver/start.sh expects",
     "kube-apiserver": f"MIRROR=... {SHARED}/kube-apiserver/build.sh",
     "kube-scheduler": f"{SHARED}/kube-control-plane/build.sh",
     "kube-controller-manager": f"{SHARED}/kube-control-plane/build.sh",

@@ -18,7 +18,10 @@ invoke them, in real seconds (the simulated-clock counterpart is `carpool.sim.ru
   environment is a `contextvars.Context` of its own, so what a cold start built (clients, caches, its EKS
   token) serves that environment's later invocations and no other's, as in Lambda.
 - Each invocation runs with the function's environment installed (`carpool.environment.using`) and a
-  context counting down from the deployed timeout on the wall clock (`LambdaContext.deployed`).
+  context counting down from the deployed timeout on the wall clock (`LambdaContext.deployed`). A thread
+  cannot be stopped from outside, so an invocation that outruns its timeout finishes, but its answer is
+  dropped as Lambda drops a timed-out one (its records are retried); what it wrote after the deadline
+  stays written, which Lambda would have cut short.
 """
 
 from __future__ import annotations
@@ -193,6 +196,9 @@ class WallClockLambda:
             record.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         finally:
             record.ended = time.time()
+            took, limit = record.ended - record.started, delivery.TIMEOUT_SECONDS.get(name, 60)
+            if took > limit:  # Lambda would have stopped it there: the answer is lost, the trigger retries
+                record.error, record.answer = f"Task timed out after {limit} seconds ({took:.1f} s)", None
             with function.lock:
                 function.containers.release(time.monotonic(), number)
         return record.answer
