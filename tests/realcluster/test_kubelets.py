@@ -155,6 +155,38 @@ def test_config_file_values_are_the_kubelets(plane: ControlPlane, nodes: HollowK
     assert {"key": "example.com/boot", "value": "x", "effect": "NoSchedule"} in node["spec"]["taints"]
 
 
+#: the KubeletConfiguration AL2023's nodeadm writes (`internal/kubelet/config.go` defaultKubeletSubConfig,
+#: with the per-instance fields it adds): fields newer than this kubelet (containerRuntimeEndpoint) are
+#: dropped by its lenient decoding, as a v1.24 kubelet would
+NODEADM_CONFIG: dict[str, Any] = {
+    "address": "0.0.0.0",
+    "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True, "cacheTTL": "2m0s"},
+                       "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+    "authorization": {"mode": "Webhook", "webhook": {"cacheAuthorizedTTL": "5m0s", "cacheUnauthorizedTTL": "30s"}},
+    "cgroupDriver": "systemd", "cgroupRoot": "/", "clusterDomain": "cluster.local", "clusterDNS": ["10.100.0.10"],
+    "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+    "evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"},
+    "featureGates": {"RotateKubeletServerCertificate": True}, "hairpinMode": "hairpin-veth",
+    "protectKernelDefaults": True, "readOnlyPort": 0, "logging": {"verbosity": 2},
+    "serializeImagePulls": False, "serverTLSBootstrap": True,
+    "tlsCipherSuites": ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_AES_256_GCM_SHA384"],
+    "kubeReserved": {"cpu": "70m", "ephemeral-storage": "1Gi", "memory": "442Mi"},
+    "kubeReservedCgroup": "/runtime", "systemReservedCgroup": "/system", "maxPods": 17,
+    "providerID": "aws:///us-east-1b/i-0fedcba9876543210",
+    "shutdownGracePeriod": "2m30s", "shutdownGracePeriodCriticalPods": "30s",
+}
+
+
+def test_nodeadm_configuration_boots(plane: ControlPlane, nodes: HollowKubelets) -> None:
+    node_spec = spec("ip-10-0-2-9.ec2.internal", "10.0.2.9", kubelet_config=NODEADM_CONFIG,
+                     provider_id=NODEADM_CONFIG["providerID"],
+                     machine=Machine(cpu_millis=2000, memory_bytes=8 * GIB, ephemeral_storage_bytes=20 * GIB))
+    kubelet = nodes.start(node_spec)
+    node = wait_for("the Node", lambda: get_node(plane, node_spec.name), REGISTER_SECONDS, kubelet.log)
+    assert values(node["status"]["allocatable"]) == {**expected_allocatable(node_spec), "pods": 17}
+    assert node["spec"]["providerID"] == NODEADM_CONFIG["providerID"]
+
+
 def test_restricted_label_is_refused_at_start_up(plane: ControlPlane, nodes: HollowKubelets) -> None:
     """The real kubelet refuses kubernetes.io labels outside its allowed set before it registers."""
     node_spec = spec("ip-10-0-1-4.ec2.internal", "10.0.1.4",
