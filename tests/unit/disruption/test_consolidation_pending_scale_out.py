@@ -60,3 +60,17 @@ def test_a_pod_nominated_to_a_claim_still_coming_does_not_hold_it():
                                                    "instance_id": "i-booting"}))
     [d] = w.plan(nominated={"default/wave-1": "booting"}).decisions
     assert (d.kind, d.nodes) == (Kind.DELETE, ("b",))
+
+
+def test_a_pod_nominated_to_a_full_registered_node_holds_it():
+    """The kube-scheduler packed other pods onto the node launched for `wave-1`: nominated there, it has no
+    room there, so it waits for a new node and consolidation waits with it."""
+    w = World()
+    _underutilized_pair(w)
+    w.node("c")
+    w.pod("full-c", "c", cpu="3900m")
+    w.pod("wave-1", cpu="3800m")
+    [claim_c] = [c for c in w.claims if c.node_name == "c"]
+    plan = w.plan(nominated={"default/wave-1": claim_c.name})
+    assert plan.decisions == []
+    assert "default/wave-1" in plan.kept["b"]
