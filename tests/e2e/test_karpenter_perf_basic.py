@@ -10,7 +10,6 @@ kube-scheduler packs no room for wait until about 300 s."""
 from __future__ import annotations
 
 import pytest
-
 from bench import perf_basic
 
 
