@@ -157,6 +157,8 @@ def _al2023(text: str) -> BootConfig:
     cfg = BootConfig(family="al2023")
     merged = merge_node_configs(_node_configs(text, cfg))
     spec = merged.get("spec") or {}
+    if not cfg.refusal:
+        cfg.refusal = _nodeadm_validation(spec.get("cluster") or {})
     kubelet = spec["kubelet"]
     config = kubelet.get("config") or {}
     cfg.service_cidr = str((spec.get("cluster") or {}).get("cidr") or "") or None
@@ -175,6 +177,22 @@ def _al2023(text: str) -> BootConfig:
         cfg.max_pods_expression = str(kubelet["maxPodsExpression"])
     read_flags(cfg, kubelet.get("flags") or [])
     return cfg
+
+
+def _nodeadm_validation(cluster: dict[str, Any]) -> str:
+    """nodeadm init's ValidateNodeConfig (internal/api/validation.go) on the merged NodeConfig: a cluster
+    without a name, endpoint, certificate authority or service CIDR stops the boot before the kubelet
+    starts (found by comparing with the real nodeadm: tests/realcluster/test_carpool_boot.py)."""
+    for key, missing in (("name", "Name"), ("apiServerEndpoint", "Apiserver endpoint")):
+        if not cluster.get(key):
+            return f"nodeadm: {missing} is missing in cluster configuration"
+    if cluster.get("certificateAuthority") is None:  # a nil []byte; an empty string decodes to a non-nil one
+        return "nodeadm: Certificate authority is missing in cluster configuration"
+    if not cluster.get("cidr"):
+        return "nodeadm: CIDR is missing in cluster configuration"
+    if cluster.get("enableOutpost") is True and not cluster.get("id"):
+        return "nodeadm: cluster ID must be provided for outposts"
+    return ""
 
 
 def _str_map(value: Any) -> dict[str, str] | None:
