@@ -25,6 +25,7 @@ from carpool.launch.fleet import FleetOverride, build_fleet_request, fleet_tags
 from carpool.launch.templates import LaunchSettings, create_launch_template_request, plan_launch_templates
 from carpool.launch.userdata import NodeBootstrap
 from carpool.sim.localaws.in_process import moto_in_process
+from carpool.sim.localaws.server import LocalAws
 
 CLUSTER = "demo"
 BOOT_SECONDS = 40.0
@@ -167,3 +168,37 @@ def test_the_thread_polls_until_stopped(world):
     finally:
         b.stop()
     assert len(kubelets.started) == 1 and b.errors == []
+
+
+def _wait(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return bool(condition())
+
+
+@needs_nodeadm
+def test_on_local_aws_as_the_tier_runs_it_the_wall_clock_and_one_second_polls():
+    """The server the tier runs, its own CreateFleet, the bridge's thread: a node 2 s after launch, gone
+    within a poll or two of its termination."""
+    with LocalAws(export=False) as aws:
+        ec2 = aws.client("ec2")
+        image = ec2.register_image(Name="amazon-eks-node-al2023-x86_64-standard-1.31-v20250115",
+                                   Architecture="x86_64", RootDeviceName="/dev/xvda")["ImageId"]
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+        world = World(ec2, subnet, {"al2023": image})
+        kubelets = RecordingKubelets()
+        b = InstanceBridge(ec2, kubelets, 2.0)
+        b.start()
+        try:
+            iid = world.launch("al2023")
+            launched = time.time()
+            assert _wait(lambda: kubelets.started, 8), b.errors or b.failures
+            assert time.time() - launched >= 1.0  # not before its boot time (LaunchTime has whole seconds)
+            assert kubelets.started[0].provider_id == f"aws:///us-east-1a/{iid}"
+            ec2.terminate_instances(InstanceIds=[iid])
+            assert _wait(lambda: kubelets.stopped, 5)
+        finally:
+            b.stop()
+    assert kubelets.stopped == [kubelets.started[0].name] and b.errors == []
