@@ -31,7 +31,7 @@ import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.realcluster.node_spec import Machine, NodeSpec, Taint
 
@@ -77,17 +77,31 @@ def node_spec(instance: Mapping[str, Any], user_data: bytes, instance_type: Mapp
     nodeadm asks for an instance type its embedded table lacks."""
     family = user_data_family(user_data)
     if family == "al2023":
-        config, labels, taints = nodeadm_kubelet(instance, user_data, instance_type, kubelet_version, ec2_endpoint)
+        start = nodeadm_kubelet(instance, user_data, instance_type, kubelet_version, ec2_endpoint)
         device = AL2023_ROOT_DEVICE
     else:
-        config, labels, taints = bottlerocket_kubelet(instance, user_data, instance_type)
+        start = bottlerocket_kubelet(instance, user_data, instance_type)
         device = BOTTLEROCKET_DATA_DEVICE
     gib = (volume_gib or {}).get(device, DEFAULT_VOLUME_GIB)
+    # the kubelet's name and IP are its --hostname-override and --node-ip (nodeadm: the private DNS name, or
+    # the instance ID under its InstanceIdNodeName gate); without them, the host's name and address
     return NodeSpec(
-        name=str(instance["PrivateDnsName"]), provider_id=provider_id(instance),
-        node_ip=str(instance["PrivateIpAddress"]), machine=machine(instance_type, family, gib),
-        kubelet_config=config, node_labels=labels, register_with_taints=taints,
+        name=start.identity.get("hostname-override") or str(instance["PrivateDnsName"]),
+        provider_id=str(start.config.get("providerID") or provider_id(instance)),
+        node_ip=start.identity.get("node-ip") or str(instance["PrivateIpAddress"]),
+        machine=machine(instance_type, family, gib),
+        kubelet_config=start.config, node_labels=start.labels, register_with_taints=start.taints,
     )
+
+
+class KubeletStart(NamedTuple):
+    """What a boot hands the kubelet: its configuration, `--node-labels`, `--register-with-taints`, and the
+    identity flags that are no configuration field (`hostname-override`, `node-ip`), by name."""
+
+    config: dict[str, Any]
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    identity: dict[str, str]
 
 
 def user_data_family(user_data: bytes) -> str:
@@ -139,9 +153,8 @@ def eni_max_pods(instance_type: Mapping[str, Any]) -> int:
 
 # -- AL2023: the real nodeadm -----------------------------------------------------------------------------
 def nodeadm_kubelet(instance: Mapping[str, Any], user_data: bytes, instance_type: Mapping[str, Any],
-                    kubelet_version: str = KUBELET_VERSION, ec2_endpoint: str | None = None
-                    ) -> tuple[dict[str, Any], dict[str, str], tuple[Taint, ...]]:
-    """(KubeletConfiguration, --node-labels, --register-with-taints) of the kubelet nodeadm would start."""
+                    kubelet_version: str = KUBELET_VERSION, ec2_endpoint: str | None = None) -> KubeletStart:
+    """The kubelet nodeadm would start."""
     return kubelet_view(nodeadm_boot(instance, user_data, instance_type, kubelet_version, ec2_endpoint))
 
 
@@ -186,13 +199,13 @@ def tool() -> Path:
     return path
 
 
-def kubelet_view(boot: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], tuple[Taint, ...]]:
+def kubelet_view(boot: Mapping[str, Any]) -> KubeletStart:
     """The configuration the kubelet runs with: config.json, the drop-in over it, then its command line
     (nodeadm's flags, then the user's: the later occurrence of a flag wins)."""
     config = json_merge(boot["config"], boot.get("dropIn") or {})
     args = [f"--{k}={v}" for k, v in sorted((boot.get("flags") or {}).items())] + list(boot.get("userFlags") or [])
-    labels = apply_flags(config, args)
-    return config, labels, taints_of(config)
+    labels, identity = apply_flags(config, args)
+    return KubeletStart(config, labels, taints_of(config), identity)
 
 
 def json_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,9 +252,15 @@ _SCALAR_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {"--max-pods": ("ma
                  "--register-with-taints": ("registerWithTaints", _taint_dicts)}
 
 
-def apply_flags(config: dict[str, Any], args: list[str]) -> dict[str, str]:
-    """Command-line flags over the configuration (flags win); returns `--node-labels` (a map flag too)."""
+#: flags that are no KubeletConfiguration field but name the node (the last occurrence wins)
+_IDENTITY_FLAGS = ("--hostname-override", "--node-ip")
+
+
+def apply_flags(config: dict[str, Any], args: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Command-line flags over the configuration (flags win); returns (`--node-labels`, a map flag too;
+    the identity flags by name without dashes)."""
     labels: dict[str, str] = {}
+    identity: dict[str, str] = {}
     seen: set[str] = set()
     for name, value in _split(args):
         first = name not in seen
@@ -254,7 +273,9 @@ def apply_flags(config: dict[str, Any], args: list[str]) -> dict[str, str]:
         elif name in _SCALAR_FLAGS:
             field, read = _SCALAR_FLAGS[name]
             config[field] = read(value)
-    return labels
+        elif name in _IDENTITY_FLAGS:
+            identity[name[2:]] = value
+    return labels, identity
 
 
 def _split(args: list[str]) -> list[tuple[str, str]]:
@@ -294,7 +315,7 @@ def bottlerocket_cpu_reserved(cores: int) -> str:
 
 
 def bottlerocket_kubelet(instance: Mapping[str, Any], user_data: bytes, instance_type: Mapping[str, Any]
-                         ) -> tuple[dict[str, Any], dict[str, str], tuple[Taint, ...]]:
+                         ) -> KubeletStart:
     """The kubelet Bottlerocket starts: pluto fills max-pods (eni-max-pods), provider-id and cluster-dns-ip
     when the settings lack them; the kubelet-config template writes the file; kubelet-env the labels and
     taints (`--node-labels`, `--register-with-taints`)."""
@@ -339,7 +360,11 @@ def bottlerocket_kubelet(instance: Mapping[str, Any], user_data: bytes, instance
     if taints:
         config["registerWithTaints"] = [{"key": t.key, "value": t.value, "effect": t.effect} if t.value
                                         else {"key": t.key, "effect": t.effect} for t in taints]
-    return config, labels, tuple(taints)
+    # kubelet-exec-start-conf: --hostname-override only when set (pluto sets it only for a hostname source)
+    identity = {"hostname-override": str(k8s["hostname-override"])} if k8s.get("hostname-override") else {}
+    if k8s.get("node-ip"):
+        identity["node-ip"] = str(k8s["node-ip"])
+    return KubeletStart(config, labels, tuple(taints), identity)
 
 
 def nodeadm_available() -> str:

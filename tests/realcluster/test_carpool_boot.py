@@ -121,6 +121,14 @@ def test_nodeadm_gives_the_node_its_identity_from_the_instance():
 
 
 @needs_nodeadm
+def test_nodeadms_instance_id_naming_gate_names_the_node_by_its_instance():
+    boot = replace(BARE, user_data=("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+                                    "  featureGates:\n    InstanceIdNodeName: true\n"))
+    spec = cb.node_spec(instance("m5.large"), render("al2023", boot).encode(), INSTANCE_TYPES["m5.large"])
+    assert spec.name == "i-0123456789abcdef0" and spec.node_ip == "10.0.7.9"
+
+
+@needs_nodeadm
 def test_nodeadm_reserves_memory_for_its_own_max_pods_when_the_user_data_sets_only_max_pods():
     text = ("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: demo\n"
             "    apiServerEndpoint: https://127.0.0.1:6443\n    certificateAuthority: Q0E=\n"
@@ -155,10 +163,11 @@ def test_drop_ins_merge_maps_per_key_and_replace_lists():
 
 def test_repeated_map_flags_merge_and_repeated_taint_flags_keep_the_last():
     config: dict[str, Any] = {"kubeReserved": {"cpu": "80m", "memory": "1Gi"}}
-    labels = cb.apply_flags(config, ["--node-labels=a=1", "--kube-reserved=cpu=1", "--node-labels", "b=2",
+    labels, identity = cb.apply_flags(config, ["--node-labels=a=1", "--kube-reserved=cpu=1", "--node-labels", "b=2",
                                      "--kube-reserved=memory=2Gi", "--register-with-taints=x=y:NoSchedule",
-                                     "--register-with-taints=z:NoExecute", "--max-pods=3"])
-    assert labels == {"a": "1", "b": "2"}
+                                     "--register-with-taints=z:NoExecute", "--max-pods=3",
+                                     "--hostname-override=n1", "--hostname-override=n2"])
+    assert labels == {"a": "1", "b": "2"} and identity == {"hostname-override": "n2"}
     assert config["kubeReserved"] == {"cpu": "1", "memory": "2Gi"}
     assert config["registerWithTaints"] == [{"key": "z", "effect": "NoExecute"}] and config["maxPods"] == 3
 
