@@ -124,8 +124,12 @@ def test_nodeadm_gives_the_node_its_identity_from_the_instance():
 def test_nodeadms_instance_id_naming_gate_names_the_node_by_its_instance():
     boot = replace(BARE, user_data=("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
                                     "  featureGates:\n    InstanceIdNodeName: true\n"))
-    spec = cb.node_spec(instance("m5.large"), render("al2023", boot).encode(), INSTANCE_TYPES["m5.large"])
+    text = render("al2023", boot)
+    spec = cb.node_spec(instance("m5.large"), text.encode(), INSTANCE_TYPES["m5.large"])
     assert spec.name == "i-0123456789abcdef0" and spec.node_ip == "10.0.7.9"
+    # the simulation named such a node by its private DNS name
+    assert sim_kubelet("al2023", text, "m5.large").name_by_instance_id
+    assert not sim_kubelet("al2023", render("al2023", BARE), "m5.large").name_by_instance_id
 
 
 @needs_nodeadm

@@ -64,6 +64,9 @@ class BootConfig:
     raid0: bool = False
     #: the service CIDR the NodeConfig gives (nodeadm derives the default cluster DNS from it)
     service_cidr: str | None = None
+    #: nodeadm's `InstanceIdNodeName` feature gate: the node is named by its instance ID, not its private
+    #: DNS name (internal/kubelet/config.go withCloudProvider)
+    name_by_instance_id: bool = False
     #: why the bootstrap fails before the kubelet starts ("" when it does not)
     refusal: str = ""
 
@@ -162,6 +165,7 @@ def _al2023(text: str) -> BootConfig:
     kubelet = spec["kubelet"]
     config = kubelet.get("config") or {}
     cfg.service_cidr = str((spec.get("cluster") or {}).get("cidr") or "") or None
+    cfg.name_by_instance_id = (spec.get("featureGates") or {}).get("InstanceIdNodeName") is True
     cfg.raid0 = str(((spec.get("instance") or {}).get("localStorage") or {}).get("strategy", "")) == "RAID0"
     cfg.settings.update({k: config[k] for k in SETTINGS if config.get(k) is not None})
     if config.get("maxPods") is not None:
