@@ -2,8 +2,8 @@
 it reads from IMDS and its DescribeInstanceTypes item to the `NodeSpec` its kubelet starts with.
 
 - AL2023: the REAL nodeadm decides. `nodeadm_kubelet/` holds a small Go program overlaid onto nodeadm's own
-  source (its `internal/kubelet` package; built outside this repository, see `tool`): it reads the user data with nodeadm's config providers, validates
-  it as `nodeadm init` does, and runs nodeadm's `generateKubeletConfig` for a fake instance (the instance's
+  source (its `internal/kubelet` package; built outside this repository, see `tool`): it reads the user
+  data with nodeadm's config providers, validates it as `nodeadm init` does, and runs nodeadm's `generateKubeletConfig` for a fake instance (the instance's
   type, private DNS name, IP, zone; a fake /sys with its vCPUs). What it prints is what nodeadm would write:
   config.json, the user's drop-in (config.json.d/40-nodeadm.conf) and the kubelet's command line. The merge
   of those three is the kubelet's own (`kubelet_view`): drop-ins over the file, maps per key and lists
