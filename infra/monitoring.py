@@ -339,9 +339,12 @@ class Monitoring(Construct):
             "ConfigInvalid",
             m.series("ConfigInvalid", "Sum", period=five).with_(label="invalid config loads"),
             description=(
-                "A NodePool or EC2NodeClass in the cluster does not validate: nothing is launched from it until "
-                "it is fixed. The provisioner's error log and the object's ValidationSucceeded condition "
-                "(`kubectl describe nodepool`) name the field; fix it (`carpool validate`) and `kubectl apply` it."
+                "carpool cannot serve the cluster's config: Karpenter's CRDs are not installed (every function "
+                "does nothing; install the karpenter-crd chart 1.14.1, see README's deploy section), the "
+                "NodePools and EC2NodeClasses could not be listed on a cold start, or one does not validate "
+                "(nothing is launched from it until it is fixed). The functions' error log says which; for an "
+                "object, its ValidationSucceeded condition (`kubectl describe nodepool`) names the field: fix it "
+                "(`carpool validate`) and `kubectl apply` it."
             ),
         )
         self._alarm(

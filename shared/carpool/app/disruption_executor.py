@@ -641,8 +641,9 @@ def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary:
     no cheaper option, nothing is launched and the decision log says so.
     """
     pods = _pods_to_move(deps, d.nodes, set(d.replacement_pods))
-    outcome = provision.provision_pods(pods, deps, reason=f"disruption/{d.reason.value}", exclude_claims=set(d.claims),
-                                       price_ceiling=cheaper_than)
+    spent = _spent_nominations(pods, d, deps)
+    outcome = provision.provision_pods(pods, deps, reason=f"disruption/{d.reason.value}",
+                                       exclude_claims=set(d.claims) | spent, price_ceiling=cheaper_than)
     names = _replacement_names(outcome, deps)
     problem = _replacement_problem(outcome, names)
     launched_price = sum(c.price or 0.0 for c in outcome.launched)
@@ -660,6 +661,23 @@ def _launch_replacement(d: Decision, world: _World, deps: Dependencies, summary:
                        f"{ceiling}{problem}{tried}{tail}")
         return None
     return names, outcome
+
+
+def _spent_nominations(pods: Iterable[Pod], d: Decision, deps: Dependencies) -> set[str]:
+    """Registered claims, other than the decision's, still holding nominations of the pods it moves: the
+    kube-scheduler (which knows nothing of carpool's plan) bound these pods on the nodes going now, and the
+    planner found no room for them on those claims' nodes (else they would not be the replacement's). Their
+    nominations are spent, so the replacement takes them over, as an interruption's does
+    (`interrupt._spent_nominations`). Counted as replacements they let the node drain at once, its pods back
+    to pending with no room coming (Karpenter's perf suite "basic", `examples/025-karpenter-perf-basic.yaml`)."""
+    keys = [p.key for p in pods]
+    held = deps.ledger.nominated(deps.clock(), keys) if keys else {}
+    spent = set()
+    for name in set(held.values()) - set(d.claims):
+        holder = deps.ledger.get(name)
+        if holder is not None and holder.status == ClaimStatus.REGISTERED:
+            spent.add(name)
+    return spent
 
 
 def _replacement_problem(outcome: provision.ProvisionOutcome, names: list[str]) -> str:

@@ -71,7 +71,7 @@ from carpool.app.cluster_config_source import CONFIG_RECHECK_SECONDS
 from carpool.app.wiring import Dependencies
 from carpool.karpenter_objects import EC2NODECLASS, NODEPOOL
 from carpool.ports import WatchEvent
-from carpool.state.models import Claim, ClaimStatus, holds_nominations
+from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION, Claim, ClaimStatus, holds_nominations
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
     cluster, started = deps.settings.cluster_name, deps.clock()
     summary = WatchSummary()
     claims = deps.ledger.active()
-    batch = _Publisher(deps, summary, _awaiting_nodes(claims, started))
+    batch = _Publisher(deps, summary, _awaiting_nodes(claims, started, _joining(deps)))
     index = _ClaimIndex(claims)
     batch.add(_resync(deps, summary, started, claims, index))
     batch.flush()
@@ -167,6 +167,9 @@ def run(deps: Dependencies, watch_seconds: float = 0.0) -> WatchSummary:
              summary.published, cluster, summary.failed, summary.awaiting_nodes)
     return summary
 
+
+#: after a hold passes, the kube-scheduler's last pass over the node is given this long to land
+_RECHECK_MARGIN = timedelta(seconds=1)
 
 #: An event the run found: (detail-type, object key), and how to build its PutEvents entry. Entries are
 #: built only for what is published: in a burst most pending pods await their nodes, and encoding each
@@ -232,9 +235,13 @@ def _follow(deps: Dependencies, summary: WatchSummary, seconds: float, index: _C
                     log.info("%s %s %s: pending pods are published again in %.0f s", change.kind,
                              _object_name(change), change.type.lower(), CONFIG_RECHECK_SECONDS)
                 batch.add(_changed(deps, change, index))
-            if config is not None and config.resync_due(deps.clock()):
+                _note_joining(change, index, batch, deps)
+            now = deps.clock()
+            if config is not None and config.resync_due(now):
                 batch.forget_pods()
                 batch.add(_pending_again(deps))
+            elif batch.hold_lapsed(now):
+                _held_again(deps, batch, now)
             batch.flush_due()
     except Exception as exc:  # WatchExpired (HTTP 410) or a dropped stream
         log.warning("watch ended early (%s); the next run resyncs", exc)
@@ -247,6 +254,27 @@ def _pending_again(deps: Dependencies) -> Iterable[_Found]:
         for pod in pods:
             if pod.is_provisionable():
                 yield _pod_found(cluster, pod, now, bus)
+
+
+def _note_joining(change: WatchEvent, index: _ClaimIndex, batch: _Publisher, deps: Dependencies) -> None:
+    """A joining node's step (its claim registered once Ready, then initialized) starts the hold of the
+    pods nominated to it: they are looked at again once a registered claim's hold has passed
+    (`NOMINATION_HOLD_AFTER_REGISTRATION`), so those the kube-scheduler could not fit there are published
+    within the run, not a run later. Only a step does: a heartbeat of a node long joined changes nothing."""
+    node = change.obj
+    if not isinstance(node, Node) or change.type == "DELETED":
+        return
+    claim = index.of(node)
+    if claim is not None and registrar_step(node, deps.settings.cluster_name, claim) is not None:
+        batch.recheck_at(deps.clock() + NOMINATION_HOLD_AFTER_REGISTRATION + _RECHECK_MARGIN)
+
+
+def _held_again(deps: Dependencies, batch: _Publisher, now: datetime) -> None:
+    """The claims as they are now decide which pending pods still await a node; the others are published
+    (a registered claim's hold passed: the pods left pending did not fit its node)."""
+    batch.hold(_awaiting_nodes(deps.ledger.active(), now, _joining(deps)))
+    batch.forget_pods()
+    batch.add(_pending_again(deps))
 
 
 class _ConfigWatch:
@@ -326,8 +354,11 @@ class _Publisher:
 
     FULL = delivery.PROVISIONER.batch_size
 
-    def __init__(self, deps: Dependencies, summary: WatchSummary, awaiting: set[str]) -> None:
-        self._deps, self._summary, self._awaiting = deps, summary, awaiting
+    def __init__(self, deps: Dependencies, summary: WatchSummary, awaiting: dict[str, datetime | None]) -> None:
+        self._deps, self._summary = deps, summary
+        self._awaiting: dict[str, datetime | None] = {}
+        self._recheck: datetime | None = None
+        self.hold(awaiting)
         self._seen: set[tuple[str, str]] = set()
         self._entries: list[dict[str, Any]] = []
         self._first_pod: datetime | None = None
@@ -350,6 +381,25 @@ class _Publisher:
                 self._node_waiting = True
             if len(self._entries) >= self.FULL:
                 self.flush()
+
+    def hold(self, awaiting: dict[str, datetime | None]) -> None:
+        """The pods awaiting their nodes from now on, each with the moment its registered claim's hold
+        passes (None: it holds while the claim is in flight); the earliest such moment is a recheck."""
+        self._awaiting = awaiting
+        ends = [end for end in awaiting.values() if end is not None]
+        self._recheck = None
+        if ends:
+            self.recheck_at(min(ends) + _RECHECK_MARGIN)
+
+    def recheck_at(self, when: datetime) -> None:
+        self._recheck = when if self._recheck is None else min(self._recheck, when)
+
+    def hold_lapsed(self, now: datetime) -> bool:
+        """Whether a recheck of the held pods is due (and if so, it is no longer pending)."""
+        if self._recheck is None or now < self._recheck:
+            return False
+        self._recheck = None
+        return True
 
     def forget_pods(self) -> None:
         """Let the pods published so far be published again (a config change may serve them now)."""
@@ -375,15 +425,32 @@ class _Publisher:
             self._summary.failed += self._deps.publisher.put_events(entries)
 
 
-def _awaiting_nodes(claims: list[Claim], now: datetime) -> set[str]:
-    """The pods whose nominations `claims` still hold at `now` (see the module docstring). A claim written
-    before `nominated_until` existed holds none here: its pods are published and the provisioner judges."""
-    held: set[str] = set()
+def _awaiting_nodes(claims: list[Claim], now: datetime, joining: set[str]) -> dict[str, datetime | None]:
+    """The pods whose nominations `claims` still hold at `now` (see the module docstring), each with when
+    its registered claim's hold passes (None: in flight). A claim written before `nominated_until`
+    existed holds none here: its pods are published and the provisioner judges.
+
+    A registered claim whose node is still joining (not initialized: a startup taint keeps the pods off
+    it) holds its pods until it initializes, however long that takes, as Karpenter's simulation counts an
+    uninitialized node's room for the pods it was launched for."""
+    held: dict[str, datetime | None] = {}
     for claim in claims:
         until = claim.nominated_until
-        if until is not None and until > now and holds_nominations(claim.status, claim.registered_at, now):
-            held.update(claim.pods)
+        if until is None or until <= now:
+            continue
+        joined = claim.status == ClaimStatus.REGISTERED and claim.node_name not in joining
+        if joined and claim.registered_at is not None:
+            end = claim.registered_at + NOMINATION_HOLD_AFTER_REGISTRATION
+            if end > now:
+                held.update(dict.fromkeys(claim.pods, end))
+        elif holds_nominations(claim.status, claim.registered_at, now) or claim.node_name in joining:
+            held.update(dict.fromkeys(claim.pods, None))
     return held
+
+
+def _joining(deps: Dependencies) -> set[str]:
+    """The names of carpool's nodes registered but not initialized (a few at a time)."""
+    return {node.name for node in deps.cluster.joining_nodes()}
 
 
 def _age(pod: Pod, now: datetime) -> float:

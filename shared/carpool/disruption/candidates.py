@@ -17,7 +17,9 @@ Room already promised is not free room (Karpenter's consolidation simulation sch
 nominated pods along with the candidates' pods). The pods nominated to a registered node's claim and not
 bound yet take that node's room here: a node is initialized a moment before the kube-scheduler binds the
 pods it was launched for (their backoff), and a disruption run in between would otherwise move another
-node's pods into it, send the wave back to pending and launch again. The other pending pods' room is
+node's pods into it, send the wave back to pending and launch again. Those of them the node has no room
+for (the kube-scheduler packed other pods there) are pending pods like any other (`ClusterView.pending`):
+they wait for a new node, and consolidation waits with them (`carpool.disruption.consolidation`). The other pending pods' room is
 reserved by the simulation first (`ClusterView.pending`); pods nominated to a claim still in flight need
 none, since that claim is never room for consolidation.
 """
@@ -186,7 +188,10 @@ def build(
             # the room of the pods nominated to this node's claim is theirs: the kube-scheduler binds them
             # here next, so consolidation must not move another node's pods into it (Karpenter's
             # simulation schedules pending and nominated pods along with the candidates' pods)
-            incoming = coming.get(node.name, [])
+            incoming, overflow = _within(coming.get(node.name, []), resources.subtract(allocatable, requested))
+            # nominated here but without room here (the kube-scheduler packed other pods onto the node): they
+            # wait for a new node, as Karpenter's simulation of the pending pods finds
+            view.pending.extend(p.spec for p in overflow if p.spec is not None)
             taken = resources.add(requested, resources.sum_all(p.requests for p in incoming))
             view.existing.append(si.ExistingNode(
                 node.name, dict(node.labels), resources.subtract(allocatable, taken), tuple(node.taints()),
@@ -272,6 +277,18 @@ def _replacement_targets(claims: Sequence[Claim]) -> dict[str, str]:
 def _waiting(pods: Sequence[PodView]) -> list[PodView]:
     """Pods waiting for a node (not bound, not on their way out), in key order."""
     return [p for p in sorted(pods, key=lambda p: p.key) if p.spec is not None and not p.node and not p.terminating]
+
+
+def _within(pods: Sequence[PodView], room: Resources) -> tuple[list[PodView], list[PodView]]:
+    """The pods that fit `room` one after the other, and those that do not."""
+    kept, over = [], []
+    for p in pods:
+        if resources.fits(p.requests, room):
+            room = resources.subtract(room, p.requests)
+            kept.append(p)
+        else:
+            over.append(p)
+    return kept, over
 
 
 def _coming_to(waiting: Sequence[PodView], nominated: Mapping[str, str],

@@ -16,6 +16,13 @@ together, k found by binary search; a multi-node replacement may not use an inst
 replaces unless cheaper than the cheapest of them (else deleting some of them would do). It is taken when
 it saves more than the best single-node decision among the same nodes.
 
+Pending pods a new node could serve block consolidation (Karpenter's `SimulateScheduling` schedules the
+pending pods with the candidates' pods, so they add new NodeClaims to every simulation: no deletion is
+possible, and `len(NewNodeClaims) != 1` refuses the rest). While a scale-out is still being served, moving a
+node's pods now would send them back to pending beside the pods still waiting (`Simulator.awaiting_new_nodes`).
+Pods no pool can serve do not block (Karpenter ignores pending pods' scheduling errors), nor do pods nominated
+to a claim still coming (not in `ClusterView.pending`).
+
 `Simulator` keeps the cluster consistent while one run takes several decisions: pending pods' room is
 reserved first, and each decision's placements are committed, so two decisions never count on the same
 free room. Only registered, Ready nodes are room: like Karpenter (which refuses plans that rely on
@@ -83,6 +90,8 @@ class Simulator:
         self._fitting: dict[tuple[tuple[str, int], ...], list[str]] = {}
         #: every pool's (price, allocatable) per offering it may launch, cheapest first (`settled`)
         self._offers = sorted((offer for pool in self.pools for offer in _offers(pool)), key=lambda o: o[0])
+        #: pending pods no existing node has room for and a new node could serve (see the module docstring)
+        self.awaiting_new_nodes: tuple[str, ...] = ()
         self._reserve_for_pending(view.pending)
 
     # -- simulation ---------------------------------------------------------------------------------
@@ -164,6 +173,10 @@ class Simulator:
             return
         result = schedule(pending, [], existing=list(self.existing.values()), daemonsets=self.daemonsets)
         self._occupy(result, {p.key: p for p in pending})
+        unhoused = [p for p in pending if p.key not in result.placements]
+        if unhoused:
+            served = schedule(unhoused, self.pools, daemonsets=self.daemonsets, indexes=self._indexes)
+            self.awaiting_new_nodes = tuple(sorted(served.placements))
 
     def _occupy(self, result: SchedulingResult, pods: dict[str, si.PodSpec]) -> None:
         for key, placement in result.placements.items():
@@ -178,6 +191,15 @@ class Simulator:
                 self._reduced.pop((n.name, True), None)
                 self._reduced.pop((n.name, False), None)
                 self._repelling = self._repelling or bool(pod.anti_affinity)
+
+
+def blocked_by_pending(sim: Simulator) -> str | None:
+    """Why no consolidation is taken in this run while pods wait for a new node, or None."""
+    waiting = sim.awaiting_new_nodes
+    if not waiting:
+        return None
+    return (f"{len(waiting)} pending pods need a new node (first {waiting[0]}): consolidating now would send "
+            f"this node's pods back to pending beside them")
 
 
 def _offers(pool: si.PoolSpec) -> Iterable[tuple[float, si.Resources]]:

@@ -6,7 +6,8 @@ Order (first rules first; a node decided by one rule is not seen by the next):
 3. drift (`Drifted`): replacement first; pods may not move onto other drifted/expired nodes;
 4. expiry (`Expired`): same, budgets without `reasons`;
 5. multi-node consolidation (`Underutilized`), then 6. single-node consolidation, only for
-   `WhenEmptyOrUnderutilized` pools.
+   `WhenEmptyOrUnderutilized` pools, and not while pending pods wait for a new node
+   (`consolidation.blocked_by_pending`, Karpenter's simulation with the pending pods).
 Within a rule, candidates go in disruption-cost order (Karpenter's: the pods' eviction cost weighted by
 the lifetime the node has left), ties by node name, so the same snapshot always gives the same plan.
 Voluntary rules (2-6) only consider Ready, registered nodes that are not already disrupting, not the
@@ -249,6 +250,11 @@ class _Planner:
 
     def _consolidate(self) -> None:
         cands = self._consolidatable()
+        pending = consolidation.blocked_by_pending(self.sim)
+        if pending:
+            # no search either: the next run looks again (not recorded as a search that found nothing)
+            self.out.kept.update(dict.fromkeys((c.node for c in cands), pending))
+            return
         state = self._state(cands)
         last = self.opt.consolidated
         if state and last is not None and last.state == state and self.now - last.at < RECHECK_AFTER:

@@ -38,13 +38,18 @@ LAUNCH_FACTS = ("status", "instance_id", "instance_type", "zone", "capacity_type
 #: How long a registered claim's nominations keep holding its pods, counted from the claim's
 #: `registered_at` (see `holds_nominations`). A late duplicate of a `Pod Unschedulable` event (or a
 #: watcher resync) that arrives after the node registered but before the kube-scheduler bound the pods
-#: still finds them nominated and launches nothing. Why bounded, not until the nomination's own TTL: a
-#: node is registered once it is Ready, and the kube-scheduler retries unschedulable pods on the node's
-#: add/update events, so its pods bind within seconds (startup taints removed by an agent take longer,
-#: hence minutes); a pod still pending after that did not fit the node (another pod took the room) and
-#: must be provisioned again now, not when the nomination expires.
+#: still finds them nominated and launches nothing. Why this short: a claim is registered once its node
+#: is Ready, and the kube-scheduler retries unschedulable pods on the node's add/update events, so the
+#: pods that fit bind within seconds; a pod still pending after that did not fit the node (the
+#: kube-scheduler does not follow carpool's plan: it packed other pods there) and must be provisioned
+#: again now. Karpenter's own nomination lasts `max(2 x BatchMaxDuration, 10 s)` = 20 s
+#: (`state.nominationWindow`), and its provisioner simulates the pending pods against the node's real
+#: room at its next batch. A node held back by startup taints (not initialized yet) is not in this
+#: clock: the watcher keeps its pods until it initializes (`carpool.app.watch`). Until this was 2
+#: minutes, a thousand-pod scale-out left the pods the kube-scheduler could not fit waiting 2 minutes
+#: more (Karpenter's perf suite, `examples/025-karpenter-perf-basic.yaml`).
 #: Bound pods need no nomination: the provisioner confirms every event against the cluster first.
-NOMINATION_HOLD_AFTER_REGISTRATION = timedelta(minutes=2)
+NOMINATION_HOLD_AFTER_REGISTRATION = timedelta(seconds=20)
 
 
 def holds_nominations(status: ClaimStatus | str, registered_at: datetime | None, now: datetime) -> bool:

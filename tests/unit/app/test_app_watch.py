@@ -15,7 +15,7 @@ from carpool.app.sources import StaticCatalogSource, TextConfigSource
 from carpool.app.wiring import Dependencies
 from carpool.sim.cluster.simulated import SimulatedCluster
 from carpool.state.memory import MemoryCapacityCache, MemoryLedger, MemoryOfferings
-from carpool.state.models import Claim
+from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION, Claim
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 CONFIG = """
@@ -124,7 +124,7 @@ def test_awaiting_pods_are_read_from_the_claims_not_from_the_nominations() -> No
     cases = {
         "live": ("c-live", NOW, 600),  # reserved now: its node is booting
         "grown": None,  # nominated later onto the live claim
-        "held": ("c-held", NOW - 5 * minute, 3600),  # registered a minute ago: within the hold
+        "held": ("c-held", NOW - 5 * minute, 3600),  # registered half a hold ago: within the hold
         "past-hold": ("c-past", NOW - 5 * minute, 3600),  # registered 3 minutes ago: past the hold
         "expired": ("c-exp", NOW - 11 * minute, 600),  # reserved with a 10-minute TTL 11 minutes ago
         "released": ("c-rel", NOW, 600),
@@ -142,7 +142,7 @@ def test_awaiting_pods_are_read_from_the_claims_not_from_the_nominations() -> No
             name, at, ttl = reservation
             ledger.reserve(_claim(name, [f"default/{pod}"]), None, at, ttl)
     ledger.nominate("c-live", ["default/grown"], {"cpu": 1000}, NOW, 600)
-    ledger.mark_registered("c-held", "node-held", NOW - minute)
+    ledger.mark_registered("c-held", "node-held", NOW - NOMINATION_HOLD_AFTER_REGISTRATION / 2)
     ledger.mark_registered("c-past", "node-past", NOW - 3 * minute)
     ledger.release(_claim("c-rel", []))
     ledger.claims["c-old"].nominated_until = None

@@ -14,6 +14,7 @@ from carpool import delivery
 from carpool.app import watch
 from carpool.sim.clock import SimClock
 from carpool.sim.cluster.simulated import SimulatedCluster
+from carpool.state.models import NOMINATION_HOLD_AFTER_REGISTRATION
 
 
 class _World:
@@ -94,3 +95,39 @@ def test_the_watch_ends_at_the_runs_deadline_counted_from_its_start() -> None:
     # the next run's
     assert summary.published == 1 and w.published_at[-1][0] == 65.0
     assert w.clock.now() - NOW == timedelta(seconds=65)
+
+
+def _held_by_registered_claim(w: _World, node_labels: dict[str, str] | None = None) -> None:
+    """Pod `left` pending, nominated to claim c1, registered at the run's start; with `node_labels`, its node
+    exists with them (carpool's claim label and no `karpenter.sh/initialized`: still joining)."""
+    from test_app_watch import _claim
+
+    w.cluster.add_pod(_pod("left"))
+    w.cluster.bind()  # no node takes it: Unschedulable
+    w.deps.ledger.reserve(_claim("c1", ["default/left"]), None, NOW, 600)
+    w.deps.ledger.mark_registered("c1", "ip-i-1", NOW)
+    if node_labels is not None:
+        w.cluster.add_node({"metadata": {"name": "ip-i-1", "labels": node_labels},
+                            "spec": {"providerID": "aws:///us-east-1a/i-1", "taints": []},
+                            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+def test_a_pod_its_registered_node_had_no_room_for_is_published_once_the_hold_passes_within_the_run() -> None:
+    """The kube-scheduler packed other pods onto the node launched for `left`: once the registered claim's
+    hold passes, the run publishes it (a run later, it would wait another minute for its node)."""
+    w = _World()
+    _held_by_registered_claim(w)
+    summary = watch.run(w.deps, watch_seconds=65.0)
+    pods = [round(t, 3) for t, kinds in w.published_at if "Pod Unschedulable" in kinds]
+    hold = NOMINATION_HOLD_AFTER_REGISTRATION.total_seconds()
+    assert len(pods) == 1 and hold < pods[0] <= hold + 1.0 + delivery.POD_BATCH_IDLE_SECONDS + 0.5, pods
+    assert summary.awaiting_nodes == 1  # counted at the resync, while the hold held
+
+
+def test_a_registered_node_still_held_back_by_a_startup_taint_keeps_its_pods() -> None:
+    """Not initialized yet (a startup taint keeps the pods off it): its pods are not published, however long."""
+    w = _World()
+    _held_by_registered_claim(w, {"karpenter.sh/nodepool": "default", "carpool.dev/nodeclaim": "c1",
+                                  "karpenter.sh/registered": "true"})
+    watch.run(w.deps, watch_seconds=65.0)
+    assert [kinds for _t, kinds in w.published_at if "Pod Unschedulable" in kinds] == []

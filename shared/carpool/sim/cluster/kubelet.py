@@ -449,7 +449,7 @@ class Kubelets:
         inst, kubelet = boot.instance, boot.kubelet
         assert kubelet is not None
         facts = self.facts(inst["InstanceType"])
-        name = inst.get("PrivateDnsName") or inst["InstanceId"]
+        name = inst["InstanceId"] if kubelet.name_by_instance_id else inst.get("PrivateDnsName") or inst["InstanceId"]
         zone = inst["Placement"]["AvailabilityZone"]
         os_name = "windows" if kubelet.family == nodeboot.WINDOWS else "linux"
         labels = {L.HOSTNAME: name, L.OS: os_name, L.ARCH: facts.arch, LEGACY_OS: os_name, LEGACY_ARCH: facts.arch,

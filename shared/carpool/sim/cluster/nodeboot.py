@@ -71,6 +71,8 @@ class NodeKubelet:
     settings: dict[str, Any] = field(default_factory=dict)
     #: the kubelet's root directory is on the RAID0 array of the instance store
     raid0: bool = False
+    #: the node is named by its instance ID (nodeadm's InstanceIdNodeName gate), not its private DNS name
+    name_by_instance_id: bool = False
 
 
 def cluster_dns_of(service_cidr: str) -> str:
@@ -127,6 +129,7 @@ def _nodeadm(boot: BootConfig, vcpus: int, standard: int, enis: int, ips: int) -
         system_reserved=_layer({}, boot.system_reserved, "system_reserved" in boot.flag_maps),
         eviction_hard=_layer(EKS_EVICTION, boot.eviction_hard, "eviction_hard" in boot.flag_maps),
         labels=dict(boot.labels), taints=tuple(boot.taints), eni_max_pods=own, settings=dict(boot.settings), raid0=boot.raid0,
+        name_by_instance_id=boot.name_by_instance_id,
     )
 
 

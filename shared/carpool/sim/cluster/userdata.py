@@ -64,6 +64,9 @@ class BootConfig:
     raid0: bool = False
     #: the service CIDR the NodeConfig gives (nodeadm derives the default cluster DNS from it)
     service_cidr: str | None = None
+    #: nodeadm's `InstanceIdNodeName` feature gate: the node is named by its instance ID, not its private
+    #: DNS name (internal/kubelet/config.go withCloudProvider)
+    name_by_instance_id: bool = False
     #: why the bootstrap fails before the kubelet starts ("" when it does not)
     refusal: str = ""
 
@@ -157,9 +160,12 @@ def _al2023(text: str) -> BootConfig:
     cfg = BootConfig(family="al2023")
     merged = merge_node_configs(_node_configs(text, cfg))
     spec = merged.get("spec") or {}
+    if not cfg.refusal:
+        cfg.refusal = _nodeadm_validation(spec.get("cluster") or {})
     kubelet = spec["kubelet"]
     config = kubelet.get("config") or {}
     cfg.service_cidr = str((spec.get("cluster") or {}).get("cidr") or "") or None
+    cfg.name_by_instance_id = (spec.get("featureGates") or {}).get("InstanceIdNodeName") is True
     cfg.raid0 = str(((spec.get("instance") or {}).get("localStorage") or {}).get("strategy", "")) == "RAID0"
     cfg.settings.update({k: config[k] for k in SETTINGS if config.get(k) is not None})
     if config.get("maxPods") is not None:
@@ -175,6 +181,22 @@ def _al2023(text: str) -> BootConfig:
         cfg.max_pods_expression = str(kubelet["maxPodsExpression"])
     read_flags(cfg, kubelet.get("flags") or [])
     return cfg
+
+
+def _nodeadm_validation(cluster: dict[str, Any]) -> str:
+    """nodeadm init's ValidateNodeConfig (internal/api/validation.go) on the merged NodeConfig: a cluster
+    without a name, endpoint, certificate authority or service CIDR stops the boot before the kubelet
+    starts (found by comparing with the real nodeadm: tests/realcluster/test_carpool_boot.py)."""
+    for key, missing in (("name", "Name"), ("apiServerEndpoint", "Apiserver endpoint")):
+        if not cluster.get(key):
+            return f"nodeadm: {missing} is missing in cluster configuration"
+    if cluster.get("certificateAuthority") is None:  # a nil []byte; an empty string decodes to a non-nil one
+        return "nodeadm: Certificate authority is missing in cluster configuration"
+    if not cluster.get("cidr"):
+        return "nodeadm: CIDR is missing in cluster configuration"
+    if cluster.get("enableOutpost") is True and not cluster.get("id"):
+        return "nodeadm: cluster ID must be provided for outposts"
+    return ""
 
 
 def _str_map(value: Any) -> dict[str, str] | None:
