@@ -77,7 +77,7 @@ class ControlPlaneError(Exception):
 def binary_paths() -> dict[str, Path]:
     """Where each binary the tier runs is expected."""
     return {"etcd": ETCD, "kube-apiserver": BIN / "kube-apiserver", "kube-scheduler": BIN / "kube-scheduler",
-            "kube-controller-manager": BIN / "kube-controller-manager", "kubemark": BIN / "kubemark",
+            "kube-controller-manager": BIN / "kube-controller-manager", "kubemark": Path.home() / ".cache" / "carpool-realcluster" / "bin" / "kubemark",
             "nodeadm": NODEADM}
 
 

@@ -268,15 +268,19 @@ def _trust(service: str) -> str:
 
 @contextmanager
 def _bridge(tier: RealTier) -> Iterator[Any]:
-    """h/boot's `InstanceBridge` when it is there, else the minimal stand-in."""
-    try:
-        from tests.realcluster.instances import InstanceBridge  # type: ignore[import-not-found]
-    except ImportError:
-        bridge: Any = _MinimalBridge(tier)
-    else:
-        bridge = InstanceBridge(tier)
-    with bridge:
-        yield bridge
+    """h/boot's `InstanceBridge` on the patched hollow kubelets (`kubelets.HollowKubelets`): each instance
+    boots from carpool's own user data a boot time after launch; a gone instance's kubelet stops."""
+    from tests.realcluster.instances import InstanceBridge
+    from tests.realcluster.kubelets import HollowKubelets
+
+    with HollowKubelets(tier.plane.endpoint, tier.plane.ca_file, tier.plane.ca_key,
+                        run_dir=tier.plane.run_dir / "kubelets") as kubelets:
+        bridge = InstanceBridge(tier.aws.client("ec2"), kubelets, tier.boot_seconds)
+        bridge.start()
+        try:
+            yield bridge
+        finally:
+            bridge.stop()
 
 
 class _MinimalBridge:
