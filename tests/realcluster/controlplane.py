@@ -44,6 +44,8 @@ CRD_DIR = ROOT / "tests" / "data" / "karpenter-crds-v1.14.1"
 RBAC_FILE = ROOT / "infra" / "rbac.yaml"
 KUBE_HOME = Path(os.environ.get("KUBE_APISERVER_HOME", Path.home() / ".cache" / "carpool-kube-apiserver"))
 BIN = KUBE_HOME / "bin"
+#: tests/realcluster/build.sh's builds (the patched kubemark); REALCLUSTER_HOME as kubelets.py reads it
+REALCLUSTER_BIN = Path(os.environ.get("REALCLUSTER_HOME", Path.home() / ".cache" / "carpool-realcluster")) / "bin"
 ETCD = KUBE_HOME / "etcd" / "usr" / "bin" / "etcd"
 NODEADM = Path(os.environ.get("NODEADM_HOME", Path.home() / ".cache" / "carpool-nodeadm")) / "bin" / "nodeadm"
 #: the group the stack's access entries map carpool's function roles to (`infra/settings.py`)
@@ -77,7 +79,7 @@ class ControlPlaneError(Exception):
 def binary_paths() -> dict[str, Path]:
     """Where each binary the tier runs is expected."""
     return {"etcd": ETCD, "kube-apiserver": BIN / "kube-apiserver", "kube-scheduler": BIN / "kube-scheduler",
-            "kube-controller-manager": BIN / "kube-controller-manager", "kubemark": Path.home() / ".cache" / "carpool-realcluster" / "bin" / "kubemark",
+            "kube-controller-manager": BIN / "kube-controller-manager", "kubemark": REALCLUSTER_BIN / "kubemark",
             "nodeadm": NODEADM}
 
 
