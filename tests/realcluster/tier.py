@@ -11,7 +11,7 @@ What runs, in the order it starts (and stops in reverse):
    and `infra/rbac.yaml` bound to the group;
 4. the scenario's NodePools and EC2NodeClasses applied with kubectl, as Karpenter's Getting Started does;
 5. the instance bridge: every instance local EC2 runs becomes a hollow kubelet a boot time later
-   (`instances.InstanceBridge` once h/boot lands; until then `_MinimalBridge` below);
+   started from carpool's own user data (`instances.InstanceBridge` on `kubelets.HollowKubelets`);
 6. the Lambda service (`lambda_service.WallClockLambda`) running the five handlers as deployed.
 
 The scenario file (`examples/*.yaml`, `carpool simulate`'s format) gives the cluster's name, region,
@@ -281,77 +281,6 @@ def _bridge(tier: RealTier) -> Iterator[Any]:
             yield bridge
         finally:
             bridge.stop()
-
-
-class _MinimalBridge:
-    """Until h/boot's `InstanceBridge` lands: a hollow kubelet per running instance, `boot_seconds` after
-    its launch, stopped when the instance leaves running. Not faithful where h/boot's is: it does not read
-    the user data (labels and taints are what carpool's NodeClaim template gives every node:
-    `karpenter.sh/nodepool` from the instance's tag, `karpenter.sh/unregistered:NoExecute`) and the
-    machine is kubemark's (1 CPU, 3840Mi). The identity is EC2's: the private DNS name, and an
-    `aws:///ZONE/ID` providerID written by the node itself creating its Node before the kubelet starts
-    (the unpatched kubelet would write `kubemark://NAME`, which it keeps on a Node that exists)."""
-
-    def __init__(self, tier: RealTier) -> None:
-        self.tier = tier
-        self.kubelets: dict[str, subprocess.Popen[bytes]] = {}
-        self.started_at: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="instance-bridge", daemon=True)
-
-    def __enter__(self) -> _MinimalBridge:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        stop_processes(list(self.kubelets.values()))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                self._step()
-            except Exception as exc:  # a failed poll is retried; the test's wait reports what is missing
-                print(f"instance bridge: {type(exc).__name__}: {exc}")
-
-    def _step(self) -> None:
-        running = {i["InstanceId"]: i for i in self.tier.instances(("running",))}
-        for iid, proc in list(self.kubelets.items()):
-            if iid not in running:
-                stop_processes([proc])
-                del self.kubelets[iid]
-        for iid, inst in running.items():
-            launched = inst["LaunchTime"].timestamp()
-            if iid not in self.kubelets and time.time() - launched >= self.tier.boot_seconds:
-                self.kubelets[iid] = self._boot(inst)
-                self.started_at[iid] = time.time()
-
-    def _boot(self, inst: Mapping[str, Any]) -> subprocess.Popen[bytes]:
-        from tests.realcluster.controlplane import BIN
-
-        name = inst["PrivateDnsName"]
-        zone = inst["Placement"]["AvailabilityZone"]
-        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-        labels = {"karpenter.sh/nodepool": tags.get("karpenter.sh/nodepool", ""),
-                  "node.kubernetes.io/instance-type": inst["InstanceType"],
-                  "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": self.tier.region}
-        labels = {k: v for k, v in labels.items() if v}
-        kubeconfig = self.tier.plane.node_kubeconfig(name)
-        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-                "spec": {"providerID": f"aws:///{zone}/{inst['InstanceId']}",
-                         "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]}}
-        subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "create", "-f", "-"], input=json.dumps(node),
-                       text=True, capture_output=True, timeout=60)
-        log = (self.tier.plane.run_dir / f"kubelet-{name}.log").open("wb")
-        flags = [f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}",
-                 "--register-with-taints=karpenter.sh/unregistered=:NoExecute", "--max-pods=29"]
-        proc = subprocess.Popen([str(BIN / "kubemark"), "--morph=kubelet", f"--name={name}",
-                                 f"--kubeconfig={kubeconfig}", f"--kubelet-port={free_port()}",
-                                 "--kubelet-read-only-port=0", "--use-host-image-service=false", *flags],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        return proc
 
 
 class Stamps:
