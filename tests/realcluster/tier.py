@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -32,7 +31,7 @@ from typing import Any
 
 import yaml
 from tests.realcluster.authenticator import AccessEntry, Authenticator, AuthenticatorServer, moto_secret
-from tests.realcluster.controlplane import ROOT, ControlPlane, free_port, stop_processes
+from tests.realcluster.controlplane import ROOT, ControlPlane
 from tests.realcluster.lambda_service import WallClockLambda
 
 from carpool import delivery
