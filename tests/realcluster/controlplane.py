@@ -44,7 +44,7 @@ CRD_DIR = ROOT / "tests" / "data" / "karpenter-crds-v1.14.1"
 RBAC_FILE = ROOT / "infra" / "rbac.yaml"
 KUBE_HOME = Path(os.environ.get("KUBE_APISERVER_HOME", Path.home() / ".cache" / "carpool-kube-apiserver"))
 BIN = KUBE_HOME / "bin"
-#: tests/realcluster/build.sh's builds (the patched kubemark); REALCLUSTER_HOME as kubelets.py reads it
+#: the patched kubemark's home (built with tests/realcluster/patches/); REALCLUSTER_HOME as kubelets.py reads it
 REALCLUSTER_BIN = Path(os.environ.get("REALCLUSTER_HOME", Path.home() / ".cache" / "carpool-realcluster")) / "bin"
 ETCD = KUBE_HOME / "etcd" / "usr" / "bin" / "etcd"
 NODEADM = Path(os.environ.get("NODEADM_HOME", Path.home() / ".cache" / "carpool-nodeadm")) / "bin" / "nodeadm"
@@ -67,7 +67,7 @@ HOW_TO_BUILD = {
     "kube-apiserver": f"MIRROR=... {SHARED}/kube-apiserver/build.sh",
     "kube-scheduler": f"{SHARED}/kube-control-plane/build.sh",
     "kube-controller-manager": f"{SHARED}/kube-control-plane/build.sh",
-    "kubemark": "tests/realcluster/build.sh (kubemark with carpool's PATCH_DIR patches)",
+    "kubemark": "../shared/kube-control-plane/build.sh with PATCH_DIR=tests/realcluster/patches (kubemark, OUT=~/.cache/carpool-realcluster/bin)",
     "nodeadm": "the nodeadm build (/work/shared/nodeadm/, into ~/.cache/carpool-nodeadm/bin/nodeadm)",
 }
 

@@ -2,7 +2,7 @@
 
 Each kubelet boots as the instance would: the spec's KubeletConfiguration in a file read by `--config` (the
 kubelet's own decoding, defaulting and validation), the machine's size, providerID and node IP from the
-flags `tests/realcluster/build.sh`'s patches add, and its own client certificate
+flags the patches in `tests/realcluster/patches/` add, and its own client certificate
 (`CN=system:node:NAME, O=system:nodes`, signed by the control plane's CA), so the Node authorizer and
 NodeRestriction treat it as EKS treats a node. From the control plane it takes only the endpoint, the CA
 certificate and the CA key. Stopping a kubelet is the instance going away: its heartbeats stop, nothing
@@ -29,9 +29,10 @@ from tests.realcluster.controlplane import CertificateAuthority, kubeconfig_text
 from tests.realcluster.node_spec import NodeSpec
 
 REALCLUSTER_HOME = Path(os.environ.get("REALCLUSTER_HOME", Path.home() / ".cache" / "carpool-realcluster"))
-#: the patched kubemark `tests/realcluster/build.sh` builds (the unpatched one has none of the flags used)
+#: the kubemark built with `tests/realcluster/patches/` (the unpatched one has none of the flags used)
 KUBEMARK = REALCLUSTER_HOME / "bin" / "kubemark"
-HOW_TO_BUILD = "tests/realcluster/build.sh (kubemark with the patches in tests/realcluster/patches/)"
+HOW_TO_BUILD = ("the kubemark of ../shared/kube-control-plane/ built with the patches in tests/realcluster/patches/ "
+                "(its PATCH_DIR; OUT=~/.cache/carpool-realcluster/bin, see its README)")
 #: a kubelet asked to stop gets this long after SIGTERM before SIGKILL
 STOP_SECONDS = 5.0
 #: how much of a log an error quotes

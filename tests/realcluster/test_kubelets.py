@@ -1,6 +1,6 @@
 """Hollow kubelets booted from a NodeSpec, on a real API server (Node,RBAC + NodeRestriction) and the real
 node lifecycle controller. Each test skips, naming what to build, when the binaries are absent:
-`tests/realcluster/build.sh` for the patched kubemark, `../shared/kube-*/build.sh` for the control plane."""
+`tests/realcluster/patches/` (PATCH_DIR of ../shared/kube-control-plane/build.sh) for the patched kubemark, `../shared/kube-*/build.sh` for the control plane."""
 
 from __future__ import annotations
 

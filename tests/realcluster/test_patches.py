@@ -1,4 +1,4 @@
-"""The kubemark patches (`tests/realcluster/patches/`) as `build.sh` uses them: each applies with `git apply`
+"""The kubemark patches (`tests/realcluster/patches/`) as ../shared/kube-control-plane/build.sh's PATCH_DIR applies them: each applies with `git apply`
 to the Kubernetes source it was made against, and no two touch the same file (the shared build script
 recognises an applied patch by reverse-applying it alone, which a later patch on the same lines breaks).
 They patch only where the hollow kubelet fakes the machine, and the kubelet's code they reuse."""
@@ -47,10 +47,10 @@ def test_no_two_patches_touch_one_file() -> None:
 
 @pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.name)
 def test_patch_applies_to_a_clean_copy(patch: Path, tmp_path: Path) -> None:
-    """The touched files copied out of the shared source; if build.sh applied the patch there, it is taken
+    """The touched files copied out of the shared source; if PATCH_DIR applied the patch there, it is taken
     out of the copy first (which proves it is applied whole), then the patch must apply to the clean copy."""
     if not (SRC / "cmd" / "kubemark").is_dir():
-        pytest.skip(f"no Kubernetes source at {SRC}: run ../shared/kube-apiserver/build.sh, then tests/realcluster/build.sh")
+        pytest.skip(f"no Kubernetes source at {SRC}: run ../shared/kube-apiserver/build.sh, then its kube-control-plane build with PATCH_DIR=tests/realcluster/patches")
     for f in touched(patch):
         if (SRC / f).exists():
             (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
