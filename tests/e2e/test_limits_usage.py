@@ -126,3 +126,24 @@ def test_plan_places_hostname_spread_pods_in_the_getting_started_pool(tmp_path: 
     claims = plan["nodeClaims"]
     assert len(claims) == 6 and len({c["name"] for c in claims}) == 6  # one node a pod, each its own name
     assert plan["limits"]["default"]["cpu"]["usage"] <= 1000_000
+
+
+@pytest.fixture(scope="module")
+def nodes_run() -> SimResult:
+    return _run("nodes-pool.yaml")
+
+
+def test_a_nodes_limit_holds_the_pool_to_that_many_nodes(nodes_run: SimResult) -> None:
+    # limits.nodes (Karpenter v1.11): each claim counts one node, as nodepool.status.resources["nodes"]
+    assert (nodes_run.pods.scheduled, nodes_run.pods.pending) == (2, 2), nodes_run.pods
+    assert len(nodes_run.launches) == 2
+    used = _usage(nodes_run, "two")
+    assert used["nodes"] == len(_running(nodes_run)) == 2
+
+
+def test_plan_explains_the_nodes_limit(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "nodes-pool.yaml", HERE / "nodes-pods.yaml")
+    assert len(plan["nodeClaims"]) == 2
+    held = _unschedulable(plan)
+    assert len(held) == 2 and all(v["reasons"] == {"two": "limit nodes exhausted"} for v in held.values()), held
+    assert plan["limits"]["two"]["nodes"] == {"usage": 2, "limit": 2}
