@@ -197,11 +197,10 @@ def sigv4_query_signature(url: str, cluster_id: str, secret: str) -> str:
 
 def moto_secret(account: str) -> Callable[[str], str | None]:
     """The secret of credentials local STS issued (AssumeRole) in `account`, by access key id."""
-    def secret_of(access_key_id: str) -> str | None:
-        from moto.sts.models import sts_backends
+    from carpool.sim.localaws.in_process import assumed_role_secret
 
-        role = sts_backends[account]["aws"].get_assumed_role_from_access_key(access_key_id)
-        return None if role is None else str(role.secret_access_key)
+    def secret_of(access_key_id: str) -> str | None:
+        return assumed_role_secret(account, access_key_id)
     return secret_of
 
 

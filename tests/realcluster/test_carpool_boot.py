@@ -12,15 +12,17 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from moto.ec2.models.instance_types import INSTANCE_TYPES
 from tests.realcluster import carpool_boot as cb
 from tests.realcluster.node_spec import Taint
 
 from carpool.launch.userdata import NodeBootstrap, render
 from carpool.sim.cluster import nodeboot, userdata
 from carpool.sim.cluster.kubelet import InstanceFacts
+from carpool.sim.localaws.in_process import ec2_instance_types
 from carpool.sim.localaws.server import LocalAws
 from carpool.taints import Taint as SimTaint
+
+INSTANCE_TYPES = ec2_instance_types()
 
 _MIB = 2**20
 BARE = NodeBootstrap(cluster_name="demo", endpoint="https://127.0.0.1:6443", ca_bundle="Q0E=",

@@ -35,6 +35,15 @@ def ec2_instance_types() -> Mapping[str, dict[str, Any]]:
     return INSTANCE_TYPES
 
 
+def assumed_role_secret(account: str, access_key_id: str) -> str | None:
+    """The secret key of credentials local STS issued by AssumeRole in `account` (what a verifier of their
+    SigV4 signatures, such as the real-cluster tier's token webhook, needs), or None for an unknown key."""
+    from moto.sts.models import sts_backends
+
+    role = sts_backends[account]["aws"].get_assumed_role_from_access_key(access_key_id)
+    return None if role is None else str(role.secret_access_key)
+
+
 def eventbridge_request_handler() -> type:
     """The class whose `put_events` serves local EventBridge's PutEvents."""
     from moto.events.responses import EventsHandler
