@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from real_api import ensure_karpenter_crds, real_api
 
 from carpool import adoption, karpenter_hash
 from carpool import labels as L
@@ -82,6 +83,8 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
         return
     if not ENDPOINT:
         pytest.skip("needs a real kube-apiserver with Karpenter's CRDs (KUBE_ENDPOINT)")
+    with real_api() as server:  # a fresh server has no CRDs until a test installs them
+        ensure_karpenter_crds(server)
     ca_file = os.environ["KUBE_CA_FILE"]
     with httpx2.Client(verify=ssl.create_default_context(cafile=ca_file)) as http:
         assert base64.b64encode(Path(ca_file).read_bytes())
